@@ -1,0 +1,115 @@
+"""Build a Graph in Python, node by node, with shapes known as you go (the zoo is written with it).
+
+    b = Builder("mlp", batch=1)
+    x = b.input("x", (1, 784))
+    h = b.node("Relu", [b.node("Gemm", [x, b.weight("w1", (256, 784)), b.weight("b1", (256,))],
+                                 transB=1)])
+    graph = b.build([h])
+
+Weights are random (seeded, scaled by 1/sqrt(fan-in) so activations stay near unit size), or absent
+with `weights=False`: a shape-only model simulates just as well and builds in no time.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compiler.dtypes import DType
+from compiler.graph import Graph, Node, Tensor
+from compiler.shapes import infer_node
+
+
+class Builder:
+    def __init__(self, name: str, dtype: DType = DType.fp32, weights: bool = True, seed: int = 0,
+                 opset: int = 17):
+        self.dtype = dtype
+        self.with_weights = weights
+        self.rng = np.random.default_rng(seed)
+        self.graph = Graph(name=name, inputs=[], outputs=[], nodes=[], tensors={}, weights={},
+                           opset=opset, source=f"zoo model {name!r}")
+        self._count: dict[str, int] = {}
+        self._scope: list[str] = []
+
+    # -- naming ---------------------------------------------------------------------------------------
+    def scope(self, name: str) -> "_Scope":
+        """Prefix names made inside a `with b.scope("layer1"):` block, like a framework's module path."""
+        return _Scope(self, name)
+
+    def fresh(self, base: str) -> str:
+        full = "/".join(self._scope + [base])
+        n = self._count.get(full, 0)
+        self._count[full] = n + 1
+        return full if n == 0 else f"{full}_{n}"
+
+    # -- tensors --------------------------------------------------------------------------------------
+    def input(self, name: str, shape, dtype: DType | None = None) -> str:
+        tensor = Tensor(name, tuple(int(d) for d in shape), dtype or self.dtype)
+        self.graph.inputs.append(name)
+        self.graph.tensors[name] = tensor
+        return name
+
+    def weight(self, name: str, shape, dtype: DType | None = None, value: np.ndarray | None = None,
+               fan_in: int | None = None, init: str = "normal") -> str:
+        """A parameter. `init`: normal (scaled by fan-in), ones, zeros, or uniform in [0.5, 1.5)."""
+        full = self.fresh(name)
+        shape = tuple(int(d) for d in shape)
+        dtype = dtype or self.dtype
+        if value is None and self.with_weights:
+            value = self._init(shape, init, fan_in)
+        if value is not None:
+            value = np.asarray(value).astype(dtype.numpy)
+            assert value.shape == shape, (full, value.shape, shape)
+        self.graph.weights[full] = value
+        self.graph.tensors[full] = Tensor(full, shape, dtype)
+        return full
+
+    def const(self, value, dtype: DType | None = None, name: str = "const") -> str:
+        """A small constant that always carries its value (shapes, axes, scalars)."""
+        array = np.asarray(value)
+        dtype = dtype or DType.from_numpy(array.dtype)
+        full = self.fresh(name)
+        self.graph.weights[full] = array.astype(dtype.numpy)
+        self.graph.tensors[full] = Tensor(full, array.shape, dtype)
+        return full
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self.graph.tensors[name].shape
+
+    def dtype_of(self, name: str) -> DType:
+        return self.graph.tensors[name].dtype
+
+    # -- nodes ----------------------------------------------------------------------------------------
+    def node(self, op: str, inputs, outputs: int = 1, name: str | None = None, **attrs):
+        """Add a node; returns its output name, or a tuple of names when `outputs` > 1."""
+        node_name = self.fresh(name or op.lower())
+        outs = tuple(node_name if outputs == 1 else f"{node_name}:{i}" for i in range(outputs))
+        node = Node(node_name, op, tuple(inputs), outs, dict(attrs))
+        self.graph.nodes.append(node)
+        infer_node(self.graph, node)
+        return outs[0] if outputs == 1 else outs
+
+    def build(self, outputs) -> Graph:
+        self.graph.outputs = list(outputs)
+        return self.graph.finalize()
+
+    def _init(self, shape, init: str, fan_in: int | None) -> np.ndarray:
+        if init == "ones":
+            return np.ones(shape)
+        if init == "zeros":
+            return np.zeros(shape)
+        if init == "uniform":
+            return self.rng.uniform(0.5, 1.5, size=shape)
+        fan = fan_in or (math.prod(shape[1:]) if len(shape) > 1 else shape[0])
+        return self.rng.standard_normal(shape) / math.sqrt(max(fan, 1))
+
+
+class _Scope:
+    def __init__(self, builder: Builder, name: str):
+        self.builder, self.name = builder, name
+
+    def __enter__(self):
+        self.builder._scope.append(self.name)
+
+    def __exit__(self, *exc):
+        self.builder._scope.pop()

@@ -1,0 +1,17 @@
+"""User-facing errors: every one names the file, node, key or value at fault.
+
+The CLI turns a UserError into one line on stderr and a non-zero exit; anything
+else escaping is a bug in accelsim, not in the user's input.
+"""
+
+
+class UserError(Exception):
+    """Bad input from the user: a file, a model, an option or a preset."""
+
+
+class ModelError(UserError):
+    """A model (ONNX file, zoo model, built graph) that cannot be imported, shaped or run."""
+
+
+class MissingWeightsError(ModelError):
+    """Numerics asked for weights the model does not carry (simulation needs only shapes)."""

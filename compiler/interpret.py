@@ -1,0 +1,61 @@
+"""The numpy reference interpreter, for a Graph (op by op) and for its IR (IR op by IR op).
+
+Both take the runtime inputs by name and return every graph output by name. Weights without values
+(a shape-only model) are an error here, and only here: simulation never reads them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.errors import MissingWeightsError, ModelError
+from compiler.graph import Graph
+from compiler.ir import IR
+from compiler.shapes import opdef
+
+
+def run_graph(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    env = _initial_env(graph.source, graph.inputs, graph.weights, graph.constants, graph.tensors, feeds)
+    for node in graph.nodes:
+        if all(not o or o in graph.constants for o in node.outputs) and node.outputs:
+            continue
+        args = [env[name] if name else None for name in node.inputs]
+        results = opdef(graph, node).reference(node, args)
+        for name, value in zip(node.outputs, results):
+            if name:
+                env[name] = _as_dtype(value, graph.tensors[name])
+    return {name: env[name] for name in graph.outputs}
+
+
+def run_ir(ir: IR, feeds: dict[str, np.ndarray], tensors=None) -> dict[str, np.ndarray]:
+    env = _initial_env(ir.source, ir.inputs, ir.weights, ir.constants, tensors, feeds)
+    for op in ir.ops:
+        args = [env[o.tensor] for o in op.inputs]
+        env[op.output.tensor] = np.asarray(op.reference(args)).astype(op.output.dtype.numpy, copy=False)
+    return {name: env[name] for name in ir.outputs}
+
+
+def _initial_env(source, inputs, weights, constants, tensors, feeds) -> dict[str, np.ndarray]:
+    missing = [name for name, value in weights.items() if value is None]
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        raise MissingWeightsError(f"{source}: evaluating needs weights, but {', '.join(missing[:3])}{more} "
+                                  f"carry no values (external data not found?); simulation works without them")
+    unknown = sorted(set(feeds) - set(inputs))
+    if unknown:
+        raise ModelError(f"{source}: {unknown[0]!r} is not a graph input (inputs: {', '.join(inputs)})")
+    env: dict[str, np.ndarray] = {}
+    env.update({k: np.asarray(v) for k, v in weights.items()})
+    env.update(constants)
+    for name in inputs:
+        if name not in feeds:
+            raise ModelError(f"{source}: no value given for graph input {name!r}")
+        value = np.asarray(feeds[name])
+        if tensors is not None and name in tensors and tuple(value.shape) != tensors[name].shape:
+            raise ModelError(f"{source}: input {name!r} has shape {list(value.shape)}, the model expects "
+                             f"{list(tensors[name].shape)}")
+        env[name] = value
+    return env
+
+
+def _as_dtype(value, tensor) -> np.ndarray:
+    return np.asarray(value).astype(tensor.dtype.numpy, copy=False)

@@ -1,0 +1,125 @@
+"""What every frontend op provides, and the registry that maps ONNX op types to them.
+
+An op module defines a subclass of OpDef decorated with @register("OpType", ...). It gives:
+- infer:     output Tensors from input Tensors (and compile-time values where it needs them),
+- reference: numpy outputs from numpy inputs (the numerical ground truth besides onnxruntime),
+- lower:     IR ops that together compute the node.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+from compiler.dtypes import DType
+from compiler.errors import ModelError
+from compiler.graph import Graph, Node, Tensor
+from compiler.ir import IROp, Map, Move, Operand, Role
+
+REGISTRY: dict[str, "OpDef"] = {}
+
+
+def register(*op_types: str):
+    def wrap(cls):
+        instance = cls()
+        for op_type in op_types:
+            if op_type in REGISTRY:
+                raise RuntimeError(f"op {op_type} registered twice")
+            REGISTRY[op_type] = instance
+        return cls
+    return wrap
+
+
+class OpDef:
+    # Fold at compile time when every input has a value (shapes computed from Shape/Gather/Concat).
+    foldable = True
+    # Inputs that are read for their values at compile time (Reshape's shape, Slice's starts...).
+    value_inputs: tuple[int, ...] = ()
+
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        raise NotImplementedError
+
+    def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def lower(self, node: Node, graph: Graph) -> list[IROp]:
+        raise NotImplementedError
+
+    def fold_from_shapes(self, node: Node, ins: list[Tensor | None]) -> list[np.ndarray] | None:
+        """A value known from shapes alone (the Shape op); None for every other op."""
+        return None
+
+
+# -- helpers shared by op modules ---------------------------------------------------------------------
+
+def fail(node: Node, message: str) -> ModelError:
+    return ModelError(f"{node.where()}: {message}")
+
+
+def out(node: Node, shape, dtype: DType, index: int = 0) -> Tensor:
+    return Tensor(node.outputs[index], tuple(int(d) for d in shape), dtype)
+
+
+def require(node: Node, ins: list[Tensor | None], count: int, at_most: int | None = None) -> None:
+    present = len(ins)
+    hi = count if at_most is None else at_most
+    if present < count or present > hi or any(ins[i] is None for i in range(count)):
+        expected = f"{count}" if hi == count else f"{count} to {hi}"
+        raise fail(node, f"expects {expected} inputs, got {present}")
+
+
+def const_input(node: Node, graph: Graph, index: int, what: str) -> np.ndarray:
+    """An input that must be known at compile time (a shape, an axis list)."""
+    name = node.inputs[index] if index < len(node.inputs) else ""
+    value = graph.value(name) if name else None
+    if value is None:
+        raise fail(node, f"input {index} ({what}, tensor {name!r}) must be a constant known at import time")
+    return np.asarray(value)
+
+
+def broadcast(node: Node, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise fail(node, "input shapes " + " and ".join(str(list(s)) for s in shapes)
+                   + " do not broadcast") from None
+
+
+def normalize_axis(node: Node, axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise fail(node, f"axis {axis} is out of range for rank {rank}")
+    return axis % max(rank, 1)
+
+
+def operand(graph: Graph, name: str, role: Role | None = None) -> Operand:
+    t = graph.tensor(name)
+    if role is None:
+        role = Role.weight if graph.is_weight(name) or name in graph.constants else Role.input
+    return Operand(name, t.shape, t.dtype, role)
+
+
+def input_operands(node: Node, graph: Graph) -> tuple[Operand, ...]:
+    return tuple(operand(graph, name) for name in node.inputs if name)
+
+
+def output_operand(node: Node, graph: Graph, index: int = 0) -> Operand:
+    return operand(graph, node.outputs[index], Role.output)
+
+
+def map_op(node: Node, graph: Graph, fn: Callable[..., np.ndarray], ops_per_element: int) -> list[IROp]:
+    """Lower a node that is one element-wise function of all its inputs."""
+    return [Map(name=node.name, node=node.name, op=node.op, inputs=input_operands(node, graph),
+                output=output_operand(node, graph), fn=fn, ops_per_element=ops_per_element)]
+
+
+def move_op(node: Node, graph: Graph, fn: Callable[..., np.ndarray], view: bool = False,
+            index: int = 0, inputs: tuple[Operand, ...] | None = None) -> IROp:
+    suffix = f":{index}" if len(node.outputs) > 1 else ""
+    return Move(name=node.name + suffix, node=node.name, op=node.op,
+                inputs=input_operands(node, graph) if inputs is None else inputs,
+                output=output_operand(node, graph, index), fn=fn, view=view)
+
+
+def elements(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)

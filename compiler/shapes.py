@@ -1,0 +1,64 @@
+"""Shape inference and constant folding over a Graph, node by node in topological order.
+
+A node whose inputs are all known at compile time (and small) is folded: its outputs become constants,
+which is how exported shape arithmetic (Shape -> Gather -> Concat -> Reshape) resolves.
+"""
+import numpy as np
+
+from compiler.errors import ModelError
+from compiler.graph import Graph
+
+FOLD_LIMIT_ELEMENTS = 1 << 16   # fold only small tensors: shape arithmetic, not whole layers
+
+
+def opdef(graph: Graph, node):
+    from compiler.ops import REGISTRY
+
+    if node.domain not in ("", "ai.onnx") or node.op not in REGISTRY:
+        domain = f" in domain {node.domain!r}" if node.domain not in ("", "ai.onnx") else ""
+        raise ModelError(f"{graph.source}: {node.where()}: op {node.op!r}{domain} is not supported "
+                         f"(supported: {', '.join(sorted(REGISTRY))})")
+    return REGISTRY[node.op]
+
+
+def infer_shapes(graph: Graph) -> None:
+    for node in graph.nodes:
+        infer_node(graph, node)
+
+
+def infer_node(graph: Graph, node) -> None:
+    """Infer one node's output shapes (its inputs already known) and fold it if it can be."""
+    definition = opdef(graph, node)
+    ins = [graph.tensors.get(name) if name else None for name in node.inputs]
+    for name, tensor in zip(node.inputs, ins):
+        if name and tensor is None:
+            raise ModelError(f"{graph.source}: {node.where()}: input {name!r} has no known shape")
+    try:
+        outs = definition.infer(node, ins, graph)
+    except ModelError as error:
+        if str(error).startswith(graph.source):
+            raise
+        raise ModelError(f"{graph.source}: {error}") from None
+    for tensor in outs:
+        if any(d < 0 for d in tensor.shape):
+            raise ModelError(f"{graph.source}: {node.where()}: output {tensor.name!r} has negative "
+                             f"dimension in {list(tensor.shape)}")
+        graph.tensors[tensor.name] = tensor
+    _fold(graph, node, definition, ins, outs)
+
+
+def _fold(graph: Graph, node, definition, ins, outs) -> None:
+    values = definition.fold_from_shapes(node, ins)
+    if values is None:
+        if node.inputs and not definition.foldable:
+            return
+        args = [graph.value(name) if name else None for name in node.inputs]
+        if any(name and arg is None for name, arg in zip(node.inputs, args)):
+            return
+        if any(t.elements > FOLD_LIMIT_ELEMENTS for t in outs):
+            return
+        if any(name in graph.weights and graph.tensors[name].elements > 64 for name in node.inputs):
+            return  # weights stay weights (streamed from memory); only shape arithmetic folds
+        values = definition.reference(node, args)
+    for tensor, value in zip(outs, values):
+        graph.constants[tensor.name] = np.asarray(value)
