@@ -58,7 +58,7 @@ class Builder:
         if value is None and self.with_weights:
             value = self._init(shape, init, fan_in)
         if value is not None:
-            value = np.asarray(value).astype(dtype.numpy)
+            value = _representable(np.asarray(value), dtype)
             assert value.shape == shape, (full, value.shape, shape)
         self.graph.weights[full] = value
         self.graph.tensors[full] = Tensor(full, shape, dtype)
@@ -102,6 +102,17 @@ class Builder:
             return self.rng.uniform(0.5, 1.5, size=shape)
         fan = fan_in or (math.prod(shape[1:]) if len(shape) > 1 else shape[0])
         return self.rng.standard_normal(shape) / math.sqrt(max(fan, 1))
+
+
+def _representable(value: np.ndarray, dtype: DType) -> np.ndarray:
+    """The values `dtype` can hold, in its numpy type: bf16/fp8 live in float32 but must be rounded
+    (to nearest even), else the reference computes with precision the hardware and ONNX never see."""
+    if dtype in (DType.bf16, DType.fp8):
+        import ml_dtypes
+
+        narrow = ml_dtypes.bfloat16 if dtype == DType.bf16 else ml_dtypes.float8_e4m3fn
+        return value.astype(np.float32).astype(narrow).astype(np.float32)
+    return value.astype(dtype.numpy)
 
 
 class _Scope:

@@ -20,20 +20,28 @@ TERNARY_MARK = "accelsim:ternary"   # doc_string of an int8 initializer holding 
 SUPPORTED_OPSETS = range(9, 22)
 
 
-def load_onnx(path: str | os.PathLike) -> Graph:
+Shapes = dict[str, tuple[int, ...]]
+
+
+def load_onnx(path: str | os.PathLike, input_shapes: Shapes | None = None) -> Graph:
+    """`input_shapes` (input name -> shape) fixes symbolic dimensions such as a dynamic batch."""
     path = Path(path)
     if not path.is_file():
         raise ModelError(f"{path}: no such ONNX file")
+    if path.stat().st_size == 0:
+        raise ModelError(f"{path}: the file is empty, not an ONNX model")
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as error:  # onnx raises DecodeError, ValueError... for a damaged file
         raise ModelError(f"{path}: not a readable ONNX model ({type(error).__name__}: {error})") from None
-    return from_model(model, source=str(path), base_dir=path.parent)
+    return from_model(model, source=str(path), base_dir=path.parent, input_shapes=input_shapes)
 
 
-def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: Path | None = None) -> Graph:
+def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: Path | None = None,
+               input_shapes: Shapes | None = None) -> Graph:
     if not model.HasField("graph") or not model.graph.node:
-        raise ModelError(f"{source}: the ONNX model has no graph or no nodes")
+        # protobuf parses many damaged files (text, truncated at a field boundary) into an empty model
+        raise ModelError(f"{source}: not an ONNX model, or one with no graph or no nodes (damaged file?)")
     opset = _opset(model, source)
     g = model.graph
     weights: dict[str, np.ndarray | None] = {}
@@ -44,14 +52,21 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
         value = _initializer_value(init, base_dir, where)
         if dtype == DType.int8 and init.doc_string == TERNARY_MARK:
             dtype = DType.ternary
+        if value is not None:  # bf16, fp8, int4 arrive as ml_dtypes arrays; the Graph holds them widened
+            value = value.astype(dtype.numpy, copy=False)
         weights[init.name] = value
         tensors[init.name] = Tensor(init.name, tuple(int(d) for d in init.dims), dtype)
-    inputs = []
+    inputs = [info.name for info in g.input if info.name not in weights]
+    # an initializer listed as an input too (IR version < 4 exports) is a weight, not an input
+    overrides = dict(input_shapes or {})
+    unknown = [name for name in overrides if name not in inputs]
+    if unknown:
+        raise ModelError(f"{source}: input_shapes names {', '.join(map(repr, unknown))}, which "
+                         f"{'is' if len(unknown) == 1 else 'are'} not a graph input (inputs: "
+                         f"{', '.join(inputs)})")
     for info in g.input:
-        if info.name in weights:
-            continue  # an initializer listed as an input too (IR version < 4 exports)
-        tensors[info.name] = _value_info(info, source)
-        inputs.append(info.name)
+        if info.name not in weights:
+            tensors[info.name] = _value_info(info, source, overrides.get(info.name))
     nodes = [_node(n, i, source) for i, n in enumerate(g.node)]
     graph = Graph(name=g.name or Path(source).stem, inputs=inputs, outputs=[o.name for o in g.output],
                   nodes=nodes, tensors=tensors, weights=weights, opset=opset, source=source)
@@ -85,22 +100,37 @@ def _initializer_value(init: onnx.TensorProto, base_dir: Path | None, where: str
         raise ModelError(f"{where}: cannot decode ({error})") from None
 
 
-def _value_info(info: onnx.ValueInfoProto, source: str) -> Tensor:
+def _value_info(info: onnx.ValueInfoProto, source: str, override=None) -> Tensor:
     where = f"{source}: graph input {info.name!r}"
     kind = info.type.WhichOneof("value")
     if kind != "tensor_type":
         raise ModelError(f"{where}: only tensor inputs are supported, not {kind}")
     tensor_type = info.type.tensor_type
     dtype = DType.from_onnx(tensor_type.elem_type, where)
+    if dtype == DType.int8 and info.doc_string == TERNARY_MARK:
+        dtype = DType.ternary
+    if not tensor_type.HasField("shape") and override is None:
+        raise ModelError(f"{where}: the model gives no shape (not even a rank); pass input_shapes="
+                         f"{{{info.name!r}: (...)}}")
+    dims = tensor_type.shape.dim
+    if override is not None:
+        shape = tuple(int(d) for d in override)
+        if tensor_type.HasField("shape") and len(shape) != len(dims):
+            raise ModelError(f"{where}: input_shapes gives rank {len(shape)} ({list(shape)}), the model "
+                             f"rank {len(dims)}")
+        if any(d <= 0 for d in shape):
+            raise ModelError(f"{where}: input_shapes gives {list(shape)}; every dimension must be positive")
+        return Tensor(info.name, shape, dtype)
     shape = []
-    for i, dim in enumerate(tensor_type.shape.dim):
+    for i, dim in enumerate(dims):
         if dim.HasField("dim_value") and dim.dim_value > 0:
             shape.append(dim.dim_value)
         elif dim.HasField("dim_param"):
-            raise ModelError(f"{where}: dimension {i} is symbolic ({dim.dim_param!r}); give the model "
-                             f"fixed input shapes")
+            raise ModelError(f"{where}: dimension {i} is symbolic ({dim.dim_param!r}); fix it with "
+                             f"input_shapes={{{info.name!r}: (...)}}")
         else:
-            raise ModelError(f"{where}: dimension {i} has no size")
+            raise ModelError(f"{where}: dimension {i} has no size; fix it with "
+                             f"input_shapes={{{info.name!r}: (...)}}")
     return Tensor(info.name, tuple(shape), dtype)
 
 
@@ -115,3 +145,43 @@ def _node(proto: onnx.NodeProto, index: int, source: str) -> Node:
         if isinstance(attrs[attr.name], bytes):
             attrs[attr.name] = attrs[attr.name].decode()
     return Node(proto.name, proto.op_type, tuple(proto.input), tuple(proto.output), attrs, proto.domain)
+
+
+def from_subgraph(body: onnx.GraphProto, outer: Graph, input_tensors: list[Tensor], where: str) -> Graph:
+    """Import a control-flow body (Scan's `body`) as a finalized Graph whose inputs take `input_tensors`'
+    shapes and dtypes. Outer-scope names it reads must be the outer graph's weights or constants."""
+    source = f"{outer.source}: {where} body"
+    if len(body.input) != len(input_tensors):
+        raise ModelError(f"{source}: the body has {len(body.input)} inputs, the op feeds it "
+                         f"{len(input_tensors)}")
+    weights: dict[str, np.ndarray | None] = {}
+    tensors: dict[str, Tensor] = {}
+    for init in body.initializer:
+        dtype = DType.from_onnx(init.data_type, f"{source}: initializer {init.name!r}")
+        weights[init.name] = _initializer_value(init, None, f"{source}: initializer {init.name!r}")
+        if dtype == DType.int8 and init.doc_string == TERNARY_MARK:
+            dtype = DType.ternary
+        tensors[init.name] = Tensor(init.name, tuple(int(d) for d in init.dims), dtype)
+    for info, given in zip(body.input, input_tensors):
+        declared = info.type.tensor_type.elem_type
+        if declared and DType.from_onnx(declared, source) != given.dtype and given.dtype != DType.ternary:
+            raise ModelError(f"{source}: input {info.name!r} is declared "
+                             f"{DType.from_onnx(declared, source).value}, the op feeds {given.dtype.value}")
+        tensors[info.name] = Tensor(info.name, given.shape, given.dtype)
+    inputs = [info.name for info in body.input]
+    nodes = [_node(n, i, source) for i, n in enumerate(body.node)]
+    produced = {name for n in nodes for name in n.outputs if name}
+    read = {name for n in nodes for name in n.inputs if name} | {o.name for o in body.output}
+    for name in sorted(read - produced - set(inputs) - set(weights)):
+        # Outer weights and folded constants become weights of the body (read at every step).
+        if name in outer.weights or name in outer.constants:
+            weights[name] = outer.value(name)
+        elif name in outer.tensors:
+            raise ModelError(f"{source}: reads {name!r}, which the enclosing graph computes at run time; "
+                             f"a body may read only the enclosing graph's initializers and constants")
+        else:
+            continue  # Graph.finalize reports the dangling name
+        tensors[name] = outer.tensor(name)
+    graph = Graph(name=body.name or where, inputs=inputs, outputs=[o.name for o in body.output], nodes=nodes,
+                  tensors=tensors, weights=weights, opset=outer.opset, source=source)
+    return graph.finalize()

@@ -41,6 +41,9 @@ class Node:
     outputs: tuple[str, ...]
     attrs: dict[str, Any] = field(default_factory=dict)
     domain: str = ""
+    # What the op's `infer` resolved from the graph for `reference`, which sees no graph (the opset,
+    # an imported Scan body). Not an ONNX attribute: never exported, never compared.
+    resolved: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def attr(self, key: str, default: Any = None) -> Any:
         return self.attrs.get(key, default)

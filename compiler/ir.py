@@ -230,7 +230,8 @@ def _affine_einsum(op: Einsum, arrays: list[np.ndarray]) -> np.ndarray:
         if d in op.out_dims:
             raise ModelError(f"einsum {op.name}: window loop {d!r} must be a reduction loop")
     prepared = [plan.prepare(np.asarray(a).astype(work, copy=False)) for plan, a in zip(plans, arrays)]
-    subscripts = ",".join("".join(letters[d] for d in plan.dims) for plan in plans)
+    # A window loop (r, s) is fixed each round in every operand, so it leaves the einsum subscripts.
+    subscripts = ",".join("".join(letters[d] for d in plan.dims if d not in window_dims) for plan in plans)
     subscripts += "->" + "".join(letters[d] for d in op.out_dims)
     out = np.zeros(tuple(extents[d] for d in op.out_dims), dtype=work)
     for values in itertools.product(*(range(extents[d]) for d in window_dims)):
@@ -278,7 +279,9 @@ class _OperandPlan:
                 start = offset + sum(c * fixed[d] for d, c in terms) + self._shift[ax]
                 index.append(slice(start, start + stride * (count - 1) + 1, stride))
                 split_shape.append(count)
-        return array[tuple(index)].reshape(split_shape)
+        view = array[tuple(index)].reshape(split_shape)
+        # Plain axes of a window loop (the weight's r, s) take this round's value, as the windows do.
+        return view[tuple(fixed.get(d, slice(None)) for d in self.dims)]
 
 
 def _plan_operand(op: Einsum, axes: tuple[Axis, ...], extents: dict[str, int]) -> _OperandPlan:

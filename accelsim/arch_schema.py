@@ -1,0 +1,268 @@
+"""Schema version 1 of archs/*.yaml: turns the dict accelsim.arch read into checked Arch objects.
+
+Every key has one spelling; every error names the file, the key path (`memory[1].bandwidth`) and
+the value at fault. Invariant: build_arch returns only an Arch whose units, roles and sizes agree
+(e.g. a systolic unit never claims more MACs per cycle than it has PEs).
+"""
+import difflib
+
+from accelsim import units
+from accelsim.arch import (
+    SCHEMA_VERSION, Arch, ArchError, ComputeUnit, Dataflow, Interconnect, Kind, Link, MemoryLevel,
+    Power, SimtLimits, SystolicArray, UnitRole,
+)
+from compiler.dtypes import DType
+from compiler.ir import Role
+
+_TOP = ("version", "name", "kind", "description", "clock", "compute", "memory", "power")
+_UNIT = ("name", "role", "count")
+_UNIT_OPTIONAL = ("clock", "macs_per_cycle", "mac_energy", "ops_per_cycle", "op_energy", "array", "dataflows", "limits")
+_BY_ROLE = {UnitRole.matrix: ("macs_per_cycle", "mac_energy"), UnitRole.vector: ("ops_per_cycle", "op_energy")}
+_ARRAY = ("rows", "cols", "accumulator_bits", "weight_buffers")
+_LIMITS = ("warp", "threads", "blocks", "registers", "shared_memory")
+_LEVEL = ("name", "capacity", "bandwidth", "latency", "holds", "access", "read_energy", "write_energy")
+_LINK = ("bandwidth", "latency")
+
+
+class _File:
+    """The file being read, for messages: every error starts `<file>: <key path>: `."""
+
+    def __init__(self, shown: str):
+        self.shown = shown
+
+    def error(self, path: str, message: str) -> ArchError:
+        return ArchError(f"{self.shown}: {path or '(top level)'}: {message}")
+
+
+def _at(path: str, key) -> str:
+    return f"{path}[{key}]" if isinstance(key, int) else (f"{path}.{key}" if path else str(key))
+
+
+def _mapping(f: _File, value, path: str, required, optional=()) -> dict:
+    allowed = (*required, *optional)
+    if not isinstance(value, dict):
+        raise f.error(path, f"{value!r} is not a mapping; expected keys {', '.join(allowed)}")
+    for key in value:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise f.error(_at(path, key), f"unknown key {key!r}; {hint}allowed: {', '.join(allowed)}")
+    for key in required:
+        if key not in value:
+            raise f.error(_at(path, key), f"missing key {key!r} (required: {', '.join(required)})")
+    return value
+
+
+def _list(f: _File, value, path: str) -> list:
+    if not isinstance(value, list) or not value:
+        raise f.error(path, f"{value!r} is not a non-empty list")
+    return value
+
+
+def _text(f: _File, value, path: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise f.error(path, f"{value!r} is not a non-empty string")
+    return value
+
+
+def _count(f: _File, value, path: str, minimum: int = 1) -> int:
+    try:
+        n = units.parse_count(value)
+    except units.UnitError as e:
+        raise f.error(path, str(e)) from None
+    if n < minimum:
+        raise f.error(path, f"{value!r} must be at least {minimum}")
+    return n
+
+
+def _quantity(f: _File, value, path: str, parse, positive: bool = True):
+    try:
+        x = parse(value)
+    except units.UnitError as e:
+        raise f.error(path, str(e)) from None
+    if positive and x <= 0:
+        raise f.error(path, f"{value!r} must be greater than zero")
+    return x
+
+
+def _choice(f: _File, value, path: str, enum_cls, what: str):
+    names = [m.value for m in enum_cls]
+    if isinstance(value, str) and value in names:
+        return enum_cls(value)
+    close = difflib.get_close_matches(str(value), names, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise f.error(path, f"unknown {what} {value!r}; {hint}use one of {', '.join(names)}")
+
+
+def _per_dtype(f: _File, value, path: str, parse_value) -> tuple:
+    if not isinstance(value, dict) or not value:
+        raise f.error(path, f"{value!r} is not a mapping from dtype to value, e.g. {{int8: ...}}")
+    return tuple((_choice(f, k, _at(path, k), DType, "dtype"), parse_value(v, _at(path, k))) for k, v in value.items())
+
+
+def _latency(f: _File, value, path: str, clock_hz: float) -> tuple[float, int]:
+    """(seconds, cycles at the arch clock) from `500 ns` or `28 cycles`."""
+    if isinstance(value, str) and value.strip().endswith(("cycle", "cycles")):
+        cycles = _quantity(f, value, path, units.parse_cycles, positive=False)
+        return cycles / clock_hz, cycles
+    try:
+        seconds = units.parse_time(value)
+    except units.UnitError as e:
+        raise f.error(path, f"{e} (or a whole number of `cycles` at the arch clock)") from None
+    return seconds, round(seconds * clock_hz)
+
+
+def _array(f: _File, value, path: str) -> SystolicArray:
+    d = _mapping(f, value, path, _ARRAY)
+    return SystolicArray(*(_count(f, d[k], _at(path, k)) for k in _ARRAY))
+
+
+def _limits(f: _File, value, path: str) -> SimtLimits:
+    d = _mapping(f, value, path, _LIMITS)
+    counts = [_count(f, d[k], _at(path, k)) for k in _LIMITS[:-1]]
+    return SimtLimits(*counts, _quantity(f, d["shared_memory"], _at(path, "shared_memory"), units.parse_size))
+
+
+def _unit(f: _File, value, path: str, kind: Kind, clock_hz: float) -> ComputeUnit:
+    d = _mapping(f, value, path, _UNIT, _UNIT_OPTIONAL)
+    role = _choice(f, d["role"], _at(path, "role"), UnitRole, "compute role")
+    other = _BY_ROLE[UnitRole.vector if role is UnitRole.matrix else UnitRole.matrix]
+    for key in _BY_ROLE[role]:
+        if key not in d:
+            raise f.error(_at(path, key), f"missing key {key!r} (required on a {role.value} unit)")
+    for key in other + (("array", "dataflows") if role is UnitRole.vector else ()):
+        if key in d:
+            raise f.error(_at(path, key), f"{key!r} is not allowed on a {role.value} unit (use {', '.join(_BY_ROLE[role])})")
+    per_key, energy_key = _BY_ROLE[role]
+    per_cycle = _per_dtype(f, d[per_key], _at(path, per_key), lambda v, p: _count(f, v, p))
+    energy = _per_dtype(f, d[energy_key], _at(path, energy_key), lambda v, p: _quantity(f, v, p, units.parse_energy))
+    if [t for t, _ in energy] != [t for t, _ in per_cycle]:
+        raise f.error(_at(path, energy_key), f"dtypes {[t.value for t, _ in energy]} must match {per_key} "
+                                             f"{[t.value for t, _ in per_cycle]}, in the same order")
+    spatial = kind in (Kind.systolic, Kind.ternary) and role is UnitRole.matrix
+    for key, wanted in (("array", spatial), ("dataflows", spatial), ("limits", kind is Kind.simt)):
+        if key in d and not wanted:
+            raise f.error(_at(path, key), f"{d[key]!r} makes no sense on a {kind.value} {role.value} unit")
+        if key not in d and wanted and (key != "limits" or role is UnitRole.matrix):
+            raise f.error(_at(path, key), f"missing key {key!r} (required on a {kind.value} matrix unit)")
+    array = _array(f, d["array"], _at(path, "array")) if "array" in d else None
+    if array is not None:
+        for dtype, n in per_cycle:
+            if n > array.pes:
+                raise f.error(_at(_at(path, per_key), dtype.value),
+                              f"{n} MACs per cycle exceeds the {array.rows}x{array.cols} = {array.pes} PEs of the array")
+    dataflows = ()
+    if "dataflows" in d:
+        flows = _list(f, d["dataflows"], _at(path, "dataflows"))
+        dataflows = tuple(_choice(f, v, _at(_at(path, "dataflows"), i), Dataflow, "dataflow") for i, v in enumerate(flows))
+        if len(set(dataflows)) != len(dataflows):
+            raise f.error(_at(path, "dataflows"), f"{flows!r} lists a dataflow twice")
+    return ComputeUnit(
+        name=_text(f, d["name"], _at(path, "name")),
+        role=role,
+        count=_count(f, d["count"], _at(path, "count")),
+        clock_hz=_quantity(f, d["clock"], _at(path, "clock"), units.parse_frequency) if "clock" in d else clock_hz,
+        per_cycle=per_cycle,
+        energy=energy,
+        array=array,
+        dataflows=dataflows,
+        limits=_limits(f, d["limits"], _at(path, "limits")) if "limits" in d else None,
+    )
+
+
+def _level(f: _File, value, path: str, clock_hz: float) -> MemoryLevel:
+    d = _mapping(f, value, path, _LEVEL, ("instances",))
+    holds_path = _at(path, "holds")
+    holds = tuple(_choice(f, v, _at(holds_path, i), Role, "role") for i, v in enumerate(_list(f, d["holds"], holds_path)))
+    if len(set(holds)) != len(holds):
+        raise f.error(holds_path, f"{d['holds']!r} lists a role twice")
+    latency_s, latency_cycles = _latency(f, d["latency"], _at(path, "latency"), clock_hz)
+    level = MemoryLevel(
+        name=_text(f, d["name"], _at(path, "name")),
+        capacity_bytes=_quantity(f, d["capacity"], _at(path, "capacity"), units.parse_size),
+        bandwidth_bytes_per_s=_quantity(f, d["bandwidth"], _at(path, "bandwidth"), units.parse_bandwidth),
+        latency_s=latency_s,
+        latency_cycles=latency_cycles,
+        instances=_count(f, d.get("instances", 1), _at(path, "instances")),
+        holds=holds,
+        access_bytes=_quantity(f, d["access"], _at(path, "access"), units.parse_size),
+        read_energy_j=_quantity(f, d["read_energy"], _at(path, "read_energy"), units.parse_energy),
+        write_energy_j=_quantity(f, d["write_energy"], _at(path, "write_energy"), units.parse_energy),
+    )
+    if level.access_bytes > level.capacity_bytes:
+        raise f.error(_at(path, "access"), f"{d['access']!r} is larger than the level's capacity {d['capacity']!r}")
+    return level
+
+
+def _link(f: _File, value, path: str) -> Link:
+    d = _mapping(f, value, path, _LINK, ("links",))
+    return Link(
+        bandwidth_bytes_per_s=_quantity(f, d["bandwidth"], _at(path, "bandwidth"), units.parse_bandwidth),
+        latency_s=_quantity(f, d["latency"], _at(path, "latency"), units.parse_time, positive=False),
+        links=_count(f, d.get("links", 1), _at(path, "links")),
+    )
+
+
+def _power(f: _File, value) -> Power:
+    d = _mapping(f, value, "power", ("tdp",), ("idle",))
+    tdp = _quantity(f, d["tdp"], "power.tdp", units.parse_power)
+    idle = _quantity(f, d["idle"], "power.idle", units.parse_power, positive=False) if "idle" in d else None
+    if idle is not None and idle > tdp:
+        raise f.error("power.idle", f"{d['idle']!r} exceeds the TDP {d['tdp']!r}")
+    return Power(tdp, idle)
+
+
+def _check_memory(f: _File, raw: list, levels: tuple[MemoryLevel, ...]) -> None:
+    """Every role has a home, and along each role's path a level fits inside the one outside it."""
+    for role in Role:
+        path = [(i, level) for i, level in enumerate(levels) if role in level.holds]
+        if not path:
+            raise f.error("memory", f"no level holds {role.value} operands; add {role.value!r} to some level's holds")
+        # Per instance against the outer level's total: 132 SMs' shared memories together may exceed
+        # nothing in particular, but one of them must fit in the L2 it is filled from.
+        for (_, outer), (i, inner) in zip(path, path[1:]):
+            if inner.capacity_bytes > outer.capacity_total:
+                raise f.error(_at(f"memory[{i}]", "capacity"),
+                              f"{raw[i]['capacity']!r} per instance exceeds the {outer.capacity_total} B of "
+                              f"{outer.name!r}, the next level out holding {role.value}; levels shrink inward")
+
+
+def _unique(f: _File, items, path: str) -> None:
+    seen = set()
+    for i, item in enumerate(items):
+        if item.name in seen:
+            raise f.error(_at(_at(path, i), "name"), f"{item.name!r} is used twice")
+        seen.add(item.name)
+
+
+def build_arch(data, shown: str, source) -> Arch:
+    """Check `data` (the YAML document) against schema version 1 and build the Arch."""
+    f = _File(shown)
+    if isinstance(data, dict) and "version" in data and data["version"] != SCHEMA_VERSION:
+        raise f.error("version", f"unsupported version {data['version']!r}; this accelsim reads version {SCHEMA_VERSION}")
+    d = _mapping(f, data, "", _TOP, ("interconnect",))
+    kind = _choice(f, d["kind"], "kind", Kind, "kind")
+    clock_hz = _quantity(f, d["clock"], "clock", units.parse_frequency)
+    compute = tuple(_unit(f, v, f"compute[{i}]", kind, clock_hz) for i, v in enumerate(_list(f, d["compute"], "compute")))
+    _unique(f, compute, "compute")
+    roles = [u.role for u in compute]
+    if UnitRole.matrix not in roles or roles.count(UnitRole.vector) != 1:
+        raise f.error("compute", f"roles {[r.value for r in roles]}: need at least one matrix unit and exactly one vector unit")
+    if kind is Kind.ternary and not any(u.supports(DType.ternary) for u in compute if u.role is UnitRole.matrix):
+        raise f.error("compute", "a ternary arch needs a matrix unit with `ternary` in macs_per_cycle")
+    raw_memory = _list(f, d["memory"], "memory")
+    memory = tuple(_level(f, v, f"memory[{i}]", clock_hz) for i, v in enumerate(raw_memory))
+    _unique(f, memory, "memory")
+    _check_memory(f, raw_memory, memory)
+    links = _mapping(f, d.get("interconnect", {}), "interconnect", (), ("host", "chip_to_chip"))
+    return Arch(
+        name=_text(f, d["name"], "name"),
+        kind=kind,
+        description=_text(f, d["description"], "description"),
+        clock_hz=clock_hz,
+        compute=compute,
+        memory=memory,
+        interconnect=Interconnect(**{k: _link(f, v, f"interconnect.{k}") for k, v in links.items()}),
+        power=_power(f, d["power"]),
+        source_file=source,
+    )

@@ -1,0 +1,123 @@
+"""A simulation result: per-op estimates and totals, with JSON, CSV and table views.
+
+The JSON layout is versioned (SCHEMA_VERSION) and documented in docs/result-schema.md; a change that
+removes or renames a field bumps the version.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class OpResult:
+    name: str
+    node: str
+    op: str                          # frontend op type (Conv, MatMul, Relu...)
+    kind: str                        # IR kind: einsum, map, reduce, move
+    shape: tuple[int, ...]           # output shape
+    dtype: str                       # the dtype it computes in
+    unit: str                        # the compute unit it runs on
+    macs: int
+    ops: int                         # vector-unit operations
+    bytes: int                       # compulsory bytes: operands read once, output written once
+    bytes_by_level: dict[str, int]   # bytes crossing each memory level
+    compute_seconds: float
+    level_seconds: dict[str, float]  # bytes / bandwidth per level
+    latency_seconds: float
+    seconds: float
+    cycles: int
+    bound: str                       # "compute", a memory level's name, "latency", or "view"
+    utilisation: float              # share of the unit's peak this op sustains
+    energy_j: dict[str, float]       # per component (compute unit or memory level)
+
+    def to_dict(self) -> dict:
+        d = {key: getattr(self, key) for key in self.__dataclass_fields__}
+        d["shape"] = list(self.shape)
+        return d
+
+
+@dataclass(frozen=True)
+class Result:
+    model: dict
+    arch: dict
+    fidelity: str
+    ops: list[OpResult]
+    notes: list[str] = field(default_factory=list)
+
+    # -- totals -------------------------------------------------------------------------------------
+    @property
+    def seconds(self) -> float:
+        return sum(op.seconds for op in self.ops)
+
+    @property
+    def cycles(self) -> int:
+        return sum(op.cycles for op in self.ops)
+
+    @property
+    def macs(self) -> int:
+        return sum(op.macs for op in self.ops)
+
+    def totals(self) -> dict:
+        by_level: dict[str, int] = {}
+        energy: dict[str, float] = {}
+        bounds: dict[str, int] = {}
+        for op in self.ops:
+            for level, n in op.bytes_by_level.items():
+                by_level[level] = by_level.get(level, 0) + n
+            for part, joules in op.energy_j.items():
+                energy[part] = energy.get(part, 0.0) + joules
+            bounds[op.bound] = bounds.get(op.bound, 0) + 1
+        seconds = self.seconds
+        peak = self.arch.get("peak_macs_per_second", 0.0)
+        return {
+            "seconds": seconds,
+            "cycles": self.cycles,
+            "macs": self.macs,
+            "ops": sum(op.ops for op in self.ops),
+            "bytes": sum(op.bytes for op in self.ops),
+            "bytes_by_level": by_level,
+            "utilisation": self.macs / (peak * seconds) if peak and seconds else 0.0,
+            "energy_j": sum(energy.values()),
+            "energy_by_component_j": energy,
+            "average_power_w": sum(energy.values()) / seconds if seconds else 0.0,
+            "bound_counts": bounds,
+        }
+
+    # -- views --------------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {"version": SCHEMA_VERSION, "model": self.model, "arch": self.arch, "fidelity": self.fidelity,
+                "totals": self.totals(), "ops": [op.to_dict() for op in self.ops], "notes": self.notes}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def to_csv(self) -> str:
+        """One row per op; per-level bytes and times as `bytes:<level>` and `seconds:<level>` columns."""
+        levels = list(self.arch.get("memory_levels", []))
+        scalar = ["name", "node", "op", "kind", "shape", "dtype", "unit", "macs", "ops", "bytes", "cycles",
+                  "seconds", "compute_seconds", "latency_seconds", "bound", "utilisation"]
+        header = scalar + [f"bytes:{lv}" for lv in levels] + [f"seconds:{lv}" for lv in levels] + ["energy_j"]
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(header)
+        for op in self.ops:
+            row = [getattr(op, key) for key in scalar]
+            row[4] = "x".join(map(str, op.shape))
+            row += [op.bytes_by_level.get(lv, 0) for lv in levels]
+            row += [op.level_seconds.get(lv, 0.0) for lv in levels]
+            row.append(sum(op.energy_j.values()))
+            writer.writerow(row)
+        return buffer.getvalue()
+
+    def table(self, limit: int | None = None) -> str:
+        from accelsim.table import render
+
+        return render(self, limit)
+
+    def __str__(self) -> str:
+        return self.table()

@@ -1,0 +1,68 @@
+"""The terminal view of a Result: one row per op, then totals, in engineering units."""
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def si(value: float, unit: str = "") -> str:
+    """1.23e9 -> '1.23 G'; keeps three significant digits."""
+    if value == 0:
+        return f"0 {unit}".strip()
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}".strip()
+
+
+def seconds(value: float) -> str:
+    if value == 0:
+        return "0"
+    for factor, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if value >= factor:
+            return f"{value / factor:.3g} {unit}"
+    return f"{value / 1e-9:.3g} ns"
+
+
+def render(result, limit: int | None = None) -> str:
+    arch, model = result.arch, result.model
+    title = escape(f"{model['name']} (batch {model['batch']}, {model['dtype']}) on {arch['name']} "
+                   f"[{arch['kind']}], {result.fidelity}")
+    table = Table(title=title, title_justify="left", show_lines=False, pad_edge=False)
+    for column, justify in (("layer", "left"), ("op", "left"), ("shape", "left"), ("MACs | ops", "right"),
+                            ("bytes", "right"), ("bound", "left"), ("time", "right"), ("util", "right")):
+        table.add_column(column, justify=justify, no_wrap=column != "layer", overflow="fold")
+    ops = result.ops if limit is None else result.ops[:limit]
+    for op in ops:
+        work = si(op.macs) if op.macs else f"{si(op.ops)} ops" if op.ops else "-"
+        table.add_row(escape(op.name), op.op, "x".join(map(str, op.shape)), work, si(op.bytes, "B"), op.bound,
+                      seconds(op.seconds), f"{op.utilisation:.0%}" if op.seconds else "-")
+    if limit is not None and len(result.ops) > limit:
+        table.add_row(f"... {len(result.ops) - limit} more ops", "", "", "", "", "", "", "")
+    totals = result.totals()
+    table.add_section()
+    table.add_row(f"total ({len(result.ops)} ops)", "", "", si(totals["macs"]), si(totals["bytes"], "B"), "",
+                  seconds(totals["seconds"]), f"{totals['utilisation']:.0%}")
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=120, force_terminal=False, color_system=None)
+    console.print(table)
+    lines = [f"throughput: {1 / totals['seconds']:.1f} inferences/s at batch {model['batch']}"
+             if totals["seconds"] else "throughput: -",
+             "time by bound: " + ", ".join(f"{bound} {share:.0%}" for bound, share in _bound_shares(result)),
+             "bytes by level: " + ", ".join(f"{lv} {si(n, 'B')}" for lv, n in totals["bytes_by_level"].items()),
+             f"energy: {si(totals['energy_j'], 'J')} (average {si(totals['average_power_w'], 'W')} "
+             f"against a {si(arch.get('tdp_w', 0), 'W')} TDP)"]
+    lines += [f"note: {note}" for note in result.notes]
+    console.print("\n".join(lines))
+    return buffer.getvalue()
+
+
+def _bound_shares(result):
+    total = result.seconds or 1.0
+    shares: dict[str, float] = {}
+    for op in result.ops:
+        shares[op.bound] = shares.get(op.bound, 0.0) + op.seconds / total
+    return sorted(shares.items(), key=lambda item: -item[1])

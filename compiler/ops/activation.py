@@ -1,0 +1,166 @@
+"""Unary element-wise ops (activations, math functions, rounding, Clip), each lowered to one Map.
+
+The output has the input's shape and dtype (Not: bool); attributes (alpha, beta...) follow ONNX defaults.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compiler.dtypes import DType
+from compiler.graph import Graph, Node, Tensor
+from compiler.ir import IROp
+from compiler.ops.base import OpDef, fail, map_op, out, register, require
+
+_ERF = np.frompyfunc(math.erf, 1, 1)   # exact (libm) erf; numpy has none and scipy is not a dependency
+
+
+def _work(x: np.ndarray) -> np.ndarray:
+    """Compute transcendental chains in float32 (float64 stays float64), as ORT's CPU kernels do for fp16."""
+    return x.astype(np.float64 if x.dtype == np.float64 else np.float32)
+
+
+def _erf(x):
+    return _ERF(np.asarray(x, dtype=np.float64)).astype(np.float64)
+
+
+def _gelu(x, node):
+    w = _work(x)
+    if node.attr("approximate", "none") == "tanh":
+        inner = math.sqrt(2.0 / math.pi) * (w + 0.044715 * w ** 3)
+        return 0.5 * w * (1.0 + np.tanh(inner))
+    return 0.5 * w * (1.0 + _erf(w / math.sqrt(2.0)))
+
+
+def _hard_sigmoid(x, node):
+    return np.clip(node.attr("alpha", 0.2) * _work(x) + node.attr("beta", 0.5), 0.0, 1.0)
+
+
+def _elu(x, node):
+    w = _work(x)
+    return np.where(w > 0, w, node.attr("alpha", 1.0) * np.expm1(np.minimum(w, 0)))
+
+
+def _selu(x, node):
+    w = _work(x)
+    alpha, gamma = node.attr("alpha", 1.67326319217681884765625), node.attr("gamma", 1.05070102214813232421875)
+    return gamma * np.where(w > 0, w, alpha * np.expm1(np.minimum(w, 0)))
+
+
+_FLOAT, _NUMERIC, _BOOL = "float", "numeric", "bool"
+# op -> (numpy function of (x, node), vector ops per element, allowed input dtypes).
+# Cost table: one op per add/mul/compare/select; exp, log, sqrt, reciprocal and tanh's exp count one each
+# (a special-function unit or a vector instruction sequence treated as one op).
+#   Sigmoid     1 / (1 + exp(-x))                          neg, exp, add, div          = 4
+#   Tanh        (e^2x - 1) / (e^2x + 1)                    mul, exp, sub, add, div     = 5
+#   Erf         rational/polynomial approximation          about 10 multiply-adds      = 10
+#   Gelu        0.5 x (1 + erf(x / sqrt 2))                erf + mul, add, mul, mul    = 14
+#   Gelu tanh   0.5 x (1 + tanh(c (x + 0.044715 x^3)))     tanh + 7 mul/add            = 12
+#   Softplus    log(1 + exp(x))                            exp, add, log               = 3
+#   LeakyRelu   x > 0 ? x : a x                            mul, compare, select        = 2 (mul, select)
+#   HardSigmoid clip(a x + b, 0, 1)                        multiply-add, max, min      = 3
+#   HardSwish   x * HardSigmoid(x)                                                     = 4
+#   Elu / Selu  x > 0 ? x : a (exp(x) - 1)  (Selu * gamma) exp, sub, mul, select (+1)  = 4 / 5
+_UNARY = {
+    "Relu": (lambda x, n: np.maximum(x, x.dtype.type(0)), 1, _NUMERIC),
+    "Sigmoid": (lambda x, n: 1.0 / (1.0 + np.exp(-_work(x))), 4, _FLOAT),
+    "Tanh": (lambda x, n: np.tanh(_work(x)), 5, _FLOAT),
+    "Erf": (lambda x, n: _erf(x), 10, _FLOAT),
+    "Gelu": (_gelu, 14, _FLOAT),
+    "Sqrt": (lambda x, n: np.sqrt(x), 1, _FLOAT),
+    "Exp": (lambda x, n: np.exp(x), 1, _FLOAT),
+    "Log": (lambda x, n: np.log(x), 1, _FLOAT),
+    "Neg": (lambda x, n: np.negative(x), 1, _NUMERIC),
+    "Abs": (lambda x, n: np.abs(x), 1, _NUMERIC),
+    "Reciprocal": (lambda x, n: np.reciprocal(x), 1, _FLOAT),
+    "Softplus": (lambda x, n: np.logaddexp(0.0, _work(x)), 3, _FLOAT),
+    "LeakyRelu": (lambda x, n: np.where(x > 0, x, x * x.dtype.type(n.attr("alpha", 0.01))), 2, _FLOAT),
+    "HardSigmoid": (_hard_sigmoid, 3, _FLOAT),
+    "HardSwish": (lambda x, n: _work(x) * np.clip(_work(x) / 6.0 + 0.5, 0.0, 1.0), 4, _FLOAT),
+    "Elu": (_elu, 4, _FLOAT),
+    "Selu": (_selu, 5, _FLOAT),
+    "Round": (lambda x, n: np.round(x), 1, _FLOAT),          # numpy rounds half to even, as ONNX asks
+    "Floor": (lambda x, n: np.floor(x), 1, _FLOAT),
+    "Ceil": (lambda x, n: np.ceil(x), 1, _FLOAT),
+    "Sign": (lambda x, n: np.sign(x), 1, _NUMERIC),
+    "Not": (lambda x, n: np.logical_not(x), 1, _BOOL),
+}
+
+
+def _check_dtype(node: Node, tensor: Tensor, allowed: str) -> None:
+    ok = {_FLOAT: tensor.dtype.is_float, _BOOL: tensor.dtype == DType.bool,
+          _NUMERIC: tensor.dtype != DType.bool}[allowed]
+    if not ok:
+        wanted = {_FLOAT: "a floating-point", _BOOL: "a bool", _NUMERIC: "a numeric"}[allowed]
+        raise fail(node, f"input {tensor.name!r} must have {wanted} dtype, got {tensor.dtype.value}")
+
+
+@register(*_UNARY)
+class Unary(OpDef):
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        require(node, ins, 1)
+        _check_dtype(node, ins[0], _UNARY[node.op][2])
+        if node.op == "Gelu" and node.attr("approximate", "none") not in ("none", "tanh"):
+            raise fail(node, f"attribute approximate={node.attr('approximate')!r} is not allowed "
+                             f"('none' or 'tanh')")
+        return [out(node, ins[0].shape, ins[0].dtype)]
+
+    def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = np.asarray(args[0])
+        with np.errstate(all="ignore"):  # exp overflow to inf, log(-1) = nan: the IEEE results ORT gives
+            y = _UNARY[node.op][0](x, node)
+        return [np.asarray(y).astype(x.dtype, copy=False)]
+
+    def lower(self, node: Node, graph: Graph) -> list[IROp]:
+        cost = _UNARY[node.op][1]
+        if node.op == "Gelu" and node.attr("approximate", "none") == "tanh":
+            cost = 12
+        return map_op(node, graph, lambda x: self.reference(node, [x])[0], cost)
+
+
+@register("Clip")
+class Clip(OpDef):
+    """min(max(x, lo), hi): attributes before opset 11, optional scalar inputs from 11 ('' omits one)."""
+
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        require(node, ins, 1, 3)
+        _check_dtype(node, ins[0], _NUMERIC)
+        for index, bound in zip((1, 2), ("min", "max")):
+            t = ins[index] if index < len(ins) else None
+            if t is None:
+                continue
+            if t.elements != 1:
+                raise fail(node, f"the {bound} input {t.name!r} must be a scalar, got shape {list(t.shape)}")
+            if t.dtype != ins[0].dtype:
+                raise fail(node, f"the {bound} input {t.name!r} is {t.dtype.value}, but x is "
+                                 f"{ins[0].dtype.value}")
+        return [out(node, ins[0].shape, ins[0].dtype)]
+
+    def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = np.asarray(args[0])
+        lo, hi = self._bounds(node, x.dtype, list(args[1:]))
+        return [np.minimum(np.maximum(x, lo), hi).astype(x.dtype, copy=False)]
+
+    def lower(self, node: Node, graph: Graph) -> list[IROp]:
+        present = [i for i, name in enumerate(node.inputs) if name]
+
+        def clip(*arrays):
+            # map_op hands over only the inputs that are present; put them back in their slots
+            args: list = [None] * len(node.inputs)
+            for i, a in zip(present, arrays):
+                args[i] = a
+            return self.reference(node, args)[0]
+        return map_op(node, graph, clip, 2)
+
+    @staticmethod
+    def _bounds(node: Node, dtype: np.dtype, extra: list) -> tuple:
+        if "min" in node.attrs or "max" in node.attrs:   # opset < 11
+            return dtype.type(node.attr("min", -np.inf)), dtype.type(node.attr("max", np.inf))
+        if np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+        else:
+            info = np.finfo(dtype)
+        lo = extra[0] if len(extra) > 0 and extra[0] is not None else info.min
+        hi = extra[1] if len(extra) > 1 and extra[1] is not None else info.max
+        return np.asarray(lo, dtype=dtype).reshape(()), np.asarray(hi, dtype=dtype).reshape(())

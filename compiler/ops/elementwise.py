@@ -1,0 +1,164 @@
+"""Binary and n-ary element-wise arithmetic, comparisons and logic (Add ... Where), lowered to one Map.
+
+They share one shape rule: the output is the numpy/ONNX multidirectional broadcast of every input shape,
+and (except Pow's exponent and Where's condition) every input has the same dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.dtypes import DType
+from compiler.graph import Graph, Node, Tensor
+from compiler.ir import IROp
+from compiler.ops.base import OpDef, broadcast, fail, map_op, out, register, require
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer Div as ONNX Runtime computes it (C++ `/`): truncate toward zero, not numpy's floor.
+
+    e.g. -7 / 2 = -3 (numpy's -7 // 2 = -4).
+    """
+    with np.errstate(divide="ignore"):  # x / 0 is undefined in ONNX; numpy gives 0, ORT may trap
+        q = a // b
+    return q + ((q < 0) & (q * b != a))
+
+
+def _div(a, b):
+    if np.issubdtype(np.result_type(a, b), np.integer):
+        return _int_div(a, b)
+    return np.divide(a, b)
+
+
+def _pow(a, b):
+    # The result keeps the base's dtype (ONNX T); an int base computes exactly in int64.
+    if np.issubdtype(a.dtype, np.integer):
+        return np.power(a.astype(np.int64), b.astype(np.int64)).astype(a.dtype)
+    return np.power(a, b.astype(a.dtype)).astype(a.dtype)
+
+
+def _mod(node: Node):
+    fmod = int(node.attr("fmod", 0))
+
+    def mod(a, b):
+        # fmod=1: C fmod, the sign of the dividend; fmod=0: Python %, the sign of the divisor.
+        return np.fmod(a, b) if fmod else np.mod(a, b)
+    return mod
+
+
+def _variadic(fn):
+    def fold(*arrays):
+        result = arrays[0]
+        for a in arrays[1:]:
+            result = fn(result, a)
+        return result
+    return fold
+
+
+def _mean(*arrays):
+    return (_variadic(np.add)(*arrays) / len(arrays)).astype(arrays[0].dtype)
+
+
+# op -> (numpy function of the arrays, vector ops per output element, output dtype rule).
+# Costs: one ALU op per add/sub/mul/compare/select; Div counts 1 (a divide unit, or reciprocal+mul
+# fused on GPUs); Pow = exp(b * log a) = 3; Mod = divide, floor, multiply-subtract = 3.
+# Variadic ops (Sum, Max, Min, Mean) cost one op per extra input (Mean adds one multiply).
+_BINARY = {
+    "Add": (np.add, 1), "Sub": (np.subtract, 1), "Mul": (np.multiply, 1), "Div": (_div, 1),
+    "Pow": (_pow, 3),
+    "Equal": (np.equal, 1), "Less": (np.less, 1), "Greater": (np.greater, 1),
+    "LessOrEqual": (np.less_equal, 1), "GreaterOrEqual": (np.greater_equal, 1),
+    "And": (np.logical_and, 1), "Or": (np.logical_or, 1), "Xor": (np.logical_xor, 1),
+    "BitwiseAnd": (np.bitwise_and, 1), "BitwiseOr": (np.bitwise_or, 1), "BitwiseXor": (np.bitwise_xor, 1),
+}
+_COMPARE = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}
+_LOGIC = {"And", "Or", "Xor"}
+_VARIADIC = {"Sum": np.add, "Max": np.maximum, "Min": np.minimum}
+
+
+def _same_dtype(node: Node, ins: list[Tensor]) -> DType:
+    dtypes = {t.dtype for t in ins}
+    if len(dtypes) > 1:
+        listed = ", ".join(f"{t.name!r} is {t.dtype.value}" for t in ins)
+        raise fail(node, f"inputs must share one dtype, but {listed}")
+    return ins[0].dtype
+
+
+@register(*_BINARY)
+class Binary(OpDef):
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        require(node, ins, 2)
+        shape = broadcast(node, ins[0].shape, ins[1].shape)
+        if node.op == "Pow":
+            dtype = ins[0].dtype  # the exponent may have another numeric type
+        else:
+            dtype = _same_dtype(node, ins)
+        if node.op in _LOGIC and dtype != DType.bool:
+            raise fail(node, f"inputs must be bool, got {dtype.value}")
+        if node.op.startswith("Bitwise") and (dtype.is_float or dtype == DType.bool):
+            raise fail(node, f"inputs must be integers, got {dtype.value}")
+        if node.op in _COMPARE or node.op in _LOGIC:
+            dtype = DType.bool
+        return [out(node, shape, dtype)]
+
+    def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+        fn, _ = _BINARY[node.op]
+        return [np.asarray(fn(np.asarray(args[0]), np.asarray(args[1])))]
+
+    def lower(self, node: Node, graph: Graph) -> list[IROp]:
+        fn, cost = _BINARY[node.op]
+        return map_op(node, graph, lambda a, b: fn(np.asarray(a), np.asarray(b)), cost)
+
+
+@register("Mod")
+class Mod(OpDef):
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        require(node, ins, 2)
+        shape = broadcast(node, ins[0].shape, ins[1].shape)
+        dtype = _same_dtype(node, ins)
+        fmod = node.attr("fmod", 0)
+        if fmod not in (0, 1):
+            raise fail(node, f"attribute fmod={fmod} is not allowed (0 or 1)")
+        if dtype.is_float and fmod != 1:
+            raise fail(node, f"floating-point inputs ({dtype.value}) need fmod=1, got fmod={fmod}")
+        return [out(node, shape, dtype)]
+
+    def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+        return [_mod(node)(np.asarray(args[0]), np.asarray(args[1]))]
+
+    def lower(self, node: Node, graph: Graph) -> list[IROp]:
+        return map_op(node, graph, _mod(node), 3)
+
+
+@register("Sum", "Max", "Min", "Mean")
+class Variadic(OpDef):
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        if not ins or any(t is None for t in ins):
+            raise fail(node, f"expects 1 or more inputs, got {len(ins)} (omitted inputs are not allowed)")
+        return [out(node, broadcast(node, *(t.shape for t in ins)), _same_dtype(node, ins))]
+
+    def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+        return [self._fn(node)(*(np.asarray(a) for a in args))]
+
+    def lower(self, node: Node, graph: Graph) -> list[IROp]:
+        extra = 1 if node.op == "Mean" else 0
+        return map_op(node, graph, self._fn(node), max(len(node.inputs) - 1, 0) + extra)
+
+    @staticmethod
+    def _fn(node: Node):
+        return _mean if node.op == "Mean" else _variadic(_VARIADIC[node.op])
+
+
+@register("Where")
+class Where(OpDef):
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        require(node, ins, 3)
+        if ins[0].dtype != DType.bool:
+            raise fail(node, f"the condition {node.inputs[0]!r} must be bool, got {ins[0].dtype.value}")
+        dtype = _same_dtype(node, ins[1:])
+        return [out(node, broadcast(node, *(t.shape for t in ins)), dtype)]
+
+    def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+        return [np.where(*(np.asarray(a) for a in args))]
+
+    def lower(self, node: Node, graph: Graph) -> list[IROp]:
+        return map_op(node, graph, np.where, 1)

@@ -1,0 +1,72 @@
+"""LayerNormalization (opset 17: axis, epsilon, optional bias) -> one Reduce over the axes from `axis` on.
+
+Invariant: y = (x - mean) / sqrt(var + epsilon) * scale + B, statistics in fp32 (stash_type 1);
+the optional Mean and InvStdDev outputs get their own Reduce only when something reads them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.dtypes import DType
+from compiler.graph import Graph, Node, Tensor
+from compiler.ir import IROp, Reduce
+from compiler.ops.base import (OpDef, broadcast, fail, input_operands, normalize_axis, operand, out,
+                               output_operand, register, require)
+
+
+@register("LayerNormalization")
+class LayerNormalization(OpDef):
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        require(node, ins, 2, 3)
+        x = ins[0]
+        if not x.dtype.is_float:
+            raise fail(node, f"input is {x.dtype.value}; LayerNormalization takes a float tensor")
+        axis = normalize_axis(node, int(node.attr("axis", -1)), len(x.shape))
+        for name, t in zip(("Scale", "B"), ins[1:]):
+            if t is not None and broadcast(node, t.shape, x.shape[axis:]) != x.shape[axis:]:
+                raise fail(node, f"{name} has shape {list(t.shape)}, which does not broadcast to the "
+                                 f"normalized shape {list(x.shape[axis:])} (axes {axis}.. of {list(x.shape)})")
+        stats = x.shape[:axis] + (1,) * (len(x.shape) - axis)
+        outs = [out(node, x.shape, x.dtype)]
+        outs += [out(node, stats, DType.fp32, i) for i in (1, 2) if i < len(node.outputs) and node.outputs[i]]
+        return outs
+
+    def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+        y, mean, inv_std = _normalize(node, *args, *[None] * (3 - len(args)))
+        return [y, mean, inv_std][: len(node.outputs)]
+
+    def lower(self, node: Node, graph: Graph) -> list[IROp]:
+        x = graph.tensor(node.inputs[0])
+        axis = normalize_axis(node, int(node.attr("axis", -1)), len(x.shape))
+        axes = tuple(range(axis, len(x.shape)))
+        has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
+        # Per element: an add for the mean, a subtract, a square and an add for the variance, the
+        # normalising multiply and the scale multiply (6), plus the bias add; rsqrt is per row.
+        ops: list[IROp] = [Reduce(name=node.name, node=node.name, op=node.op,
+                                  inputs=input_operands(node, graph), output=output_operand(node, graph),
+                                  axes=axes, ops_per_element=6 + has_bias,
+                                  fn=lambda *a: _normalize(node, *a, *[None] * (3 - len(a)))[0])]
+        used = set(graph.outputs) | {name for n in graph.nodes for name in n.inputs}
+        for i, per_element in ((1, 1), (2, 3)):  # mean: an add; inverse std: subtract, square, add
+            if i < len(node.outputs) and node.outputs[i] in used:
+                ops.append(Reduce(name=f"{node.name}:{i}", node=node.name, op=node.op,
+                                  inputs=(operand(graph, node.inputs[0]),), output=output_operand(node, graph, i),
+                                  axes=axes, ops_per_element=per_element,
+                                  fn=lambda a, i=i: _normalize(node, a, None, None)[i]))
+        return ops
+
+
+def _normalize(node: Node, x, scale, bias):
+    axis = normalize_axis(node, int(node.attr("axis", -1)), x.ndim)
+    axes = tuple(range(axis, x.ndim))
+    epsilon = np.float32(node.attr("epsilon", 1e-5))
+    xf = x.astype(np.float32)
+    mean = xf.mean(axis=axes, keepdims=True)
+    centered = xf - mean
+    inv_std = 1 / np.sqrt((centered * centered).mean(axis=axes, keepdims=True) + epsilon)
+    y = centered * inv_std
+    if scale is not None:
+        y = y * scale.astype(np.float32)
+    if bias is not None:
+        y = y + bias.astype(np.float32)
+    return y.astype(x.dtype), mean, inv_std

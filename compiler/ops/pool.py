@@ -1,0 +1,142 @@
+"""MaxPool, AveragePool (pads, strides, dilations, ceil_mode, count_include_pad) and the global pools -> Reduce.
+
+Invariant: one Reduce over the spatial axes; its ops cover every window element of every output
+(a compare for max, an add for average, plus one divide per output for average).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from compiler.graph import Graph, Node, Tensor
+from compiler.ir import IROp, Reduce
+from compiler.ops.base import OpDef, fail, input_operands, out, output_operand, register, require
+from compiler.ops.conv import window_geometry
+
+
+class _Pool(OpDef):
+    mode = "max"
+
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        require(node, ins, 1)
+        x = ins[0]
+        geometry = _geometry(node, x.shape)
+        if len(node.outputs) > 1 and node.outputs[1]:
+            raise fail(node, "the Indices output is not supported; use only the first output")
+        return [out(node, x.shape[:2] + tuple(geometry[1]), x.dtype)]
+
+    def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+        return [_pool(args[0], self.mode, _geometry(node, args[0].shape), _include_pad(node))]
+
+    def lower(self, node: Node, graph: Graph) -> list[IROp]:
+        x = graph.tensor(node.inputs[0])
+        geometry = _geometry(node, x.shape)
+        kernel, outs = geometry[0], geometry[1]
+        mode, include = self.mode, _include_pad(node)
+        # Reduce counts ops per input element; a window reads each input about prod(kernel/stride)
+        # times, so the count is rounded up from the true window work (never below it).
+        work = x.shape[0] * x.shape[1] * math.prod(outs) * (math.prod(kernel) + (mode == "average"))
+        return [Reduce(name=node.name, node=node.name, op=node.op, inputs=input_operands(node, graph),
+                       output=output_operand(node, graph), axes=tuple(range(2, len(x.shape))),
+                       ops_per_element=max(1, -(-work // x.elements)),
+                       fn=lambda a: _pool(a, mode, geometry, include))]
+
+
+@register("MaxPool")
+class MaxPool(_Pool):
+    mode = "max"
+
+
+@register("AveragePool")
+class AveragePool(_Pool):
+    mode = "average"
+
+
+class _GlobalPool(OpDef):
+    reduce = staticmethod(np.max)
+
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        require(node, ins, 1)
+        x = ins[0]
+        if len(x.shape) < 3:
+            raise fail(node, f"input has shape {list(x.shape)}; expected N, C and at least one spatial axis")
+        return [out(node, x.shape[:2] + (1,) * (len(x.shape) - 2), x.dtype)]
+
+    def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+        return [self._apply(args[0])]
+
+    def lower(self, node: Node, graph: Graph) -> list[IROp]:
+        rank = len(graph.tensor(node.inputs[0]).shape)
+        # one add (or compare) per input element; the single divide per output is negligible
+        return [Reduce(name=node.name, node=node.name, op=node.op, inputs=input_operands(node, graph),
+                       output=output_operand(node, graph), axes=tuple(range(2, rank)), ops_per_element=1,
+                       fn=self._apply)]
+
+    def _apply(self, x: np.ndarray) -> np.ndarray:
+        axes = tuple(range(2, x.ndim))
+        work = x.astype(np.float32) if x.dtype == np.float16 else x
+        return self.reduce(work, axis=axes, keepdims=True).astype(x.dtype)
+
+
+@register("GlobalMaxPool")
+class GlobalMaxPool(_GlobalPool):
+    reduce = staticmethod(np.max)
+
+
+@register("GlobalAveragePool")
+class GlobalAveragePool(_GlobalPool):
+    reduce = staticmethod(np.mean)
+
+
+def _include_pad(node: Node) -> bool:
+    return bool(node.attr("count_include_pad", 0))
+
+
+def _geometry(node: Node, shape: tuple[int, ...]):
+    """(kernel, outs, pads_begin, pads_end, strides, dilations) for an input shape."""
+    if len(shape) < 3:
+        raise fail(node, f"input has shape {list(shape)}; expected N, C and at least one spatial axis")
+    kernel = node.attr("kernel_shape")
+    rank = len(shape) - 2
+    if kernel is None or len(kernel) != rank or any(int(k) < 1 for k in kernel):
+        raise fail(node, f"kernel_shape must be {rank} positive integers (one per spatial axis), got "
+                         f"{None if kernel is None else list(kernel)}")
+    kernel = [int(k) for k in kernel]
+    outs, begin, end, strides, dilations = window_geometry(node, list(shape[2:]), kernel,
+                                                           bool(node.attr("ceil_mode", 0)))
+    return kernel, outs, begin, end, strides, dilations
+
+
+def _pool(x: np.ndarray, mode: str, geometry, include_pad: bool) -> np.ndarray:
+    kernel, outs, begin, end, strides, dilations = geometry
+    sizes = x.shape[2:]
+    # ceil_mode may let the last window run past the end padding: pad further, and count none of it
+    extra = [max(0, (o - 1) * s + (k - 1) * d + 1 - (n + b + e))
+             for o, s, k, d, n, b, e in zip(outs, strides, kernel, dilations, sizes, begin, end)]
+    pads = [(b, e + x_) for b, e, x_ in zip(begin, end, extra)]
+    if mode == "max":
+        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        xp = np.pad(x, [(0, 0), (0, 0)] + pads, constant_values=fill)
+        acc = np.full(x.shape[:2] + tuple(outs), fill, dtype=x.dtype)
+    else:
+        work = np.float64 if x.dtype == np.float64 else np.float32
+        xp = np.pad(x.astype(work), [(0, 0), (0, 0)] + pads)
+        acc = np.zeros(x.shape[:2] + tuple(outs), dtype=work)
+        # which padded positions count towards the divisor: the real input, plus the pads if included
+        mask = np.pad(np.ones(sizes, dtype=work), list(zip(begin, end)), constant_values=float(include_pad))
+        mask = np.pad(mask, [(0, e) for e in extra])
+        count = np.zeros(tuple(outs), dtype=work)
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        window = tuple(slice(o * d, o * d + s * (p - 1) + 1, s)
+                       for o, d, s, p in zip(offsets, dilations, strides, outs))
+        patch = xp[(slice(None), slice(None)) + window]
+        if mode == "max":
+            acc = np.maximum(acc, patch)
+        else:
+            acc += patch
+            count += mask[window]
+    if mode == "max":
+        return acc
+    return (acc / np.maximum(count, 1)).astype(x.dtype)

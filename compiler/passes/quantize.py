@@ -1,0 +1,39 @@
+"""Quantize: give every numeric tensor of the IR the dtype the target computes in.
+
+Weights already ternary or int4 keep their dtype (a model that chose them meant it); indices (int64)
+and masks (bool) are not data and keep theirs. Einsums accumulate in int32 for integer dtypes and
+fp32 for floats. Only dtypes and byte counts change; shapes and the work of every op stay.
+"""
+from dataclasses import replace
+
+from compiler.dtypes import DType
+from compiler.ir import IR, Einsum, IROp, Operand
+
+KEEP = (DType.ternary, DType.int4, DType.int64, DType.bool)
+
+
+def quantize(ir: IR, options) -> IR:
+    target: DType | None = options.dtype
+    if target is None:
+        return ir
+    ops = [_quantize_op(op, target) for op in ir.ops]
+    return replace(ir, ops=ops)
+
+
+def _operand(operand: Operand, target: DType) -> Operand:
+    if operand.dtype in KEEP or operand.dtype == target:
+        return operand
+    return replace(operand, dtype=target)
+
+
+def _quantize_op(op: IROp, target: DType) -> IROp:
+    changes = {"inputs": tuple(_operand(o, target) for o in op.inputs), "output": _operand(op.output, target)}
+    if isinstance(op, Einsum):
+        changes["acc"] = accumulator(target)
+    return replace(op, **changes)
+
+
+def accumulator(dtype: DType) -> DType:
+    if dtype == DType.fp64:
+        return DType.fp64
+    return DType.fp32 if dtype.is_float else DType.int32

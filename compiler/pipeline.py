@@ -1,0 +1,28 @@
+"""The compiler's stages in order: import or build -> Graph -> lower -> IR -> passes -> IR'.
+
+PIPELINE lists the IR passes in the order they run; the order is written here, never discovered.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler.dtypes import DType
+from compiler.graph import Graph
+from compiler.ir import IR
+from compiler.lower import lower
+from compiler.passes.quantize import quantize
+
+
+@dataclass(frozen=True)
+class Options:
+    dtype: DType | None = None      # the dtype the target computes in; None keeps the model's
+
+
+PIPELINE = [quantize]
+
+
+def compile_graph(graph: Graph, options: Options = Options()) -> IR:
+    ir = lower(graph)
+    for step in PIPELINE:
+        ir = step(ir, options)
+    return ir

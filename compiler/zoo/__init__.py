@@ -1,0 +1,55 @@
+"""The built-in models: `build(name, **kwargs)` makes a Graph by name; each family is one module.
+
+Every model takes batch, dtype and weights (False: shapes only, no arrays drawn), plus its own size overrides.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+from compiler.errors import ModelError
+from compiler.graph import Graph
+from compiler.zoo.alexnet import alexnet
+from compiler.zoo.bert import bert_base
+from compiler.zoo.bitnet import bitnet_b158
+from compiler.zoo.decoder import gpt2, llama
+from compiler.zoo.matmulfree import matmulfree_lm
+from compiler.zoo.resnet import resnet18, resnet50
+from compiler.zoo.vit import vit_b16
+
+MODELS: dict[str, Callable[..., Graph]] = {
+    "alexnet": alexnet,
+    "resnet18": resnet18,
+    "resnet50": resnet50,
+    "vit_b16": vit_b16,
+    "bert_base": bert_base,
+    "gpt2": gpt2,
+    "llama": llama,
+    "bitnet_b158": bitnet_b158,
+    "matmulfree_lm": matmulfree_lm,
+}
+
+# Weights that are state rather than learned parameters: BatchNorm's running statistics (torchvision
+# counts them as buffers, not in its published parameter counts).
+BUFFER_SUFFIXES = (".running_mean", ".running_var")
+
+
+def build(name: str, **kwargs) -> Graph:
+    """The zoo model `name` built with `kwargs` (see each model function's docstring for its arguments)."""
+    if name not in MODELS:
+        raise ModelError(f"unknown model {name!r}; the zoo has: {', '.join(MODELS)}")
+    fn = MODELS[name]
+    accepted = inspect.signature(fn).parameters
+    unknown = [key for key in kwargs if key not in accepted]
+    if unknown:
+        raise ModelError(f"model {name!r} takes no argument {', '.join(map(repr, unknown))}; it takes: "
+                         f"{', '.join(accepted)}")
+    return fn(**kwargs)
+
+
+def parameter_count(graph: Graph) -> int:
+    """Elements of learned weights, the figure papers and frameworks publish: every weight but BatchNorm
+    running statistics and the zoo's tables (Builder.const: shapes, masks, rotary tables), all of which
+    the zoo names const*."""
+    return sum(graph.tensors[name].elements for name in graph.weights
+               if not name.endswith(BUFFER_SUFFIXES) and not name.rsplit("/", 1)[-1].startswith("const"))

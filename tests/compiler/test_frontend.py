@@ -1,0 +1,184 @@
+"""ONNX import: PyTorch exports at many opsets match onnxruntime and torch; bad files fail clearly.
+
+Largest file tried (benchmarks/import_onnx.py): see the figures recorded in that script's docstring.
+"""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.errors import MissingWeightsError, ModelError
+from compiler.frontend import from_model, load_onnx
+from compiler.interpret import run_graph, run_ir
+from compiler.lower import lower
+from torch_models import export  # tests/compiler/torch_models.py
+
+ort = pytest.importorskip("onnxruntime")
+OPSETS = [9, 11, 13, 14, 17, 18, 20]
+
+
+def run_ort(path, feeds):
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+@pytest.mark.parametrize("name", ["cnn", "transformer", "alexnet"])
+def test_torch_export_matches_onnxruntime_and_torch(tmp_path, name, opset):
+    path, x, expected = export(tmp_path, name, opset)
+    graph = load_onnx(path)
+    assert graph.opset == opset
+    oracle = run_ort(path, {"x": x})[0]
+    by_graph = run_graph(graph, {"x": x})["y"]
+    by_ir = run_ir(lower(graph), {"x": x}, graph.tensors)["y"]
+    for got in (by_graph, by_ir):
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, oracle, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_exports_hold_the_ops_they_are_meant_to_test(tmp_path):
+    alexnet = load_onnx(export(tmp_path, "alexnet", 13)[0])
+    assert [n.attr("group", 1) for n in alexnet.nodes if n.op == "Conv"] == [1, 2]
+    assert sum(n.op == "LRN" for n in alexnet.nodes) == 2
+    assert "BatchNormalization" in {n.op for n in load_onnx(export(tmp_path, "cnn", 9)[0]).nodes}
+    ops = {n.op for n in load_onnx(export(tmp_path, "transformer", 20)[0]).nodes}
+    assert {"LayerNormalization", "Gelu", "Softmax", "Transpose", "Reshape", "Gather"} <= ops
+
+
+@pytest.mark.parametrize("opset", [9, 13])
+def test_dropout_at_inference_passes_values_through(opset):
+    # eval-mode exports drop Dropout altogether, so the node is written by hand (ratio: attr, then input)
+    extra = {"ratio": 0.5} if opset < 12 else {}
+    inputs = ["x"] if opset < 12 else ["x", "r"]
+    inits = [] if opset < 12 else [numpy_helper.from_array(np.array(0.5, np.float32), "r")]
+    proto = model([helper.make_node("Dropout", inputs, ["d"], **extra), helper.make_node("Relu", ["d"], ["y"])],
+                  [("x", [2, 3])], [("y", [2, 3])], inits, opset=opset)
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    graph = from_model(proto)
+    np.testing.assert_array_equal(run_graph(graph, {"x": x})["y"], np.maximum(x, 0))
+    np.testing.assert_array_equal(run_ir(lower(graph), {"x": x})["y"], np.maximum(x, 0))
+
+
+def test_symbolic_batch_needs_input_shapes(tmp_path):
+    path, x, _ = export(tmp_path, "cnn", 13, dynamic_batch=True)
+    with pytest.raises(ModelError, match="'x'.*symbolic \\('batch'\\).*input_shapes"):
+        load_onnx(path)
+    batch = np.concatenate([x, x[::-1], x])
+    graph = load_onnx(path, input_shapes={"x": batch.shape})
+    assert graph.tensor("y").shape == (6, 10)
+    np.testing.assert_allclose(run_graph(graph, {"x": batch})["y"], run_ort(path, {"x": batch})[0],
+                               rtol=1e-4, atol=1e-5)
+    with pytest.raises(ModelError, match="'images'.*not a graph input.*inputs: x"):
+        load_onnx(path, input_shapes={"images": (1, 3, 16, 16)})
+    with pytest.raises(ModelError, match="rank 2"):
+        load_onnx(path, input_shapes={"x": (1, 3)})
+
+
+def test_missing_external_data_imports_shapes_only(tmp_path):
+    path, x, _ = export(tmp_path, "cnn", 17)
+    onnx.save_model(onnx.load(str(path)), str(path), save_as_external_data=True, location="cnn.bin",
+                    size_threshold=0)
+    complete = load_onnx(path)
+    (tmp_path / "cnn.bin").unlink()
+    graph = load_onnx(path)
+    assert all(v is None for v in graph.weights.values() if v is None or v.size > 1)
+    assert [t.shape for t in graph.tensors.values()] == [t.shape for t in complete.tensors.values()]
+    ir = lower(graph)
+    assert len(ir.ops) == len(lower(complete).ops)
+    with pytest.raises(MissingWeightsError, match="carry no values.*external data"):
+        run_graph(graph, {"x": x})
+
+
+# -- models written by hand with onnx.helper --------------------------------------------------------------
+
+def model(nodes, inputs, outputs, initializers=(), opset=13, ir_version=None):
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "g", [vi(n, TensorProto.FLOAT, s) for n, s in inputs],
+                              [vi(n, TensorProto.FLOAT, s) for n, s in outputs], list(initializers))
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    if ir_version is not None:
+        proto.ir_version = ir_version
+    return proto
+
+
+def test_initializers_listed_as_inputs_in_ir_version_3(tmp_path):
+    w = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "w")
+    proto = model([helper.make_node("Add", ["x", "w"], ["y"])], [("x", [2, 3]), ("w", [2, 3])],
+                  [("y", [2, 3])], [w], opset=9, ir_version=3)
+    path = tmp_path / "old.onnx"
+    onnx.save_model(proto, str(path))
+    graph = load_onnx(path)
+    assert graph.inputs == ["x"] and "w" in graph.weights
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(run_graph(graph, {"x": x})["y"], run_ort(path, {"x": x})[0])
+
+
+@pytest.mark.parametrize("opset", [8, 22])
+def test_opset_outside_9_to_21_is_refused(opset):
+    proto = model([helper.make_node("Relu", ["x"], ["y"])], [("x", [2])], [("y", [2])], opset=opset)
+    with pytest.raises(ModelError, match=f"opset {opset} is not supported.*9 to 21"):
+        from_model(proto)
+
+
+def test_every_supported_opset_imports():
+    for opset in range(9, 22):
+        proto = model([helper.make_node("Relu", ["x"], ["y"])], [("x", [2])], [("y", [2])], opset=opset)
+        assert from_model(proto).opset == opset
+
+
+def valid_bytes():
+    w = numpy_helper.from_array(np.ones((16, 16), np.float32), "w")
+    return model([helper.make_node("MatMul", ["x", "w"], ["y"])], [("x", [4, 16])], [("y", [4, 16])],
+                 [w]).SerializeToString()
+
+
+@pytest.mark.parametrize("content", [
+    pytest.param(b"", id="empty"),
+    pytest.param(b"not an onnx model\njust some text\n", id="text"),
+    pytest.param(np.random.default_rng(1).bytes(4096), id="random"),
+    pytest.param(valid_bytes()[:len(valid_bytes()) // 2], id="truncated"),
+    pytest.param(valid_bytes()[:-3], id="truncated-end"),
+])
+def test_damaged_file_is_a_model_error_naming_it(tmp_path, content):
+    path = tmp_path / "damaged.onnx"
+    path.write_bytes(content)
+    with pytest.raises(ModelError, match="damaged.onnx"):
+        load_onnx(path)
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ModelError, match="nowhere.onnx: no such"):
+        load_onnx(tmp_path / "nowhere.onnx")
+
+
+def test_cycle_names_its_nodes():
+    nodes = [helper.make_node("Add", ["x", "b"], ["a"], name="first"),
+             helper.make_node("Relu", ["a"], ["b"], name="second"),
+             helper.make_node("Neg", ["b"], ["y"], name="third")]
+    with pytest.raises(ModelError, match="cycle.*first.*second|cycle.*second.*first"):
+        from_model(model(nodes, [("x", [2])], [("y", [2])]))
+
+
+@pytest.mark.parametrize("op, a, b", [("Add", [2, 3], [4, 5]), ("MatMul", [2, 3], [4, 5])])
+def test_mismatched_shapes_name_the_node(op, a, b):
+    proto = model([helper.make_node(op, ["a", "b"], ["y"], name="culprit")], [("a", a), ("b", b)],
+                  [("y", [2, 5])])
+    with pytest.raises(ModelError, match=f"'culprit' \\({op}\\)"):
+        from_model(proto)
+
+
+@pytest.mark.parametrize("domain", ["", "com.example"])
+def test_unsupported_op_names_node_and_op(domain):
+    node = helper.make_node("FrobnicateV2", ["x"], ["y"], name="weird", domain=domain)
+    proto = model([node], [("x", [2])], [("y", [2])])
+    proto.opset_import.append(helper.make_opsetid("com.example", 1))
+    with pytest.raises(ModelError, match="'weird' \\(FrobnicateV2\\).*op 'FrobnicateV2'.*not supported"):
+        from_model(proto)
+
+
+def test_input_without_any_shape_is_named():
+    proto = model([helper.make_node("Relu", ["x"], ["y"])], [("x", None)], [("y", None)])
+    with pytest.raises(ModelError, match="'x'.*no shape"):
+        from_model(proto)
+    assert from_model(proto, input_shapes={"x": (3, 4)}).tensor("y").shape == (3, 4)
