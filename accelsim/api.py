@@ -38,6 +38,8 @@ def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike |
     folded = folded_nodes(graph)
     if folded:
         notes.append(f"{len(folded)} nodes folded at import (constants and shape arithmetic) run on no unit")
+    widened = sorted({(op.dtype, op.rate_dtype, op.unit) for op in ops if op.dtype != op.rate_dtype})
+    notes += [f"{d} ops run at the {r} rate of {u} (it has no {d} path)" for d, r, u in widened]
     return Result(model=_model_info(graph, batch, target), arch=_arch_info(hw, target), fidelity=fidelity, ops=ops,
                   notes=notes)
 

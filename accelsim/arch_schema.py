@@ -220,11 +220,12 @@ def _check_memory(f: _File, raw: list, levels: tuple[MemoryLevel, ...]) -> None:
             raise f.error("memory", f"no level holds {role.value} operands; add {role.value!r} to some level's holds")
         # Per instance against the outer level's total: 132 SMs' shared memories together may exceed
         # nothing in particular, but one of them must fit in the L2 it is filled from.
-        for (_, outer), (i, inner) in zip(path, path[1:]):
+        for (o, outer), (i, inner) in zip(path, path[1:]):
             if inner.capacity_bytes > outer.capacity_total:
+                total = f"{outer.instances} x {raw[o]['capacity']!r}" if outer.instances > 1 else repr(raw[o]["capacity"])
                 raise f.error(_at(f"memory[{i}]", "capacity"),
-                              f"{raw[i]['capacity']!r} per instance exceeds the {outer.capacity_total} B of "
-                              f"{outer.name!r}, the next level out holding {role.value}; levels shrink inward")
+                              f"{raw[i]['capacity']!r} per instance exceeds the {total} of {outer.name!r}, "
+                              f"the next level out holding {role.value}; levels shrink inward")
 
 
 def _unique(f: _File, items, path: str) -> None:

@@ -20,7 +20,8 @@ class OpResult:
     op: str                          # frontend op type (Conv, MatMul, Relu...)
     kind: str                        # IR kind: einsum, map, reduce, move
     shape: tuple[int, ...]           # output shape
-    dtype: str                       # the dtype it computes in
+    dtype: str                       # the dtype of its data
+    rate_dtype: str                  # the dtype whose peak rate applies (wider where the unit lacks `dtype`)
     unit: str                        # the compute unit it runs on
     macs: int
     ops: int                         # vector-unit operations

@@ -3,8 +3,9 @@
 A lower bound by construction (the tile-level engine may only add time): every operand crosses each
 memory level that holds its role exactly once, from the level it is served from inward, and the
 compute unit runs at its peak for the op's dtype. Weights are served from the outermost level that
-holds weights; activations from the innermost level that holds them and has room for the op's
-activations (TPU v1's Unified Buffer, a GPU's L2), else from the outermost.
+holds weights; activations from the innermost level that holds them, is shared by the whole chip
+(one instance: activations outlive an op only there, not in per-SM or per-core scratch) and has room
+for the op's activations (TPU v1's Unified Buffer, a GPU's L2), else from the outermost.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def estimate_op(op: IROp, arch: Arch) -> OpResult:
     seconds = candidates[bound]
     return OpResult(
         name=op.name, node=op.node, op=op.op, kind=op.kind.value, shape=op.output.shape, dtype=dtype.value,
-        unit=unit.name, macs=op.macs, ops=op.ops, bytes=op.nbytes, bytes_by_level=by_level,
+        rate_dtype=rate_dtype.value, unit=unit.name, macs=op.macs, ops=op.ops, bytes=op.nbytes, bytes_by_level=by_level,
         compute_seconds=compute_s, level_seconds=level_s, latency_seconds=latency_s, seconds=seconds,
         cycles=arch.cycles(seconds), bound=bound, utilisation=compute_s / seconds if seconds else 0.0,
         energy_j=energy(op, arch, unit, rate_dtype, by_level))
@@ -53,13 +54,17 @@ def pick_unit(op: IROp, arch: Arch, dtype: DType) -> tuple[ComputeUnit, DType]:
     """The unit an op runs on and the dtype whose rate applies.
 
     Einsums take the fastest matrix unit for their dtype (H100 fp32 runs on CUDA cores, bf16 on tensor
-    cores); ternary weights run on an int8 path where no ternary one exists. Vector units list the
-    dtypes they compute in; data narrower than all of them is widened to the nearest one listed.
+    cores). A dtype no unit has is widened, as the hardware would (ternary weights run on an int8 path,
+    fp16 on a GTX 580's fp32 cores): to the wider supported dtype with the highest peak. Vector units
+    widen the same way to the nearest dtype they list.
     """
     if op.kind == Kind.einsum:
-        for candidate in (dtype, DType.int8) if dtype == DType.ternary else (dtype,):
-            if any(u.supports(candidate) for u in arch.matrix_units):
-                return arch.matrix_for(candidate), candidate
+        if any(u.supports(dtype) for u in arch.matrix_units):
+            return arch.matrix_for(dtype), dtype
+        wider = [d for d in arch.dtypes if d.bits >= dtype.bits and d.bits > 2]
+        if wider:
+            best = max(wider, key=lambda d: (arch.matrix_for(d).peak_per_second(d), -d.bits))
+            return arch.matrix_for(best), best
         supported = ", ".join(d.value for d in arch.dtypes)
         raise UserError(f"{arch.source_file}: no matrix unit computes {dtype.value} (op {op.name!r}, {op.op}); "
                         f"{arch.name} supports {supported}: run with --dtype {arch.native_dtype.value}")
@@ -71,25 +76,27 @@ def pick_unit(op: IROp, arch: Arch, dtype: DType) -> tuple[ComputeUnit, DType]:
 
 
 def bytes_by_level(op: IROp, arch: Arch) -> dict[str, int]:
-    """Bytes each level moves for this op: every operand, at each level holding its role, inward from its source."""
+    """Bytes each level moves for this op: every operand, at each level holding its role, inward from its home."""
     moved = {lv.name: 0 for lv in arch.memory}
     roles = op.bytes_by_role()
-    activations = roles[Role.input] + roles[Role.output]
+    home = activation_home(arch, roles[Role.input] + roles[Role.output])
     for role, nbytes in roles.items():
-        if not nbytes:
-            continue
         holding = [i for i, lv in enumerate(arch.memory) if role in lv.holds]
-        if not holding:
+        if not nbytes or not holding:
             continue
-        if role == Role.weight:
-            source = holding[0]
-        else:
-            fits = [i for i in holding if arch.memory[i].capacity_total >= activations]
-            source = fits[-1] if fits else holding[0]
+        source = holding[0] if role == Role.weight or home is None else home
         for i in holding:
             if i >= source:
                 moved[arch.memory[i].name] += nbytes
     return {name: n for name, n in moved.items() if n}
+
+
+def activation_home(arch: Arch, activation_bytes: int) -> int | None:
+    """Index of the level activations live in between ops: innermost shared level holding inputs and
+    outputs with room for them; else the outermost such level."""
+    both = [i for i, lv in enumerate(arch.memory) if Role.input in lv.holds and Role.output in lv.holds]
+    fits = [i for i in both if arch.memory[i].instances == 1 and arch.memory[i].capacity_total >= activation_bytes]
+    return fits[-1] if fits else both[0] if both else None
 
 
 def energy(op: IROp, arch: Arch, unit, dtype: DType, by_level: dict[str, int]) -> dict[str, float]:
@@ -109,6 +116,6 @@ def energy(op: IROp, arch: Arch, unit, dtype: DType, by_level: dict[str, int]) -
 
 def _view(op: IROp, unit: str, dtype: DType) -> OpResult:
     return OpResult(name=op.name, node=op.node, op=op.op, kind=op.kind.value, shape=op.output.shape,
-                    dtype=dtype.value, unit=unit, macs=0, ops=0, bytes=0, bytes_by_level={}, compute_seconds=0.0,
+                    dtype=dtype.value, rate_dtype=dtype.value, unit=unit, macs=0, ops=0, bytes=0, bytes_by_level={}, compute_seconds=0.0,
                     level_seconds={}, latency_seconds=0.0, seconds=0.0, cycles=0, bound="view",
                     utilisation=0.0, energy_j={})

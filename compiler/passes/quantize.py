@@ -2,12 +2,13 @@
 
 Weights already ternary or int4 keep their dtype (a model that chose them meant it); indices (int64)
 and masks (bool) are not data and keep theirs. Einsums accumulate in int32 for integer dtypes and
-fp32 for floats. Only dtypes and byte counts change; shapes and the work of every op stay.
+fp32 for floats. A ternary target makes the weights of Einsums ternary and everything else int8
+(BitNet's W1.58A8). Only dtypes and byte counts change; shapes and the work of every op stay.
 """
 from dataclasses import replace
 
 from compiler.dtypes import DType
-from compiler.ir import IR, Einsum, IROp, Operand
+from compiler.ir import IR, Einsum, IROp, Operand, Role
 
 KEEP = (DType.ternary, DType.int4, DType.int64, DType.bool)
 
@@ -27,9 +28,12 @@ def _operand(operand: Operand, target: DType) -> Operand:
 
 
 def _quantize_op(op: IROp, target: DType) -> IROp:
-    changes = {"inputs": tuple(_operand(o, target) for o in op.inputs), "output": _operand(op.output, target)}
-    if isinstance(op, Einsum):
-        changes["acc"] = accumulator(target)
+    data = DType.int8 if target == DType.ternary else target
+    einsum = isinstance(op, Einsum)
+    inputs = tuple(_operand(o, target if einsum and o.role == Role.weight else data) for o in op.inputs)
+    changes = {"inputs": inputs, "output": _operand(op.output, data)}
+    if einsum:
+        changes["acc"] = accumulator(data)
     return replace(op, **changes)
 
 

@@ -35,7 +35,12 @@ BUFFER_SUFFIXES = (".running_mean", ".running_var")
 
 
 def build(name: str, **kwargs) -> Graph:
-    """The zoo model `name` built with `kwargs` (see each model function's docstring for its arguments)."""
+    """The zoo model `name` built with `kwargs` (each model function's docstring lists its arguments).
+
+    Common to all: batch; dtype, the float type weights and activations are stored in for simulation
+    (fp32, fp16, bf16, fp8; integer types come from the quantize pass, ternary from bitnet_b158 and
+    matmulfree_lm); weights (False: shape-only, nothing drawn, fast at any size); seed.
+    """
     if name not in MODELS:
         raise ModelError(f"unknown model {name!r}; the zoo has: {', '.join(MODELS)}")
     fn = MODELS[name]

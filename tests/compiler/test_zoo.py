@@ -103,6 +103,8 @@ def test_alexnet_layers_as_published():
     shapes = {n.name: graph.tensor(n.outputs[0]).shape for n in graph.nodes}
     assert shapes["conv1"] == (1, 96, 55, 55) and shapes["pool5"] == (1, 256, 6, 6)
     assert graph.node("conv2").attrs["group"] == 2 and graph.node("conv3").attrs["group"] == 1
+    # ONNX LRN divides alpha by size; the paper's k + alpha * sum(a^2) needs alpha = 1e-4 * 5
+    assert graph.node("norm1").attrs == dict(size=5, alpha=5e-4, beta=0.75, bias=2.0)
     macs = {op.name: op.macs for op in lower(graph).ops}
     assert macs["conv1"] == 55 * 55 * 96 * 11 * 11 * 3
     assert macs["conv2"] == 27 * 27 * 256 * 48 * 5 * 5   # group 2: each kernel sees 48 of 96 maps

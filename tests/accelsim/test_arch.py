@@ -1,0 +1,185 @@
+"""Hardware descriptions: every preset loads and hits its published peaks; every kind of mistake in a
+file is an ArchError naming the file, the key path and the bad value."""
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from accelsim.arch import ArchError, Dataflow, Kind, UnitRole, load_arch, preset_names, presets_dir
+from compiler.dtypes import DType
+from compiler.errors import UserError
+from compiler.ir import Role
+
+PRESETS = sorted(presets_dir().glob("*.yaml"))
+BASE = presets_dir() / "systolic_8x8.yaml"
+
+
+def test_presets_found():
+    names = {p.stem for p in PRESETS}
+    assert {"xeon_spr", "gtx580", "v100", "a100", "h100", "h200", "tpu_v1", "tpu_v4",
+            "fpga_ternary", "npu4", "systolic_8x8"} <= names
+    assert preset_names() == sorted(names)
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=lambda p: p.stem)
+def test_preset_loads(path):
+    arch = load_arch(path.stem)
+    assert arch == load_arch(path)  # by name and by path alike
+    assert arch.name == path.stem
+    assert arch.source_file == path.resolve()
+    text = path.read_text()
+    assert text.startswith("#") and "# Sources" in text.split("\nversion:")[0]  # sources cited up front
+    assert arch.matrix.role is UnitRole.matrix and arch.vector.role is UnitRole.vector
+    assert arch.native_dtype is arch.dtypes[0] and arch.matrix.supports(arch.native_dtype)
+    for role in Role:
+        assert arch.levels_holding(role), role
+    assert arch.memory[0].capacity_total == max(level.capacity_total for level in arch.memory)
+    if arch.kind in (Kind.systolic, Kind.ternary):
+        assert arch.matrix.array is not None and arch.matrix.dataflows
+    if arch.kind is Kind.simt:
+        assert all(u.limits is not None for u in arch.matrix_units)
+
+
+# (preset, dtype, published dense peak in TFLOPS or TOPS: 2 x MACs per second), REFERENCE.md
+HEADLINES = [
+    ("tpu_v1", DType.int8, 92), ("tpu_v4", DType.bf16, 275), ("tpu_v4", DType.int8, 275),
+    ("h100", DType.bf16, 989.4), ("h100", DType.fp8, 1978.9), ("h100", DType.fp32, 66.9), ("h100", DType.fp64, 66.9),
+    ("h200", DType.bf16, 989), ("a100", DType.bf16, 312), ("a100", DType.int8, 624), ("a100", DType.tf32, 156),
+    ("a100", DType.fp32, 19.5), ("v100", DType.fp16, 125), ("v100", DType.fp32, 15.7), ("gtx580", DType.fp32, 1.58),
+    ("npu4", DType.int8, 48), ("xeon_spr", DType.bf16, 115), ("xeon_spr", DType.int8, 229), ("xeon_spr", DType.fp32, 7.2),
+]
+
+
+@pytest.mark.parametrize("name, dtype, tera", HEADLINES, ids=lambda x: getattr(x, "value", str(x)))
+def test_headline_peaks(name, dtype, tera):
+    arch = load_arch(name)
+    assert 2 * arch.matrix_for(dtype).peak_per_second(dtype) / 1e12 == pytest.approx(tera, rel=0.02)
+
+
+def test_helpers_on_tpu_v1():
+    arch = load_arch("tpu_v1")
+    mxu = arch.matrix
+    assert (mxu.array.rows, mxu.array.cols, mxu.array.weight_buffers) == (256, 256, 2)
+    assert mxu.dataflows == (Dataflow.WS,)
+    assert mxu.peak_per_cycle(DType.int8) == 65536
+    assert mxu.energy_per_action(DType.int8) == pytest.approx(0.19e-12)
+    assert arch.dtypes == (DType.int8, DType.int16)
+    assert [l.name for l in arch.levels_holding(Role.weight)] == ["ddr3", "weight_fifo"]
+    assert [l.name for l in arch.levels_holding(Role.output)] == ["unified_buffer", "accumulators"]
+    assert arch.level("unified_buffer").capacity_total == 24 * 2**20
+    assert arch.level("ddr3").bandwidth_total == 34e9
+    assert arch.level("weight_fifo").latency_cycles == 1
+    assert arch.interconnect.chip_to_chip is None and arch.power.tdp_w == 75
+    with pytest.raises(ArchError, match="does not support fp32"):
+        mxu.peak_per_cycle(DType.fp32)
+    with pytest.raises(ArchError, match="no matrix unit supports bf16"):
+        arch.matrix_for(DType.bf16)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        arch.clock_hz = 1.0
+
+
+def test_helpers_on_h100():
+    arch = load_arch("h100")
+    assert arch.matrix_for(DType.fp32).clock_hz == 1980e6  # FP32 runs at the high-precision clock
+    assert arch.matrix.clock_hz == 1830e6
+    shared = arch.level("l1_shared")
+    assert shared.instances == 132
+    assert shared.capacity_total == 132 * 256 * 1024
+    assert shared.bandwidth_total == pytest.approx(132 * 234.2e9)
+    assert arch.level("l2").latency_s == pytest.approx(212 / 1830e6)
+    assert arch.level("hbm3").latency_cycles == round(500e-9 * 1830e6)
+    assert arch.matrix.limits.shared_memory_bytes == 228 * 1024
+    assert arch.interconnect.chip_to_chip.links == 18
+
+
+def test_unknown_preset_lists_presets():
+    with pytest.raises(ArchError) as info:
+        load_arch("tpu_v9")
+    assert "'tpu_v9'" in str(info.value) and "tpu_v1" in str(info.value) and "h100" in str(info.value)
+    assert isinstance(info.value, UserError)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ArchError, match="no such arch file"):
+        load_arch(tmp_path / "nope.yaml")
+
+
+def _message(tmp_path: Path, old: str, new: str, *more: str) -> str:
+    """Load systolic_8x8 with `old` replaced by `new` (then more old/new pairs); return the error."""
+    text = BASE.read_text()
+    pairs = [(old, new), *zip(more[::2], more[1::2])]
+    for a, b in pairs:
+        assert a in text, a
+        text = text.replace(a, b, 1)
+    path = tmp_path / "broken_arch.yaml"
+    path.write_text(text)
+    with pytest.raises(ArchError) as info:
+        load_arch(path)
+    message = str(info.value)
+    assert "broken_arch.yaml" in message
+    return message
+
+
+# (what to break, replaced by, fragments the message must contain: key path, bad value, hint)
+MISTAKES = {
+    "unknown key": ("macs_per_cycle:", "macs_per_cyle:", ["compute[0].macs_per_cyle", "did you mean 'macs_per_cycle'"]),
+    "unknown top key": ("clock: 100 MHz", "clocks: 100 MHz", ["clocks", "did you mean 'clock'"]),
+    "missing key": ("    bandwidth: 400 MB/s\n", "", ["memory[0].bandwidth", "missing key"]),
+    "missing top key": ("power:\n  tdp: 0.5 W\n", "", ["power", "missing key"]),
+    "bad unit": ("bandwidth: 400 MB/s", "bandwidth: 400 MB", ["memory[0].bandwidth", "'400 MB'", "not a bandwidth", "GB/s"]),
+    "missing unit": ("clock: 100 MHz", "clock: 100", ["clock", "100", "MHz"]),
+    "size as bandwidth": ("bandwidth: 3.2 GB/s", "bandwidth: 3.2 GB", ["memory[3].bandwidth", "'3.2 GB'"]),
+    "negative size": ("capacity: 16 KiB", "capacity: -16 KiB", ["memory[1].capacity", "'-16 KiB'", "negative"]),
+    "zero size": ("capacity: 16 KiB", "capacity: 0 KiB", ["memory[1].capacity", "'0 KiB'", "greater than zero"]),
+    "wrong type": ("count: 1", "count: '1'", ["compute[0].count", "'1'", "count"]),
+    "float count": ("count: 1", "count: 1.5", ["compute[0].count", "1.5"]),
+    "unknown kind": ("kind: systolic", "kind: sytolic", ["kind", "'sytolic'", "did you mean 'systolic'"]),
+    "unknown dtype": ("{int8: 64}", "{int9: 64}", ["compute[0].macs_per_cycle.int9", "'int9'", "did you mean 'int8'"]),
+    "unknown dataflow": ("dataflows: [ws]", "dataflows: [wx]", ["compute[0].dataflows[0]", "'wx'", "ws, os, is"]),
+    "unknown role": ("holds: [weight]", "holds: [weights]", ["memory[1].holds[0]", "'weights'", "did you mean 'weight'"]),
+    "unknown unit role": ("role: vector", "role: vectr", ["compute[1].role", "'vectr'"]),
+    "wrong version": ("version: 1", "version: 2", ["version", "2", "version 1"]),
+    "systolic without array": ("    array: {rows: 8, cols: 8, accumulator_bits: 32, weight_buffers: 2}\n", "",
+                               ["compute[0].array", "missing"]),
+    "more MACs than PEs": ("macs_per_cycle: {int8: 64}", "macs_per_cycle: {int8: 128}",
+                           ["compute[0].macs_per_cycle.int8", "128", "8x8 = 64 PEs"]),
+    "array on simd": ("kind: systolic", "kind: simd", ["compute[0].array", "simd"]),
+    "simt without limits": ("kind: systolic", "kind: simt", ["compute[0].limits", "missing", "simt"],
+                            "    array: {rows: 8, cols: 8, accumulator_bits: 32, weight_buffers: 2}\n", "",
+                            "    dataflows: [ws]\n", ""),
+    "ternary without ternary": ("kind: systolic", "kind: ternary", ["compute", "ternary"]),
+    "levels grow inward": ("capacity: 16 KiB", "capacity: 512 MiB", ["memory[1].capacity", "'512 MiB'", "'256 MiB' of 'dram'"]),
+    "no level holds outputs": ("holds: [output]", "holds: [input]", ["memory", "no level holds output"],
+                               "holds: [weight, input, output]", "holds: [weight, input]"),
+    "role twice": ("holds: [weight]", "holds: [weight, weight]", ["memory[1].holds", "twice"]),
+    "energy dtypes differ": ("mac_energy: {int8: 0.3 pJ}", "mac_energy: {int16: 0.3 pJ}", ["compute[0].mac_energy", "int16"]),
+    "vector key on matrix": ("    mac_energy: {int8: 0.3 pJ}\n", "    mac_energy: {int8: 0.3 pJ}\n    ops_per_cycle: {int8: 8}\n",
+                             ["compute[0].ops_per_cycle", "matrix unit"]),
+    "two vector units": ("memory:\n", "  - {name: vec2, role: vector, count: 1, ops_per_cycle: {int8: 8}, "
+                         "op_energy: {int8: 0.03 pJ}}\nmemory:\n", ["compute", "exactly one vector unit"]),
+    "no matrix unit": ("    macs_per_cycle: {int8: 64}\n", "", ["compute[0].macs_per_cycle", "missing"]),
+    "duplicate level name": ("name: input_sram", "name: weight_sram", ["memory[2].name", "'weight_sram'", "twice"]),
+    "idle above tdp": ("tdp: 0.5 W", "tdp: 0.5 W\n  idle: 2 W", ["power.idle", "'2 W'"]),
+    "bad latency": ("latency: 100 ns", "latency: 100 clocks", ["memory[0].latency", "'100 clocks'", "cycles"]),
+    "access beyond capacity": ("access: 32 B", "access: 32 KiB", ["memory[3].access", "'32 KiB'"]),
+}
+
+
+@pytest.mark.parametrize("mistake", MISTAKES)
+def test_mistake_is_named(tmp_path, mistake):
+    old, new, fragments, *more = MISTAKES[mistake]
+    message = _message(tmp_path, old, new, *more)
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+
+
+def test_syntax_error_names_line(tmp_path):
+    message = _message(tmp_path, "clock: 100 MHz", "clock: [100 MHz")
+    assert "YAML syntax error" in message and "line " in message
+
+
+def test_empty_file(tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("# nothing\n")
+    with pytest.raises(ArchError, match=r"empty\.yaml: \(top level\): None is not a mapping"):
+        load_arch(path)

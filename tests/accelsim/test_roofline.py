@@ -1,0 +1,97 @@
+"""The roofline estimate: a worked example by hand, and its invariants over every preset."""
+import json
+import math
+
+import pytest
+
+import accelsim
+from accelsim.arch import load_arch, preset_names
+from compiler.builder import Builder
+from compiler.dtypes import DType
+from compiler.errors import UserError
+from compiler.pipeline import Options, compile_graph
+
+
+def gemm(m=256, k=256, n=256):
+    b = Builder("gemm")
+    x = b.input("x", (m, k))
+    y = b.node("MatMul", [x, b.weight("w", (k, n))])
+    return b.build([y])
+
+
+def test_gemm_on_tpu_v1_by_hand():
+    # 256^3 int8 MACs on 65,536 MACs/cycle at 700 MHz; the 64 KiB weight tile comes over DDR3 at 34 GB/s.
+    result = accelsim.run(gemm(), arch="tpu_v1")
+    (op,) = result.ops
+    assert op.macs == 256 ** 3 and op.dtype == "int8"
+    assert op.compute_seconds == pytest.approx(256 ** 3 / (65536 * 700e6))
+    assert op.level_seconds["ddr3"] == pytest.approx(65536 / 34e9)
+    assert op.bytes_by_level["ddr3"] == 65536            # weights only: activations live in the Unified Buffer
+    assert op.bytes_by_level["unified_buffer"] == 2 * 65536
+    assert op.bound == "ddr3" and op.seconds == pytest.approx(65536 / 34e9)
+    assert op.cycles == math.ceil(op.seconds * 700e6 - 1e-9)
+    assert op.utilisation == pytest.approx(op.compute_seconds / op.seconds)
+
+
+def test_large_batch_turns_compute_bound():
+    # Arithmetic intensity grows with M: at M = 8192 the same weights feed 32x the MACs.
+    (op,) = accelsim.run(gemm(m=8192), arch="tpu_v1").ops
+    assert op.bound == "compute" and op.utilisation == pytest.approx(1.0)
+
+
+def test_fp32_on_an_int8_only_chip_says_what_to_do():
+    with pytest.raises(UserError, match="--dtype int8"):
+        accelsim.run(gemm(), arch="tpu_v1", dtype="fp32")
+
+
+def test_ternary_weights_move_two_bits_each():
+    options = dict(layers=1, hidden=256, heads=4, seq=16, vocab=512, mlp=512)
+    result = accelsim.run("bitnet_b158", arch="fpga_ternary", **options)
+    ir = compile_graph(accelsim.load_model("bitnet_b158", **options), Options(dtype=DType.int8))
+    ternary = {op.name: op for op in ir.ops if any(o.dtype == DType.ternary for o in op.inputs)}
+    assert len(ternary) >= 4, "q, k, v, o and the MLP projections are BitLinear layers"
+    dram = load_arch("fpga_ternary").memory[0].name
+    for row in result.ops:
+        if row.name in ternary:
+            (weight,) = [o for o in ternary[row.name].inputs if o.dtype == DType.ternary]
+            assert weight.nbytes * 4 == weight.elements          # 2 bits per weight
+            assert row.bytes_by_level[dram] == weight.nbytes      # activations stay on chip at this size
+            assert row.dtype == "ternary" and row.rate_dtype == "ternary"
+
+
+SMALL = {
+    "resnet18": dict(image=32),
+    "bert_base": dict(layers=1, seq=16),
+    "bitnet_b158": dict(layers=1, hidden=256, heads=4, seq=16, vocab=512, mlp=512),
+}
+
+
+@pytest.mark.parametrize("arch", preset_names())
+@pytest.mark.parametrize("model", sorted(SMALL))
+def test_invariants_on_every_preset(arch, model):
+    result = accelsim.run(model, arch=arch, **SMALL[model])
+    graph = accelsim.load_model(model, **SMALL[model])
+    from compiler.lower import folded_nodes
+
+    ran = {op.node for op in result.ops}
+    skipped = set(folded_nodes(graph))
+    assert {n.name for n in graph.nodes} == ran | skipped, "every node appears in the report or was folded"
+    for op in result.ops:
+        candidates = [op.compute_seconds, op.latency_seconds, *op.level_seconds.values()]
+        assert op.seconds == pytest.approx(max(candidates))
+        assert 0.0 <= op.utilisation <= 1.0 + 1e-12
+        assert op.cycles >= 0
+        if op.bound != "view":
+            assert op.bytes > 0 and sum(op.energy_j.values()) > 0
+    totals = result.totals()
+    assert totals["seconds"] == pytest.approx(sum(op.seconds for op in result.ops))
+    assert totals["energy_j"] > 0
+    assert 0 < totals["utilisation"] <= 1.0 + 1e-12
+
+
+def test_results_are_deterministic():
+    a = accelsim.run("resnet18", arch="a100", image=32).to_json()
+    b = accelsim.run("resnet18", arch="a100", image=32).to_json()
+    assert a == b
+    data = json.loads(a)
+    assert data["version"] == 1 and data["arch"]["name"] == "a100"
