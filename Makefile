@@ -22,7 +22,7 @@ run: setup
 	$(BIN)/accelsim run resnet50 --arch tpu_v1
 
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q
 
 clean:
 	rm -rf $(VENV) .pytest_cache

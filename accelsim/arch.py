@@ -250,7 +250,8 @@ def load_arch(name_or_path: str | os.PathLike) -> Arch:
     else:
         path = presets_dir() / f"{text}.yaml"
         if not path.is_file():
-            raise ArchError(f"unknown arch {text!r}; presets: {', '.join(preset_names())} (or give a path to a .yaml file)")
+            presets = ", ".join(preset_names())
+            raise ArchError(f"unknown arch {text!r}; presets: {presets} (or give a path to a .yaml file)")
     shown = _shown(path)
     try:
         data = yaml.safe_load(path.read_text())

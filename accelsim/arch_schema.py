@@ -132,7 +132,8 @@ def _unit(f: _File, value, path: str, kind: Kind, clock_hz: float) -> ComputeUni
             raise f.error(_at(path, key), f"missing key {key!r} (required on a {role.value} unit)")
     for key in other + (("array", "dataflows") if role is UnitRole.vector else ()):
         if key in d:
-            raise f.error(_at(path, key), f"{key!r} is not allowed on a {role.value} unit (use {', '.join(_BY_ROLE[role])})")
+            use = ", ".join(_BY_ROLE[role])
+            raise f.error(_at(path, key), f"{key!r} is not allowed on a {role.value} unit (use {use})")
     per_key, energy_key = _BY_ROLE[role]
     per_cycle = _per_dtype(f, d[per_key], _at(path, per_key), lambda v, p: _count(f, v, p))
     energy = _per_dtype(f, d[energy_key], _at(path, energy_key), lambda v, p: _quantity(f, v, p, units.parse_energy))
@@ -149,12 +150,14 @@ def _unit(f: _File, value, path: str, kind: Kind, clock_hz: float) -> ComputeUni
     if array is not None:
         for dtype, n in per_cycle:
             if n > array.pes:
-                raise f.error(_at(_at(path, per_key), dtype.value),
-                              f"{n} MACs per cycle exceeds the {array.rows}x{array.cols} = {array.pes} PEs of the array")
+                grid = f"{array.rows}x{array.cols} = {array.pes}"
+                message = f"{n} MACs per cycle exceeds the {grid} PEs of the array"
+                raise f.error(_at(_at(path, per_key), dtype.value), message)
     dataflows = ()
     if "dataflows" in d:
-        flows = _list(f, d["dataflows"], _at(path, "dataflows"))
-        dataflows = tuple(_choice(f, v, _at(_at(path, "dataflows"), i), Dataflow, "dataflow") for i, v in enumerate(flows))
+        flows_path = _at(path, "dataflows")
+        flows = _list(f, d["dataflows"], flows_path)
+        dataflows = tuple(_choice(f, v, _at(flows_path, i), Dataflow, "dataflow") for i, v in enumerate(flows))
         if len(set(dataflows)) != len(dataflows):
             raise f.error(_at(path, "dataflows"), f"{flows!r} lists a dataflow twice")
     return ComputeUnit(
@@ -173,7 +176,8 @@ def _unit(f: _File, value, path: str, kind: Kind, clock_hz: float) -> ComputeUni
 def _level(f: _File, value, path: str, clock_hz: float) -> MemoryLevel:
     d = _mapping(f, value, path, _LEVEL, ("instances",))
     holds_path = _at(path, "holds")
-    holds = tuple(_choice(f, v, _at(holds_path, i), Role, "role") for i, v in enumerate(_list(f, d["holds"], holds_path)))
+    raw_holds = _list(f, d["holds"], holds_path)
+    holds = tuple(_choice(f, v, _at(holds_path, i), Role, "role") for i, v in enumerate(raw_holds))
     if len(set(holds)) != len(holds):
         raise f.error(holds_path, f"{d['holds']!r} lists a role twice")
     latency_s, latency_cycles = _latency(f, d["latency"], _at(path, "latency"), clock_hz)
@@ -222,7 +226,9 @@ def _check_memory(f: _File, raw: list, levels: tuple[MemoryLevel, ...]) -> None:
         # nothing in particular, but one of them must fit in the L2 it is filled from.
         for (o, outer), (i, inner) in zip(path, path[1:]):
             if inner.capacity_bytes > outer.capacity_total:
-                total = f"{outer.instances} x {raw[o]['capacity']!r}" if outer.instances > 1 else repr(raw[o]["capacity"])
+                total = repr(raw[o]["capacity"])
+                if outer.instances > 1:
+                    total = f"{outer.instances} x {total}"
                 raise f.error(_at(f"memory[{i}]", "capacity"),
                               f"{raw[i]['capacity']!r} per instance exceeds the {total} of {outer.name!r}, "
                               f"the next level out holding {role.value}; levels shrink inward")
@@ -240,15 +246,18 @@ def build_arch(data, shown: str, source) -> Arch:
     """Check `data` (the YAML document) against schema version 1 and build the Arch."""
     f = _File(shown)
     if isinstance(data, dict) and "version" in data and data["version"] != SCHEMA_VERSION:
-        raise f.error("version", f"unsupported version {data['version']!r}; this accelsim reads version {SCHEMA_VERSION}")
+        version = data["version"]
+        raise f.error("version", f"unsupported version {version!r}; this accelsim reads version {SCHEMA_VERSION}")
     d = _mapping(f, data, "", _TOP, ("interconnect",))
     kind = _choice(f, d["kind"], "kind", Kind, "kind")
     clock_hz = _quantity(f, d["clock"], "clock", units.parse_frequency)
-    compute = tuple(_unit(f, v, f"compute[{i}]", kind, clock_hz) for i, v in enumerate(_list(f, d["compute"], "compute")))
+    raw_compute = _list(f, d["compute"], "compute")
+    compute = tuple(_unit(f, v, f"compute[{i}]", kind, clock_hz) for i, v in enumerate(raw_compute))
     _unique(f, compute, "compute")
     roles = [u.role for u in compute]
     if UnitRole.matrix not in roles or roles.count(UnitRole.vector) != 1:
-        raise f.error("compute", f"roles {[r.value for r in roles]}: need at least one matrix unit and exactly one vector unit")
+        listed = [r.value for r in roles]
+        raise f.error("compute", f"roles {listed}: need at least one matrix unit and exactly one vector unit")
     if kind is Kind.ternary and not any(u.supports(DType.ternary) for u in compute if u.role is UnitRole.matrix):
         raise f.error("compute", "a ternary arch needs a matrix unit with `ternary` in macs_per_cycle")
     raw_memory = _list(f, d["memory"], "memory")

@@ -65,7 +65,10 @@ def graph_proto(graph: Graph) -> onnx.GraphProto:
 
 
 def weight_bytes(graph: Graph) -> int:
-    return sum(graph.tensor(name).nbytes for name in graph.weights)
+    """Bytes the weights take in the ONNX file: ternary is stored one int8 per weight, not packed."""
+    def stored(t: Tensor) -> int:
+        return t.elements if t.dtype == DType.ternary else t.nbytes
+    return sum(stored(graph.tensor(name)) for name in graph.weights)
 
 
 class _Sink:

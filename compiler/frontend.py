@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -52,8 +53,6 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
         value = _initializer_value(init, base_dir, where)
         if dtype == DType.int8 and init.doc_string == TERNARY_MARK:
             dtype = DType.ternary
-        if value is not None:  # bf16, fp8, int4 arrive as ml_dtypes arrays; the Graph holds them widened
-            value = value.astype(dtype.numpy, copy=False)
         weights[init.name] = value
         tensors[init.name] = Tensor(init.name, tuple(int(d) for d in init.dims), dtype)
     inputs = [info.name for info in g.input if info.name not in weights]
@@ -85,19 +84,60 @@ def _opset(model: onnx.ModelProto, source: str) -> int:
 
 
 def _initializer_value(init: onnx.TensorProto, base_dir: Path | None, where: str) -> np.ndarray | None:
+    """The initializer's values in the numpy type the Graph holds them in (bf16/fp8 as float32, int4 as
+    int8), or None when its external data file is absent."""
     if init.data_location == onnx.TensorProto.EXTERNAL:
         info = {e.key: e.value for e in init.external_data}
-        location = (base_dir or Path(".")) / info.get("location", "")
+        relative = Path(info.get("location", ""))
+        if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+            raise ModelError(f"{where}: external data location {str(relative)!r} must be a file beside "
+                             f"the model")
+        location = (base_dir or Path(".")) / relative
         if not location.is_file():
             return None  # shapes suffice to simulate; `eval` reports the missing weights
+        plain = _plain_numpy(init.data_type)
+        if plain is not None:
+            return _read_external(init, location, info, plain, where)
         try:
             onnx.external_data_helper.load_external_data_for_tensor(init, str(base_dir or "."))
         except Exception as error:
             raise ModelError(f"{where}: cannot read external data {location} ({error})") from None
     try:
-        return numpy_helper.to_array(init)
+        value = numpy_helper.to_array(init)
     except Exception as error:
         raise ModelError(f"{where}: cannot decode ({error})") from None
+    if value.dtype.type in _WIDEN:  # an ml_dtypes array (bf16, fp8, int4): no numpy arithmetic on it
+        value = value.astype(_WIDEN[value.dtype.type])
+    return value
+
+
+_WIDEN = {ml_dtypes.bfloat16: np.float32, ml_dtypes.float8_e4m3fn: np.float32, ml_dtypes.int4: np.int8}
+
+
+def _plain_numpy(data_type: int) -> np.dtype | None:
+    """The little-endian numpy type whose bytes ONNX stores as is (not packed int4, not strings)."""
+    for dtype in (DType.fp64, DType.fp32, DType.fp16, DType.int64, DType.int32, DType.int16, DType.int8,
+                  DType.uint8, DType.bool):
+        if dtype.onnx == data_type:
+            return dtype.numpy.newbyteorder("<")
+    return None
+
+
+def _read_external(init, location: Path, info: dict, dtype: np.dtype, where: str) -> np.ndarray:
+    # Read straight into the array: going through the proto (onnx's loader) holds every weight twice.
+    count = int(np.prod([int(d) for d in init.dims], dtype=np.int64))
+    size = count * dtype.itemsize
+    if "length" in info and int(info["length"]) != size:
+        raise ModelError(f"{where}: external data length {info['length']} bytes, but its shape "
+                         f"{list(init.dims)} needs {size}")
+    buffer = bytearray(size)
+    with open(location, "rb") as file:
+        file.seek(int(info.get("offset", 0)))
+        got = file.readinto(buffer)
+    if got != size:
+        raise ModelError(f"{where}: external data file {location} is truncated ({got} of {size} bytes "
+                         f"at offset {info.get('offset', 0)})")
+    return np.frombuffer(buffer, dtype).astype(dtype.newbyteorder("="), copy=False).reshape(tuple(init.dims))
 
 
 def _value_info(info: onnx.ValueInfoProto, source: str, override=None) -> Tensor:

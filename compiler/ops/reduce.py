@@ -1,8 +1,7 @@
 """ReduceMean, ReduceSum, ReduceMax, ReduceMin -> one Reduce (axes, keepdims, noop_with_empty_axes).
 
-Invariant: axes come from the attribute in older opsets and from input 1 in newer ones (ReduceSum
-from opset 13, the others from 18); no axes reduces everything unless noop_with_empty_axes is set,
-in which case the op is the identity and lowers to a view.
+Invariant: axes come from the attribute, or from input 1 (ReduceSum from opset 13, the others from 18);
+no axes reduces everything, unless noop_with_empty_axes makes the op an identity lowered to a view.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """ONNX Scan (opset 9+): a body graph run once per step over slices of the scan inputs, carrying state.
 
-Invariant: the reference runs the imported body step by step; the lowering is one Map whose ops are
-the body's work per step times the steps. The recurrence is sequential (step t reads step t-1's state),
-so only the elements within a step are parallel: the MatMul-free LM's MLGRU h_t = f_t*h_{t-1} + (1-f_t)*c_t.
+Invariant: the reference runs the imported body step by step; the lowering is one Map of ops = body work
+per step x steps. The recurrence is sequential (step t reads step t-1's state, as in the MatMul-free LM's
+MLGRU h_t = f_t*h_{t-1} + (1-f_t)*c_t): only the elements within one step run in parallel.
 """
 from __future__ import annotations
 

@@ -46,7 +46,8 @@ HEADLINES = [
     ("h100", DType.bf16, 989.4), ("h100", DType.fp8, 1978.9), ("h100", DType.fp32, 66.9), ("h100", DType.fp64, 66.9),
     ("h200", DType.bf16, 989), ("a100", DType.bf16, 312), ("a100", DType.int8, 624), ("a100", DType.tf32, 156),
     ("a100", DType.fp32, 19.5), ("v100", DType.fp16, 125), ("v100", DType.fp32, 15.7), ("gtx580", DType.fp32, 1.58),
-    ("npu4", DType.int8, 48), ("xeon_spr", DType.bf16, 115), ("xeon_spr", DType.int8, 229), ("xeon_spr", DType.fp32, 7.2),
+    ("npu4", DType.int8, 48), ("v100", DType.int8, 62),
+    ("xeon_spr", DType.bf16, 115), ("xeon_spr", DType.int8, 229), ("xeon_spr", DType.fp32, 7.2),
 ]
 
 
@@ -126,7 +127,8 @@ MISTAKES = {
     "unknown top key": ("clock: 100 MHz", "clocks: 100 MHz", ["clocks", "did you mean 'clock'"]),
     "missing key": ("    bandwidth: 400 MB/s\n", "", ["memory[0].bandwidth", "missing key"]),
     "missing top key": ("power:\n  tdp: 0.5 W\n", "", ["power", "missing key"]),
-    "bad unit": ("bandwidth: 400 MB/s", "bandwidth: 400 MB", ["memory[0].bandwidth", "'400 MB'", "not a bandwidth", "GB/s"]),
+    "bad unit": ("bandwidth: 400 MB/s", "bandwidth: 400 MB",
+                 ["memory[0].bandwidth", "'400 MB'", "not a bandwidth", "GB/s"]),
     "missing unit": ("clock: 100 MHz", "clock: 100", ["clock", "100", "MHz"]),
     "size as bandwidth": ("bandwidth: 3.2 GB/s", "bandwidth: 3.2 GB", ["memory[3].bandwidth", "'3.2 GB'"]),
     "negative size": ("capacity: 16 KiB", "capacity: -16 KiB", ["memory[1].capacity", "'-16 KiB'", "negative"]),
@@ -136,7 +138,8 @@ MISTAKES = {
     "unknown kind": ("kind: systolic", "kind: sytolic", ["kind", "'sytolic'", "did you mean 'systolic'"]),
     "unknown dtype": ("{int8: 64}", "{int9: 64}", ["compute[0].macs_per_cycle.int9", "'int9'", "did you mean 'int8'"]),
     "unknown dataflow": ("dataflows: [ws]", "dataflows: [wx]", ["compute[0].dataflows[0]", "'wx'", "ws, os, is"]),
-    "unknown role": ("holds: [weight]", "holds: [weights]", ["memory[1].holds[0]", "'weights'", "did you mean 'weight'"]),
+    "unknown role": ("holds: [weight]", "holds: [weights]",
+                     ["memory[1].holds[0]", "'weights'", "did you mean 'weight'"]),
     "unknown unit role": ("role: vector", "role: vectr", ["compute[1].role", "'vectr'"]),
     "wrong version": ("version: 1", "version: 2", ["version", "2", "version 1"]),
     "systolic without array": ("    array: {rows: 8, cols: 8, accumulator_bits: 32, weight_buffers: 2}\n", "",
@@ -148,12 +151,15 @@ MISTAKES = {
                             "    array: {rows: 8, cols: 8, accumulator_bits: 32, weight_buffers: 2}\n", "",
                             "    dataflows: [ws]\n", ""),
     "ternary without ternary": ("kind: systolic", "kind: ternary", ["compute", "ternary"]),
-    "levels grow inward": ("capacity: 16 KiB", "capacity: 512 MiB", ["memory[1].capacity", "'512 MiB'", "'256 MiB' of 'dram'"]),
+    "levels grow inward": ("capacity: 16 KiB", "capacity: 512 MiB",
+                           ["memory[1].capacity", "'512 MiB'", "'256 MiB' of 'dram'"]),
     "no level holds outputs": ("holds: [output]", "holds: [input]", ["memory", "no level holds output"],
                                "holds: [weight, input, output]", "holds: [weight, input]"),
     "role twice": ("holds: [weight]", "holds: [weight, weight]", ["memory[1].holds", "twice"]),
-    "energy dtypes differ": ("mac_energy: {int8: 0.3 pJ}", "mac_energy: {int16: 0.3 pJ}", ["compute[0].mac_energy", "int16"]),
-    "vector key on matrix": ("    mac_energy: {int8: 0.3 pJ}\n", "    mac_energy: {int8: 0.3 pJ}\n    ops_per_cycle: {int8: 8}\n",
+    "energy dtypes differ": ("mac_energy: {int8: 0.3 pJ}", "mac_energy: {int16: 0.3 pJ}",
+                             ["compute[0].mac_energy", "int16"]),
+    "vector key on matrix": ("    mac_energy: {int8: 0.3 pJ}\n",
+                             "    mac_energy: {int8: 0.3 pJ}\n    ops_per_cycle: {int8: 8}\n",
                              ["compute[0].ops_per_cycle", "matrix unit"]),
     "two vector units": ("memory:\n", "  - {name: vec2, role: vector, count: 1, ops_per_cycle: {int8: 8}, "
                          "op_energy: {int8: 0.03 pJ}}\nmemory:\n", ["compute", "exactly one vector unit"]),
@@ -183,3 +189,11 @@ def test_empty_file(tmp_path):
     path.write_text("# nothing\n")
     with pytest.raises(ArchError, match=r"empty\.yaml: \(top level\): None is not a mapping"):
         load_arch(path)
+
+
+def test_arch_is_the_only_yaml_reader():
+    root = presets_dir().parent
+    sources = [p for folder in ("accelsim", "compiler") for p in (root / folder).rglob("*.py")]
+    readers = [p.relative_to(root).as_posix() for p in sources if "import yaml" in p.read_text()]
+    assert readers == ["accelsim/arch.py"]
+    assert "yaml.load(" not in (root / "accelsim" / "arch.py").read_text()  # safe_load only

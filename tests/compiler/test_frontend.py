@@ -1,6 +1,7 @@
 """ONNX import: PyTorch exports at many opsets match onnxruntime and torch; bad files fail clearly.
 
-Largest file tried (benchmarks/import_onnx.py): see the figures recorded in that script's docstring.
+Largest file tried: a hand-built ResNet-50 (25.6 M params, 97 MiB) imports in 0.2-0.4 s at 251 MiB peak RSS
+(154 MiB with external data); rerun with `.venv/bin/python benchmarks/import_onnx.py [--external]`.
 """
 import numpy as np
 import onnx
@@ -182,3 +183,32 @@ def test_input_without_any_shape_is_named():
     with pytest.raises(ModelError, match="'x'.*no shape"):
         from_model(proto)
     assert from_model(proto, input_shapes={"x": (3, 4)}).tensor("y").shape == (3, 4)
+
+
+def external_model(tmp_path, location="w.bin", data=None):
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4), "w")
+    proto = model([helper.make_node("Add", ["x", "w"], ["y"], name="bias")], [("x", [3, 4])], [("y", [3, 4])], [w])
+    path = tmp_path / "ext.onnx"
+    onnx.save_model(proto, str(path), save_as_external_data=True, location="w.bin", size_threshold=0)
+    loaded = onnx.load(str(path), load_external_data=False)
+    loaded.graph.initializer[0].external_data[0].value = location
+    onnx.save_model(loaded, str(path))
+    if data is not None:
+        (tmp_path / "w.bin").write_bytes(data)
+    return path
+
+
+def test_external_data_is_read_bit_exact(tmp_path):
+    graph = load_onnx(external_model(tmp_path))
+    np.testing.assert_array_equal(graph.weights["w"], np.arange(12, dtype=np.float32).reshape(3, 4))
+
+
+def test_truncated_external_data_is_named(tmp_path):
+    with pytest.raises(ModelError, match="'w'.*w.bin is truncated"):
+        load_onnx(external_model(tmp_path, data=b"\0" * 20))
+
+
+@pytest.mark.parametrize("location", ["../outside.bin", "/etc/passwd"])
+def test_external_data_outside_the_model_folder_is_refused(tmp_path, location):
+    with pytest.raises(ModelError, match="'w'.*must be a file beside the model"):
+        load_onnx(external_model(tmp_path, location=location))
