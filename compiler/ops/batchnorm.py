@@ -27,8 +27,8 @@ class BatchNormalization(OpDef):
         expected = _parameter_shape(node, x.shape)
         for name, t in zip(PARAMETERS, ins[1:]):
             if t.shape != expected:
-                raise fail(node, f"{name} has shape {list(t.shape)}, expected {list(expected)} "
-                                 f"({'one per channel' if len(expected) == 1 else 'spatial=0: one per activation'})")
+                per = "one per channel" if len(expected) == 1 else "spatial=0: one per activation"
+                raise fail(node, f"{name} has shape {list(t.shape)}, expected {list(expected)} ({per})")
         return [out(node, x.shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:

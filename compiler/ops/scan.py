@@ -48,7 +48,8 @@ class Scan(OpDef):
             produced = body.tensor(name)
             if (produced.shape, produced.dtype) != (state.shape, state.dtype):
                 raise fail(node, f"the body returns state {name!r} as {produced.dtype.value} "
-                                 f"{list(produced.shape)}, but it enters as {state.dtype.value} {list(state.shape)}")
+                                 f"{list(produced.shape)}, but it enters as {state.dtype.value} "
+                                 f"{list(state.shape)}")
         per_step = [body.tensor(name) for name in body.outputs[n:]]
         out_axes = _axes(node, "scan_output_axes", [len(t.shape) + 1 for t in per_step])
         plan = _Plan(n, lengths.pop(), in_axes, _directions(node, "scan_input_directions", m), out_axes,

@@ -5,7 +5,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-F32, I8, U8, I32, I64 = TensorProto.FLOAT, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT32, TensorProto.INT64
+F32, I8, U8 = TensorProto.FLOAT, TensorProto.INT8, TensorProto.UINT8
+I32, I64 = TensorProto.INT32, TensorProto.INT64
 RNG = np.random.default_rng(0)
 
 

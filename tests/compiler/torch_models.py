@@ -2,6 +2,8 @@
 
 torch is imported lazily (pytest.importorskip) so the suites that use these still run without it.
 """
+import warnings
+
 import pytest
 
 
@@ -72,7 +74,8 @@ def export(tmp_path, name, opset, dynamic_batch=False):
     fast = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)  # the fused MHA kernel has no ONNX export
     try:
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the legacy exporter's deprecation and tracer warnings
             torch.onnx.export(module, (x,), str(path), dynamo=False, opset_version=opset,
                               input_names=["x"], output_names=["y"], dynamic_axes=axes)
             expected = module(x).numpy()
