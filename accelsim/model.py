@@ -28,5 +28,4 @@ def _load_file(path: Path, batch: int | None, options: dict) -> Graph:
 
     if options:
         raise ModelError(f"{path}: options {', '.join(sorted(options))} apply to built-in models only")
-    graph = load_onnx(path) if batch is None else load_onnx(path, batch=batch)
-    return graph
+    return load_onnx(path, batch=batch)

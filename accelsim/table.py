@@ -49,8 +49,8 @@ def render(result, limit: int | None = None) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, width=120, force_terminal=False, color_system=None)
     console.print(table)
-    lines = [f"throughput: {1 / totals['seconds']:.1f} inferences/s at batch {model['batch']}"
-             if totals["seconds"] else "throughput: -",
+    lines = [f"latency {seconds(totals['seconds'])} per batch of {model['batch']}: "
+             f"{model['batch'] / totals['seconds']:.1f} samples/s" if totals["seconds"] else "throughput: -",
              "time by bound: " + ", ".join(f"{bound} {share:.0%}" for bound, share in _bound_shares(result)),
              "bytes by level: " + ", ".join(f"{lv} {si(n, 'B')}" for lv, n in totals["bytes_by_level"].items()),
              f"energy: {si(totals['energy_j'], 'J')} (average {si(totals['average_power_w'], 'W')} "

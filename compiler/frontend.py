@@ -24,8 +24,9 @@ SUPPORTED_OPSETS = range(9, 22)
 Shapes = dict[str, tuple[int, ...]]
 
 
-def load_onnx(path: str | os.PathLike, input_shapes: Shapes | None = None) -> Graph:
-    """`input_shapes` (input name -> shape) fixes symbolic dimensions such as a dynamic batch."""
+def load_onnx(path: str | os.PathLike, input_shapes: Shapes | None = None, batch: int | None = None) -> Graph:
+    """`input_shapes` (input name -> shape) fixes symbolic dimensions; `batch` sets the first
+    dimension of every input that `input_shapes` leaves alone (a dynamic or a fixed batch)."""
     path = Path(path)
     if not path.is_file():
         raise ModelError(f"{path}: no such ONNX file")
@@ -35,11 +36,11 @@ def load_onnx(path: str | os.PathLike, input_shapes: Shapes | None = None) -> Gr
         model = onnx.load(str(path), load_external_data=False)
     except Exception as error:  # onnx raises DecodeError, ValueError... for a damaged file
         raise ModelError(f"{path}: not a readable ONNX model ({type(error).__name__}: {error})") from None
-    return from_model(model, source=str(path), base_dir=path.parent, input_shapes=input_shapes)
+    return from_model(model, source=str(path), base_dir=path.parent, input_shapes=input_shapes, batch=batch)
 
 
 def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: Path | None = None,
-               input_shapes: Shapes | None = None) -> Graph:
+               input_shapes: Shapes | None = None, batch: int | None = None) -> Graph:
     if not model.HasField("graph") or not model.graph.node:
         # protobuf parses many damaged files (text, truncated at a field boundary) into an empty model
         raise ModelError(f"{source}: not an ONNX model, or one with no graph or no nodes (damaged file?)")
@@ -63,6 +64,8 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
         raise ModelError(f"{source}: input_shapes names {', '.join(map(repr, unknown))}, which "
                          f"{'is' if len(unknown) == 1 else 'are'} not a graph input (inputs: "
                          f"{', '.join(inputs)})")
+    if batch is not None:
+        overrides = {**_batched(g.input, inputs, batch, source), **overrides}
     for info in g.input:
         if info.name not in weights:
             tensors[info.name] = _value_info(info, source, overrides.get(info.name))
@@ -70,6 +73,23 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
     graph = Graph(name=g.name or Path(source).stem, inputs=inputs, outputs=[o.name for o in g.output],
                   nodes=nodes, tensors=tensors, weights=weights, opset=opset, source=source)
     return graph.finalize()
+
+
+def _batched(infos, inputs: list[str], batch: int, source: str) -> Shapes:
+    """Shapes with the first dimension set to `batch`; other symbolic dimensions stay an error."""
+    shapes: Shapes = {}
+    for info in infos:
+        dims = info.type.tensor_type.shape.dim
+        if info.name not in inputs or not dims:
+            continue
+        rest = []
+        for i, dim in enumerate(dims[1:], start=1):
+            if not dim.HasField("dim_value") or dim.dim_value <= 0:
+                raise ModelError(f"{source}: graph input {info.name!r}: dimension {i} is symbolic; "
+                                 f"--batch sets only the first")
+            rest.append(dim.dim_value)
+        shapes[info.name] = (batch, *rest)
+    return shapes
 
 
 def _opset(model: onnx.ModelProto, source: str) -> int:

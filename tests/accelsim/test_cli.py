@@ -36,7 +36,7 @@ def test_default_run_is_resnet50_on_tpu_v1():
     assert proc.returncode == 0, proc.stderr
     assert "resnet50 (batch 1, int8) on tpu_v1" in proc.stdout
     assert re.search(r"total \(\d+ ops\)", proc.stdout)
-    assert "layer4.2/conv3" in proc.stdout and "inferences/s" in proc.stdout
+    assert "layer4.2/conv3" in proc.stdout and "samples/s" in proc.stdout
 
 
 def test_json_and_csv_follow_the_schema(tmp_path, capsys):
@@ -119,6 +119,17 @@ def test_shape_only_onnx_simulates_but_does_not_evaluate(tmp_path):
         p.unlink()
     assert cli("run", str(path), "--arch", "a100").returncode == 0
     one_line_error(cli("eval", str(path)), "weights")
+
+
+def test_batch_resizes_an_onnx_file(tmp_path):
+    from compiler.export import save_onnx
+    from compiler.zoo import build
+
+    path = tmp_path / "r18.onnx"
+    save_onnx(build("resnet18", image=32), path)
+    one = json.loads(cli("run", str(path), "--arch", "v100", "--json", "-").stdout)
+    four = json.loads(cli("run", str(path), "--arch", "v100", "--batch", "4", "--json", "-").stdout)
+    assert four["model"]["batch"] == 4 and four["totals"]["macs"] == 4 * one["totals"]["macs"]
 
 
 def test_readme_commands_run(tmp_path):
