@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+TORCH_WHEELS ?= /opt/wheels
 
 .PHONY: setup run test clean
 
@@ -10,10 +11,11 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
-	@# PyTorch (CPU) exports the ONNX files some tests import; it is taken from the machine's local
-	@# wheel folder only, never downloaded (PyPI's default build is several GB of CUDA).
-	-$(BIN)/pip install -q --no-index --find-links /opt/wheels 'torch==2.13.*' 2>/dev/null \
-	  || echo "note: no local PyTorch wheel; tests of PyTorch-exported ONNX files will be skipped"
+	@# PyTorch (CPU) exports the ONNX files some tests import. Only a CPU wheel already on this
+	@# machine is used: PyPI's default build is several GB of CUDA. Without one those tests skip.
+	@wheel=$$(ls $(TORCH_WHEELS)/torch-*+cpu-$$($(BIN)/python -c 'import sys; print("cp%d%d" % sys.version_info[:2])')-*.whl 2>/dev/null | tail -n 1); \
+	if [ -n "$$wheel" ]; then $(BIN)/pip install -q "$$wheel"; \
+	else echo "note: no local PyTorch CPU wheel in $(TORCH_WHEELS); PyTorch-export tests will skip"; fi
 	touch $(STAMP)
 
 setup: $(STAMP)

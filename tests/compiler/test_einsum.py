@@ -1,7 +1,6 @@
 """The IR Einsum's numpy reference on its own: affine (conv) axes, mixed-radix axes, fixed indices, int wrap."""
 import numpy as np
 import pytest
-import torch
 
 from compiler.dtypes import DType
 from compiler.errors import ModelError
@@ -21,6 +20,7 @@ def _einsum(arrays, axes, loops, out_dims, acc=DType.fp32, dtypes=None):
 
 @pytest.mark.parametrize("stride, dilation, pad", [(1, 1, 0), (2, 1, 1), (1, 2, 2), (3, 2, 1)])
 def test_conv_as_affine_einsum_matches_torch(stride, dilation, pad):
+    torch = pytest.importorskip("torch")
     """Regression: the weight's plain r/s axes must take each round's window value, not sum over it."""
     x = RNG.standard_normal((2, 3, 9, 8)).astype(np.float32)
     w = RNG.standard_normal((4, 3, 3, 2)).astype(np.float32)
