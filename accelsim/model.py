@@ -15,7 +15,7 @@ def load_model(model: str | os.PathLike | Graph, batch: int | None = None, weigh
         return model
     text = str(model)
     if text.endswith(".onnx") or os.sep in text or Path(text).is_file():
-        return _load_file(Path(text), batch, options)
+        return _load_file(Path(text), batch, weights, options)
     from compiler import zoo
 
     if batch is not None:
@@ -23,9 +23,9 @@ def load_model(model: str | os.PathLike | Graph, batch: int | None = None, weigh
     return zoo.build(text, weights=weights, **options)
 
 
-def _load_file(path: Path, batch: int | None, options: dict) -> Graph:
+def _load_file(path: Path, batch: int | None, weights: bool, options: dict) -> Graph:
     from compiler.frontend import load_onnx
 
     if options:
         raise ModelError(f"{path}: options {', '.join(sorted(options))} apply to built-in models only")
-    return load_onnx(path, batch=batch)
+    return load_onnx(path, batch=batch, weights=weights)

@@ -5,6 +5,7 @@ simulates; initializers that old exporters also list as graph inputs are treated
 """
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -19,14 +20,18 @@ from compiler.graph import Graph, Node, Tensor
 
 TERNARY_MARK = "accelsim:ternary"   # doc_string of an int8 initializer holding -1/0/+1 weights
 SUPPORTED_OPSETS = range(9, 22)
+SHAPE_ONLY_KEEP_ELEMENTS = 4096     # without weights, initializers this small keep values (shapes, axes)
 
 
 Shapes = dict[str, tuple[int, ...]]
 
 
-def load_onnx(path: str | os.PathLike, input_shapes: Shapes | None = None, batch: int | None = None) -> Graph:
+def load_onnx(path: str | os.PathLike, input_shapes: Shapes | None = None, batch: int | None = None,
+              weights: bool = True) -> Graph:
     """`input_shapes` (input name -> shape) fixes symbolic dimensions; `batch` sets the first
-    dimension of every input that `input_shapes` leaves alone (a dynamic or a fixed batch)."""
+    dimension of every input that `input_shapes` leaves alone (a dynamic or a fixed batch).
+    `weights=False` keeps only small initializers' values (shapes, axes, indices): enough to import
+    and simulate, at a fraction of the memory for a large model."""
     path = Path(path)
     if not path.is_file():
         raise ModelError(f"{path}: no such ONNX file")
@@ -36,22 +41,25 @@ def load_onnx(path: str | os.PathLike, input_shapes: Shapes | None = None, batch
         model = onnx.load(str(path), load_external_data=False)
     except Exception as error:  # onnx raises DecodeError, ValueError... for a damaged file
         raise ModelError(f"{path}: not a readable ONNX model ({type(error).__name__}: {error})") from None
-    return from_model(model, source=str(path), base_dir=path.parent, input_shapes=input_shapes, batch=batch)
+    return from_model(model, source=str(path), base_dir=path.parent, input_shapes=input_shapes, batch=batch,
+                      weights=weights)
 
 
 def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: Path | None = None,
-               input_shapes: Shapes | None = None, batch: int | None = None) -> Graph:
+               input_shapes: Shapes | None = None, batch: int | None = None, weights: bool = True) -> Graph:
     if not model.HasField("graph") or not model.graph.node:
         # protobuf parses many damaged files (text, truncated at a field boundary) into an empty model
         raise ModelError(f"{source}: not an ONNX model, or one with no graph or no nodes (damaged file?)")
     opset = _opset(model, source)
     g = model.graph
+    values = weights
     weights: dict[str, np.ndarray | None] = {}
     tensors: dict[str, Tensor] = {}
     for init in g.initializer:
         where = f"{source}: initializer {init.name!r}"
         dtype = DType.from_onnx(init.data_type, where)
-        value = _initializer_value(init, base_dir, where)
+        small = math.prod(init.dims) <= SHAPE_ONLY_KEEP_ELEMENTS
+        value = _initializer_value(init, base_dir, where) if values or small else None
         if dtype == DType.int8 and init.doc_string == TERNARY_MARK:
             dtype = DType.ternary
         weights[init.name] = value
