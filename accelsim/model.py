@@ -20,7 +20,20 @@ def load_model(model: str | os.PathLike | Graph, batch: int | None = None, weigh
 
     if batch is not None:
         options["batch"] = batch
+    if weights:
+        _check_room(text, zoo.build(text, weights=False, **options))
     return zoo.build(text, weights=weights, **options)
+
+
+def _check_room(name: str, shapes: Graph) -> None:
+    """Refuse, before allocating, random weights that would not fit in the memory this machine has free."""
+    elements = sum(shapes.tensors[w].elements for w in shapes.weights)
+    needed = elements * 16   # float64 draws, then the stored copy
+    free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if needed > free // 2:
+        raise ModelError(f"model {name!r} has {elements / 1e9:.2f} G parameters: random weights need about "
+                         f"{needed / 2**30:.0f} GiB, and {free / 2**30:.0f} GiB is free; evaluate a smaller "
+                         f"variant (e.g. --opt layers=2) or simulate it, which needs no weights")
 
 
 def _load_file(path: Path, batch: int | None, weights: bool, options: dict) -> Graph:

@@ -3,7 +3,7 @@
 The model (bottleneck blocks 3-4-6-3, 25.6 M parameters, ~98 MiB file) is built by hand, not from
 torchvision, and exported with torch's legacy exporter; the import runs in a fresh process so its
 peak RSS is its own. Rerun: .venv/bin/python benchmarks/import_onnx.py [--external] [--keep DIR]
-Measured on the 16-core dev box (onnx 1.23, torch 2.13 CPU): 97.3 MiB file, 169 nodes -> 217 IR ops;
+Measured on the project's 2-core machine (onnx 1.23, torch 2.13 CPU): 97.3 MiB file, 169 nodes -> 217 IR ops;
 load_onnx 0.2-0.4 s, lower 0.04-0.07 s; peak RSS 251 MiB embedded (56 MiB baseline + ~2x the weights:
 protobuf's copy and the arrays), 154 MiB with --external (external data is read straight into arrays).
 """

@@ -93,6 +93,7 @@ def test_eval_roundtrips_inputs_and_outputs(tmp_path, capsys):
     (["run", "resnet18", "--arch", "tpu_v1", "--dtype", "fp99"], ["fp99"]),
     (["run", "resnet18", "--arch", "tpu_v1", "--dtype", "fp32"], ["fp32", "int8"]),
     (["eval", "missing.onnx"], ["missing.onnx"]),
+    (["eval", "llama"], ["llama", "parameters", "GiB"]),    # 6.7 G random weights would not fit
 ])
 def test_bad_input_is_one_clear_line(args, needles):
     one_line_error(cli(*args), *needles)
@@ -143,3 +144,13 @@ def test_readme_commands_run(tmp_path):
         argv = command.replace(".venv/bin/accelsim", str(ACCELSIM)).split()
         proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
         assert proc.returncode == 0, f"{command}\n{proc.stderr}"
+
+
+def test_readme_python_runs():
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks
+    for block in blocks:
+        scope: dict = {}
+        exec(compile(block, "README.md", "exec"), scope)
+        assert scope["data"]["version"] == 1 and scope["data"]["ops"]
