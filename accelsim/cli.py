@@ -166,12 +166,12 @@ def _export(args) -> int:
 
 def _archs(args) -> int:
     from accelsim.arch import load_arch, preset_names
-    from accelsim.table import si
+    from accelsim.table import binary, si
 
     for name in preset_names():
         arch = load_arch(name)
         native = arch.native_dtype
-        levels = " > ".join(f"{lv.name} {si(lv.capacity_total, 'B')}" for lv in arch.memory)
+        levels = " > ".join(f"{lv.name} {binary(lv.capacity_total)}" for lv in arch.memory)
         print(f"{name:14} {arch.kind.value:9} {si(arch.matrix.peak_per_second(native) * 2, 'OP/s')} "
               f"{native.value:8} {si(arch.power.tdp_w, 'W'):>7}  {levels}")
     return 0

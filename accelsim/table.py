@@ -18,6 +18,14 @@ def si(value: float, unit: str = "") -> str:
     return f"{value:.3g} {unit}".strip()
 
 
+def binary(nbytes: float) -> str:
+    """Capacities the way datasheets give them: 24 MiB, 768 KiB, 141 GiB."""
+    for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if nbytes >= factor:
+            return f"{nbytes / factor:.3g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
 def seconds(value: float) -> str:
     if value == 0:
         return "0"
