@@ -3,15 +3,15 @@
 A lower bound by construction (the tile-level engine may only add time): every operand crosses each
 memory level that holds its role exactly once, from the level it is served from inward, and the
 compute unit runs at its peak for the op's dtype. Weights are served from the outermost level that
-holds weights; activations from the innermost level that holds them, is shared by the whole chip
-(one instance: activations outlive an op only there, not in per-SM or per-core scratch) and has room
-for the op's activations (TPU v1's Unified Buffer, a GPU's L2), else from the outermost.
+holds weights, activations from where they live between ops (compiler.placement: TPU v1's Unified
+Buffer, a GPU's L2 when they fit).
 """
 from __future__ import annotations
 
 from compiler.dtypes import DType
 from compiler.errors import UserError
-from compiler.ir import IR, IROp, Kind, Move, Role
+from compiler.ir import IR, IROp, Kind, Move
+from compiler.placement import op_home, role_path
 from accelsim.arch import Arch, ComputeUnit
 from accelsim.result import OpResult
 
@@ -76,27 +76,14 @@ def pick_unit(op: IROp, arch: Arch, dtype: DType) -> tuple[ComputeUnit, DType]:
 
 
 def bytes_by_level(op: IROp, arch: Arch) -> dict[str, int]:
-    """Bytes each level moves for this op: every operand, at each level holding its role, inward from its home."""
+    """Bytes each level moves for this op: every operand, at each level on its role's path."""
     moved = {lv.name: 0 for lv in arch.memory}
-    roles = op.bytes_by_role()
-    home = activation_home(arch, roles[Role.input] + roles[Role.output])
-    for role, nbytes in roles.items():
-        holding = [i for i, lv in enumerate(arch.memory) if role in lv.holds]
-        if not nbytes or not holding:
-            continue
-        source = holding[0] if role == Role.weight or home is None else home
-        for i in holding:
-            if i >= source:
+    home = op_home(arch, op)
+    for role, nbytes in op.bytes_by_role().items():
+        if nbytes:
+            for i in role_path(arch, role, home):
                 moved[arch.memory[i].name] += nbytes
     return {name: n for name, n in moved.items() if n}
-
-
-def activation_home(arch: Arch, activation_bytes: int) -> int | None:
-    """Index of the level activations live in between ops: innermost shared level holding inputs and
-    outputs with room for them; else the outermost such level."""
-    both = [i for i, lv in enumerate(arch.memory) if Role.input in lv.holds and Role.output in lv.holds]
-    fits = [i for i in both if arch.memory[i].instances == 1 and arch.memory[i].capacity_total >= activation_bytes]
-    return fits[-1] if fits else both[0] if both else None
 
 
 def energy(op: IROp, arch: Arch, unit, dtype: DType, by_level: dict[str, int]) -> dict[str, float]:

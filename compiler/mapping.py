@@ -1,0 +1,128 @@
+"""A Mapping: how one IR op is laid onto a target, loop by loop and level by level.
+
+For each memory level from DRAM inward: the tile of every loop dim that level holds, and the order
+of the temporal loops that walk that level's sub-tiles; then the dims unrolled spatially onto the
+compute array, and for systolic arrays the dataflow. Invariant: at every level each dim's tile
+divides into the next outer level's tile count by ceil (ragged edges are padded, and the padded work
+is counted), and the innermost tiles times the spatial factors cover one compute step.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from compiler.ir import Einsum, IROp, Role
+
+
+@dataclass(frozen=True)
+class LevelTile:
+    level: str                          # the arch memory level's name
+    tile: tuple[tuple[str, int], ...]   # loop dim -> extent of the tile this level holds
+    order: tuple[str, ...]              # temporal loops over this level's sub-tiles, outermost first
+    double_buffered: bool = True        # holds two tiles so the next loads while this one is used
+
+    def extent(self, dim: str) -> int:
+        return dict(self.tile)[dim]
+
+
+@dataclass(frozen=True)
+class Spatial:
+    dim: str       # loop dim unrolled in space
+    axis: str      # where: "rows", "cols" (PE array), "lanes" (SIMD), "units" (SMs, cores, MXUs)
+    factor: int    # how many copies side by side
+
+
+@dataclass(frozen=True)
+class Mapping:
+    op: str                                   # IR op name
+    signature: str                            # what the search cache keys on (shapes, dtypes, kind)
+    unit: str                                 # compute unit name in the arch
+    loops: tuple[tuple[str, int], ...]        # the op's full loop extents
+    levels: tuple[LevelTile, ...]             # outermost (the whole op at DRAM) inward
+    spatial: tuple[Spatial, ...] = ()
+    dataflow: str | None = None               # "ws", "os", "is" on systolic arrays
+    notes: tuple[str, ...] = field(default=())
+
+    def trips(self, index: int) -> dict[str, int]:
+        """Temporal trip count of each dim at level `index`: outer tile / this tile (ceil: ragged)."""
+        outer = dict(self.loops) if index == 0 else dict(self.levels[index - 1].tile)
+        inner = dict(self.levels[index].tile)
+        return {d: math.ceil(outer[d] / inner[d]) for d, _ in self.loops}
+
+    @property
+    def padded_work(self) -> int:
+        """Work including ragged-edge padding: every level's trips times the innermost step."""
+        total = 1
+        for i in range(len(self.levels)):
+            total *= math.prod(self.trips(i).values())
+        return total * math.prod(dict(self.levels[-1].tile).values()) if self.levels else math.prod(
+            e for _, e in self.loops)
+
+    def text(self) -> str:
+        """The loop nest a textbook draws: one block per memory level, spatial loops innermost."""
+        lines = [f"# {self.op} on {self.unit}" + (f", dataflow {self.dataflow.upper()}" if self.dataflow else "")]
+        depth = 0
+        for i, level in enumerate(self.levels):
+            trips = self.trips(i)
+            held = ", ".join(f"{d}={e}" for d, e in level.tile)
+            buffered = " (double-buffered)" if level.double_buffered and i else ""
+            lines.append("  " * depth + f"# {level.level}: tile {held}{buffered}")
+            for d in level.order:
+                if trips[d] > 1:
+                    lines.append("  " * depth + f"for {d}{i} in range({trips[d]}):")
+                    depth += 1
+        for s in self.spatial:
+            lines.append("  " * depth + f"parallel_for {s.dim} in range({s.factor}):  # {s.axis}")
+            depth += 1
+        lines.append("  " * depth + "mac()" if self.spatial or self.levels else "op()")
+        lines += [f"# note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class GemmView:
+    """An Einsum seen as batched GEMM: out[b, m, n] += in[b, m, k] * w[b, k, n].
+
+    m dims index the output and the input but not the weight (conv: n, p, q); n dims the output and the
+    weight (conv: output channels); k dims are reduced (conv: c, r, s); b dims index all three (groups,
+    attention heads). The weight is the operand with the weight role, else the second input.
+    """
+
+    b: tuple[str, ...]
+    m: tuple[str, ...]
+    n: tuple[str, ...]
+    k: tuple[str, ...]
+    extents: dict[str, int]
+
+    def size(self, part: str) -> int:
+        return math.prod(self.extents[d] for d in getattr(self, part))
+
+
+def gemm_view(op: Einsum) -> GemmView:
+    weight_index = next((i for i, o in enumerate(op.inputs) if o.role == Role.weight), len(op.inputs) - 1)
+    dims_of = [{d for axis in axes for d, _ in axis.terms} for axes in op.in_axes]
+    w = dims_of[weight_index]
+    x = set().union(*(dims for i, dims in enumerate(dims_of) if i != weight_index)) if len(dims_of) > 1 else set()
+    out = set(op.out_dims)
+    parts: dict[str, list[str]] = {"b": [], "m": [], "n": [], "k": []}
+    for d, _ in op.loops:
+        if d not in out:
+            parts["k"].append(d)
+        elif d in w and d in x:
+            parts["b"].append(d)
+        elif d in w:
+            parts["n"].append(d)
+        else:
+            parts["m"].append(d)
+    return GemmView(*(tuple(parts[p]) for p in "bmnk"), extents=dict(op.loops))
+
+
+def op_signature(op: IROp) -> str:
+    """Ops with equal signatures map the same way (ResNet's repeated blocks share one search)."""
+    operands = ";".join(f"{o.role.value}:{o.dtype.value}:{'x'.join(map(str, o.shape))}" for o in op.inputs)
+    extra = ""
+    if isinstance(op, Einsum):
+        extra = op.describe().split("+=", 1)[1] + "|" + ",".join(f"{d}{e}" for d, e in op.loops)
+        for name in [o.tensor for o in op.inputs] + [op.output.tensor]:
+            extra = extra.replace(name + "[", "[")
+    return f"{op.kind.value}|{op.op}|{operands}|{op.output.dtype.value}:{'x'.join(map(str, op.output.shape))}|{extra}"

@@ -1,0 +1,32 @@
+"""Where operands live on a target: the memory levels each role passes through, outermost first.
+
+Shared by the roofline and the tiling compiler so both count bytes at the same levels. Weights are
+served from the outermost level holding weights; activations live between ops in the innermost level
+that holds inputs and outputs, is shared by the whole chip (one instance: per-SM or per-core scratch
+does not outlive an op) and has room for them; else in the outermost such level. An op whose output
+stays on chip for the next op is fused in effect: its DRAM traffic is gone.
+`arch` is any object with `.memory`, a sequence of levels with `.holds`, `.instances`, `.capacity_total`.
+"""
+from __future__ import annotations
+
+from compiler.ir import IROp, Role
+
+
+def activation_home(arch, activation_bytes: int) -> int | None:
+    both = [i for i, lv in enumerate(arch.memory) if Role.input in lv.holds and Role.output in lv.holds]
+    fits = [i for i in both if arch.memory[i].instances == 1 and arch.memory[i].capacity_total >= activation_bytes]
+    return fits[-1] if fits else both[0] if both else None
+
+
+def role_path(arch, role: Role, home: int | None) -> list[int]:
+    """Indices of the levels an operand of `role` crosses, from where it is served inward."""
+    holding = [i for i, lv in enumerate(arch.memory) if role in lv.holds]
+    if not holding:
+        return []
+    source = holding[0] if role == Role.weight or home is None else home
+    return [i for i in holding if i >= source]
+
+
+def op_home(arch, op: IROp) -> int | None:
+    roles = op.bytes_by_role()
+    return activation_home(arch, roles[Role.input] + roles[Role.output])
