@@ -15,33 +15,58 @@ from accelsim.arch import Arch, load_arch
 from accelsim.model import load_model
 from accelsim.result import Result
 
-FIDELITIES = ("roofline",)
+FIDELITIES = ("tile", "roofline")   # tile: map, codegen and the numba engine; roofline: the bound
 
 
 def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike | Arch = "tpu_v1",
-        batch: int | None = None, dtype: str | DType | None = None, fidelity: str = "roofline",
-        **model_options) -> Result:
+        batch: int | None = None, dtype: str | DType | None = None, fidelity: str = "tile",
+        compat: str | None = None, **model_options) -> Result:
     """Simulate `model` (zoo name, .onnx path or Graph) on `arch` (preset name, YAML path or Arch).
 
     `dtype` is the dtype the hardware computes in; by default the arch's native one (int8 on TPU v1).
+    `compat="scalesim"` prices each Einsum's compute cycles as SCALE-Sim v3 does (accelsim.scalesim).
     """
     if fidelity not in FIDELITIES:
         raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
+    if compat not in (None, "scalesim"):   # checked before the tile engine hands it to a compute model
+        raise UserError(f"unknown compat {compat!r}; known: scalesim")
+    if compat not in (None, "scalesim"):
+        raise UserError(f"compat {compat!r} is not available; choose scalesim (SCALE-Sim v3's compute cycles)")
     hw = arch if isinstance(arch, Arch) else load_arch(arch)
     target = DType.parse(dtype) if isinstance(dtype, str) else dtype or hw.native_dtype
     graph = load_model(model, batch=batch, **model_options)
     ir = compile_graph(graph, Options(dtype=target))
-    from accelsim.roofline import estimate
+    timeline = None
+    if fidelity == "tile":
+        from accelsim.tile import simulate
 
-    ops = estimate(ir, hw)
+        ops, timeline = simulate(ir, hw, compat=compat)
+    else:
+        from accelsim.roofline import estimate
+
+        ops = estimate(ir, hw)
     notes = []
     folded = folded_nodes(graph)
     if folded:
         notes.append(f"{len(folded)} nodes folded at import (constants and shape arithmetic) run on no unit")
     widened = sorted({(op.dtype, op.rate_dtype, op.unit) for op in ops if op.dtype != op.rate_dtype})
     notes += [f"{d} ops run at the {r} rate of {u} (it has no {d} path)" for d, r, u in widened]
+    if compat is not None:
+        from accelsim.scalesim import apply_compat
+
+        ops = apply_compat(ops, ir, hw, compat)
+        notes.append(f"compute_cycles of matrix ops as {compat} counts them (whole layers, no overlap)")
     return Result(model=_model_info(graph, batch, target), arch=_arch_info(hw, target), fidelity=fidelity, ops=ops,
-                  notes=notes)
+                  notes=notes, timeline=timeline)
+
+
+def scalesim_layers(model: str | os.PathLike | Graph, arch: str | os.PathLike | Arch) -> list[dict]:
+    """Per layer (Einsum) of `model`: its GEMM view and SCALE-Sim v3's compute cycles on `arch` (e.g. a
+    topology .csv on a .cfg), i.e. SCALE-Sim's "Total Cycles" - "Stall Cycles" for that layer."""
+    from accelsim.scalesim import layer_cycles
+
+    hw = arch if isinstance(arch, Arch) else load_arch(arch)
+    return layer_cycles(compile_graph(load_model(model), Options(dtype=hw.native_dtype)), hw)
 
 
 def evaluate(model: str | os.PathLike | Graph, inputs: dict[str, np.ndarray] | None = None, seed: int = 0,

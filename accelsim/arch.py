@@ -75,12 +75,25 @@ class SimtLimits:
 
 
 @dataclass(frozen=True)
+class MicroKernel:
+    """A CPU GEMM micro-kernel: C accumulators in a rows x cols grid of registers, each register
+    `register_rows` x `register_bytes` (an AVX-512 zmm is 1 x 64 B, an AMX tile 16 x 64 B)."""
+
+    rows: int
+    cols: int
+    register_rows: int
+    register_bytes: int
+
+
+@dataclass(frozen=True)
 class ComputeUnit:
     """One kind of compute unit, instantiated `count` times per chip.
 
     `per_cycle` is MACs per cycle per instance for a matrix unit and element ops per cycle
     (an FMA counts once) for a vector unit; a dtype absent from it is unsupported.
-    `energy` is joules per MAC (matrix) or per op (vector), per dtype.
+    `energy` is joules per MAC (matrix) or per op (vector), per dtype. `launch_overhead_s` is paid
+    once per kernel (a GPU launch); `pipeline_stages` is how many K-tiles a SIMT GEMM kernel stages in
+    shared memory (1: no overlap of loads with MMAs).
     """
 
     name: str
@@ -92,6 +105,9 @@ class ComputeUnit:
     array: SystolicArray | None = None
     dataflows: tuple[Dataflow, ...] = ()
     limits: SimtLimits | None = None
+    launch_overhead_s: float = 0.0
+    pipeline_stages: int = 1
+    micro_kernel: MicroKernel | None = None
 
     @property
     def dtypes(self) -> tuple[DType, ...]:
@@ -241,8 +257,12 @@ def preset_names() -> list[str]:
 
 
 def load_arch(name_or_path: str | os.PathLike) -> Arch:
-    """A preset by name (`tpu_v1`) or a .yaml file by path, parsed and checked."""
+    """A preset by name (`tpu_v1`), a .yaml file by path, or a SCALE-Sim .cfg (converted), parsed and checked."""
     text = str(name_or_path)
+    if text.endswith(".cfg"):
+        from accelsim.scalesim import load_cfg
+
+        return load_cfg(text)
     if text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text:
         path = Path(text)
         if not path.is_file():
@@ -252,9 +272,13 @@ def load_arch(name_or_path: str | os.PathLike) -> Arch:
         if not path.is_file():
             presets = ", ".join(preset_names())
             raise ArchError(f"unknown arch {text!r}; presets: {presets} (or give a path to a .yaml file)")
-    shown = _shown(path)
+    return load_arch_text(path.read_text(), _shown(path), path.resolve())
+
+
+def load_arch_text(text: str, shown: str, source: Path) -> Arch:
+    """An Arch from YAML text; messages name the file as `shown` (SCALE-Sim .cfg files convert to text)."""
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = f"line {mark.line + 1}: " if mark is not None else ""
@@ -264,7 +288,7 @@ def load_arch(name_or_path: str | os.PathLike) -> Arch:
     # Imported here: arch_schema builds the classes above, so it imports this module.
     from accelsim.arch_schema import build_arch
 
-    return build_arch(data, shown, path.resolve())
+    return build_arch(data, shown, source)
 
 
 def _shown(path: Path) -> str:

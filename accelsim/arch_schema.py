@@ -9,17 +9,19 @@ import difflib
 from accelsim import units
 from accelsim.arch import (
     SCHEMA_VERSION, Arch, ArchError, ComputeUnit, Dataflow, Interconnect, Kind, Link, MemoryLevel,
-    Power, SimtLimits, SystolicArray, UnitRole,
+    MicroKernel, Power, SimtLimits, SystolicArray, UnitRole,
 )
 from compiler.dtypes import DType
 from compiler.ir import Role
 
 _TOP = ("version", "name", "kind", "description", "clock", "compute", "memory", "power")
 _UNIT = ("name", "role", "count")
-_UNIT_OPTIONAL = ("clock", "macs_per_cycle", "mac_energy", "ops_per_cycle", "op_energy", "array", "dataflows", "limits")
+_UNIT_OPTIONAL = ("clock", "macs_per_cycle", "mac_energy", "ops_per_cycle", "op_energy", "array", "dataflows", "limits",
+                  "launch_overhead", "pipeline_stages", "micro_kernel")
 _BY_ROLE = {UnitRole.matrix: ("macs_per_cycle", "mac_energy"), UnitRole.vector: ("ops_per_cycle", "op_energy")}
 _ARRAY = ("rows", "cols", "accumulator_bits", "weight_buffers")
 _LIMITS = ("warp", "threads", "blocks", "registers", "shared_memory")
+_MICRO_KERNEL = ("rows", "cols", "register_rows", "register_bytes")
 _LEVEL = ("name", "capacity", "bandwidth", "latency", "holds", "access", "read_energy", "write_energy")
 _LINK = ("bandwidth", "latency")
 
@@ -123,6 +125,12 @@ def _limits(f: _File, value, path: str) -> SimtLimits:
     return SimtLimits(*counts, _quantity(f, d["shared_memory"], _at(path, "shared_memory"), units.parse_size))
 
 
+def _micro_kernel(f: _File, value, path: str) -> MicroKernel:
+    d = _mapping(f, value, path, _MICRO_KERNEL)
+    counts = [_count(f, d[k], _at(path, k)) for k in _MICRO_KERNEL[:-1]]
+    return MicroKernel(*counts, _quantity(f, d["register_bytes"], _at(path, "register_bytes"), units.parse_size))
+
+
 def _unit(f: _File, value, path: str, kind: Kind, clock_hz: float) -> ComputeUnit:
     d = _mapping(f, value, path, _UNIT, _UNIT_OPTIONAL)
     role = _choice(f, d["role"], _at(path, "role"), UnitRole, "compute role")
@@ -141,10 +149,12 @@ def _unit(f: _File, value, path: str, kind: Kind, clock_hz: float) -> ComputeUni
         raise f.error(_at(path, energy_key), f"dtypes {[t.value for t, _ in energy]} must match {per_key} "
                                              f"{[t.value for t, _ in per_cycle]}, in the same order")
     spatial = kind in (Kind.systolic, Kind.ternary) and role is UnitRole.matrix
-    for key, wanted in (("array", spatial), ("dataflows", spatial), ("limits", kind is Kind.simt)):
+    gemm = role is UnitRole.matrix
+    for key, wanted in (("array", spatial), ("dataflows", spatial), ("limits", kind is Kind.simt),
+                        ("pipeline_stages", kind is Kind.simt and gemm), ("micro_kernel", kind is Kind.simd and gemm)):
         if key in d and not wanted:
             raise f.error(_at(path, key), f"{d[key]!r} makes no sense on a {kind.value} {role.value} unit")
-        if key not in d and wanted and (key != "limits" or role is UnitRole.matrix):
+        if key not in d and wanted and key in ("array", "dataflows", "limits") and (key != "limits" or gemm):
             raise f.error(_at(path, key), f"missing key {key!r} (required on a {kind.value} matrix unit)")
     array = _array(f, d["array"], _at(path, "array")) if "array" in d else None
     if array is not None:
@@ -170,6 +180,10 @@ def _unit(f: _File, value, path: str, kind: Kind, clock_hz: float) -> ComputeUni
         array=array,
         dataflows=dataflows,
         limits=_limits(f, d["limits"], _at(path, "limits")) if "limits" in d else None,
+        launch_overhead_s=_quantity(f, d["launch_overhead"], _at(path, "launch_overhead"), units.parse_time,
+                                    positive=False) if "launch_overhead" in d else 0.0,
+        pipeline_stages=_count(f, d["pipeline_stages"], _at(path, "pipeline_stages")) if "pipeline_stages" in d else 1,
+        micro_kernel=_micro_kernel(f, d["micro_kernel"], _at(path, "micro_kernel")) if "micro_kernel" in d else None,
     )
 
 

@@ -1,4 +1,4 @@
-"""The `accelsim` command: run, eval, export, archs, models.
+"""The `accelsim` command: run, eval, export, map, archs, models.
 
 Bad input ends in one line on stderr and exit status 2; never a traceback (an internal error says so,
 exit 3, with the traceback behind ACCELSIM_DEBUG=1).
@@ -47,13 +47,18 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="simulate a model on an arch and print a per-layer report")
     _model_args(run, default="resnet50")
-    run.add_argument("--arch", default="tpu_v1", help="preset name (see `accelsim archs`) or a YAML file "
+    run.add_argument("--arch", default="tpu_v1", help="preset name (see `accelsim archs`), a YAML file or a SCALE-Sim .cfg "
                      "(default: tpu_v1)")
     run.add_argument("--dtype", help="the dtype the hardware computes in (default: the arch's native one)")
-    run.add_argument("--fidelity", default="roofline", choices=["roofline"], help="level of detail")
+    run.add_argument("--fidelity", default="tile", choices=["tile", "roofline"], help="level of detail: tile "
+                     "(map, compile and simulate the tile program; the default) or roofline (the per-op bound)")
+    run.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the timeline (tile fidelity; "
+                     "open it at ui.perfetto.dev)")
     run.add_argument("--json", metavar="FILE", help="write the result as JSON ('-' for stdout)")
     run.add_argument("--csv", metavar="FILE", help="write one row per op as CSV ('-' for stdout)")
     run.add_argument("--limit", type=int, metavar="N", help="show only the first N ops in the table")
+    run.add_argument("--compat", choices=["scalesim"], help="price matrix ops' compute_cycles as another "
+                     "simulator does (scalesim: SCALE-Sim v3's total minus stall cycles, per layer)")
     run.set_defaults(handler=_run)
 
     ev = sub.add_parser("eval", help="run a model's numerics in the numpy reference interpreter")
@@ -69,14 +74,28 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", required=True, metavar="FILE.onnx")
     ex.set_defaults(handler=_export)
 
+    mp = sub.add_parser("map", help="print each layer's chosen mapping as a loop nest per memory level")
+    _model_args(mp, default=None)
+    mp.add_argument("--arch", default="tpu_v1", help="preset name or a YAML file (default: tpu_v1)")
+    mp.add_argument("--layer", metavar="NAME", help="only this layer (an IR op or graph node name)")
+    mp.add_argument("--dtype", help="the dtype the hardware computes in (default: the arch's native one)")
+    mp.add_argument("--budget", type=int, metavar="N", help="mapping candidates costed per op")
+    mp.set_defaults(handler=_map)
+
     sub.add_parser("archs", help="list the hardware presets").set_defaults(handler=_archs)
+    arch = sub.add_parser("arch", help="work with arch files").add_subparsers(dest="arch_command",
+                                                                             metavar="ACTION", required=True)
+    convert = arch.add_parser("convert", help="write the arch YAML equivalent to a SCALE-Sim .cfg")
+    convert.add_argument("cfg", metavar="FILE.cfg")
+    convert.add_argument("--out", metavar="FILE.yaml", help="where to write it (default: stdout)")
+    convert.set_defaults(handler=_arch_convert)
     sub.add_parser("models", help="list the built-in models").set_defaults(handler=_models)
     return parser
 
 
 def _model_args(p: argparse.ArgumentParser, default: str | None) -> None:
     p.add_argument("model", nargs=None if default is None else "?", default=default,
-                   help="a built-in model (see `accelsim models`) or an .onnx file"
+                   help="a built-in model (see `accelsim models`), an .onnx file or a SCALE-Sim topology .csv"
                    + (f" (default: {default})" if default else ""))
     p.add_argument("--batch", type=int, help="batch size")
     p.add_argument("--seq", type=int, help="sequence length (language models)")
@@ -116,11 +135,15 @@ def _run(args) -> int:
     _positive("batch", args.batch)
     _positive("seq", args.seq)
     result = run(args.model, arch=args.arch, batch=args.batch, dtype=args.dtype, fidelity=args.fidelity,
-                 **_model_options(args))
+                 compat=args.compat, **_model_options(args))
     if args.json:
         _write(args.json, result.to_json())
     if args.csv:
         _write(args.csv, result.to_csv())
+    if args.trace:
+        from accelsim.trace import write_trace
+
+        write_trace(result, args.trace)
     if "-" not in (args.json, args.csv):
         print(result.table(args.limit), end="")
     return 0
@@ -161,6 +184,50 @@ def _export(args) -> int:
     save_onnx(graph, args.out)
     print(f"wrote {args.out}: {len(graph.nodes)} nodes, "
           f"{sum(graph.tensors[w].elements for w in graph.weights):,} parameters")
+    return 0
+
+
+def _map(args) -> int:
+    import difflib
+
+    from accelsim.arch import load_arch
+    from accelsim.cost import reporter, traffic
+    from accelsim.model import load_model
+    from compiler.dtypes import DType
+    from compiler.map import DEFAULT_BUDGET, map_op
+    from compiler.pipeline import Options, compile_graph
+
+    _positive("batch", args.batch)
+    _positive("budget", args.budget)
+    arch = load_arch(args.arch)
+    dtype = DType.parse(args.dtype) if args.dtype else arch.native_dtype
+    ir = compile_graph(load_model(args.model, batch=args.batch, **_model_options(args)), Options(dtype=dtype))
+    ops = [op for op in ir.ops if args.layer in (None, op.name, op.node)]
+    if not ops:
+        names = list(dict.fromkeys(n for op in ir.ops for n in (op.node, op.name)))
+        close = difflib.get_close_matches(args.layer, names, n=5, cutoff=0.5)
+        hint = f"close matches: {', '.join(close)}" if close else f"layers include {', '.join(names[:6])}, ..."
+        raise UserError(f"no layer {args.layer!r} in {ir.name}; {hint}")
+    report = reporter(arch, ir)
+    for op in ops:
+        mapping = map_op(op, arch, report, args.budget or DEFAULT_BUDGET)
+        moved = ", ".join(f"{name} {n:,} B" for name, n in traffic(mapping, op, arch).items())
+        print(f"{mapping.text()}\n# estimate: {report(mapping):,.0f} cycles; traffic: {moved or 'none'}\n")
+    return 0
+
+
+def _arch_convert(args) -> int:
+    from accelsim.arch import load_arch
+    from accelsim.scalesim import convert
+
+    if args.out and not args.out.endswith((".yaml", ".yml")):
+        raise UserError(f"--out {args.out}: an arch file must end in .yaml")
+    text = convert(args.cfg)
+    _write(args.out or "-", text)
+    if args.out:
+        arch = load_arch(args.out)   # what we wrote must load as any preset does
+        print(f"wrote {args.out}: {arch.name}, {arch.matrix.array.rows}x{arch.matrix.array.cols} "
+              f"{arch.matrix.dataflows[0].value.upper()}")
     return 0
 
 

@@ -14,6 +14,8 @@ def load_model(model: str | os.PathLike | Graph, batch: int | None = None, weigh
     if isinstance(model, Graph):
         return model
     text = str(model)
+    if text.lower().endswith(".csv"):
+        return _load_topology(Path(text), batch, options)
     if text.endswith(".onnx") or os.sep in text or Path(text).is_file():
         return _load_file(Path(text), batch, weights, options)
     from compiler import zoo
@@ -34,6 +36,16 @@ def _check_room(name: str, shapes: Graph) -> None:
         raise ModelError(f"model {name!r} has {elements / 1e9:.2f} G parameters: random weights need about "
                          f"{needed / 2**30:.0f} GiB, and {free / 2**30:.0f} GiB is free; evaluate a smaller "
                          f"variant (e.g. --opt layers=2) or simulate it, which needs no weights")
+
+
+def _load_topology(path: Path, batch: int | None, options: dict) -> Graph:
+    """A SCALE-Sim topology CSV: batch 1 and no options, as SCALE-Sim has neither."""
+    from compiler.topology import load_topology
+
+    if batch not in (None, 1) or options:
+        given = ", ".join([f"batch {batch}"] * (batch not in (None, 1)) + sorted(options))
+        raise ModelError(f"{path}: a SCALE-Sim topology has batch 1 and no options ({given} given)")
+    return load_topology(path)
 
 
 def _load_file(path: Path, batch: int | None, weights: bool, options: dict) -> Graph:

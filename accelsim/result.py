@@ -35,6 +35,16 @@ class OpResult:
     bound: str                       # "compute", a memory level's name, "latency", or "view"
     utilisation: float              # share of the unit's peak this op sustains
     energy_j: dict[str, float]       # per component (compute unit or memory level)
+    # -- tile fidelity only (None or empty at roofline fidelity) --------------------------------------
+    compute_cycles: int | None = None                 # cycles the unit computes; cycles = compute + stall
+    stall_cycles: int | None = None                   # cycles the unit waits within the op
+    stall_cycles_by_level: dict[str, int] = field(default_factory=dict)   # the wait blamed on each level
+    bytes_read_by_level: dict[str, int] = field(default_factory=dict)     # loads out of each level
+    bytes_written_by_level: dict[str, int] = field(default_factory=dict)  # stores into each level
+    accesses_by_level: dict[str, int] = field(default_factory=dict)       # bytes / the level's access size
+    work: int | None = None                           # MACs or vector ops incl. ragged-edge padding
+    tiles: int | None = None                          # compute instructions in the Program
+    start_cycle: int | None = None                    # when the op's first instruction issued
 
     def to_dict(self) -> dict:
         d = {key: getattr(self, key) for key in self.__dataclass_fields__}
@@ -49,6 +59,7 @@ class Result:
     fidelity: str
     ops: list[OpResult]
     notes: list[str] = field(default_factory=list)
+    timeline: object | None = field(default=None, repr=False, compare=False)   # tile: for accelsim.trace
 
     # -- totals -------------------------------------------------------------------------------------
     @property
@@ -75,6 +86,7 @@ class Result:
             bounds[op.bound] = bounds.get(op.bound, 0) + 1
         seconds = self.seconds
         peak = self.arch.get("peak_macs_per_second", 0.0)
+        tile = self._tile_totals(seconds, sum(energy.values()))
         return {
             "seconds": seconds,
             "cycles": self.cycles,
@@ -87,7 +99,22 @@ class Result:
             "energy_by_component_j": energy,
             "average_power_w": sum(energy.values()) / seconds if seconds else 0.0,
             "bound_counts": bounds,
+            **tile,
         }
+
+    def _tile_totals(self, seconds: float, joules: float) -> dict:
+        if not any(op.compute_cycles is not None for op in self.ops):
+            return {}
+        sums: dict[str, dict[str, int]] = {"stall_cycles_by_level": {}, "bytes_read_by_level": {},
+                                           "bytes_written_by_level": {}}
+        for op in self.ops:
+            for key, total in sums.items():
+                for level, n in getattr(op, key).items():
+                    total[level] = total.get(level, 0) + n
+        tdp = self.arch.get("tdp_w") or 0.0
+        return {"compute_cycles": sum(op.compute_cycles or 0 for op in self.ops),
+                "stall_cycles": sum(op.stall_cycles or 0 for op in self.ops), **sums,
+                "power_fraction_of_tdp": joules / seconds / tdp if seconds and tdp else 0.0}
 
     # -- views --------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -101,7 +128,8 @@ class Result:
         """One row per op; per-level bytes and times as `bytes:<level>` and `seconds:<level>` columns."""
         levels = list(self.arch.get("memory_levels", []))
         scalar = ["name", "node", "op", "kind", "shape", "dtype", "unit", "macs", "ops", "bytes", "cycles",
-                  "seconds", "compute_seconds", "latency_seconds", "bound", "utilisation"]
+                  "seconds", "compute_seconds", "latency_seconds", "bound", "utilisation", "compute_cycles",
+                  "stall_cycles"]
         header = scalar + [f"bytes:{lv}" for lv in levels] + [f"seconds:{lv}" for lv in levels] + ["energy_j"]
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")

@@ -13,6 +13,7 @@ from compiler.errors import UserError
 from compiler.ir import IR, IROp, Kind, Move
 from compiler.placement import op_home, role_path
 from accelsim.arch import Arch, ComputeUnit
+from accelsim.compute import widen
 from accelsim.result import OpResult
 
 
@@ -68,11 +69,7 @@ def pick_unit(op: IROp, arch: Arch, dtype: DType) -> tuple[ComputeUnit, DType]:
         supported = ", ".join(d.value for d in arch.dtypes)
         raise UserError(f"{arch.source_file}: no matrix unit computes {dtype.value} (op {op.name!r}, {op.op}); "
                         f"{arch.name} supports {supported}: run with --dtype {arch.native_dtype.value}")
-    unit = arch.vector
-    if unit.supports(dtype):
-        return unit, dtype
-    wider = [d for d in unit.dtypes if d.bits >= dtype.bits] or list(unit.dtypes)
-    return unit, min(wider, key=lambda d: d.bits)
+    return arch.vector, widen(arch.vector, dtype)
 
 
 def bytes_by_level(op: IROp, arch: Arch) -> dict[str, int]:

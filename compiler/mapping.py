@@ -27,6 +27,10 @@ class LevelTile:
 
 @dataclass(frozen=True)
 class Spatial:
+    """Every spatial loop splits the innermost tile (one compute step) `factor` ways along `dim`: across
+    the PE array (rows, cols), SIMD lanes, or instances of the unit (units: SMs, cores, MXUs). A level
+    with several instances (an SM's shared memory) holds, in each, its tile divided by the units factors."""
+
     dim: str       # loop dim unrolled in space
     axis: str      # where: "rows", "cols" (PE array), "lanes" (SIMD), "units" (SMs, cores, MXUs)
     factor: int    # how many copies side by side
@@ -42,6 +46,7 @@ class Mapping:
     spatial: tuple[Spatial, ...] = ()
     dataflow: str | None = None               # "ws", "os", "is" on systolic arrays
     notes: tuple[str, ...] = field(default=())
+    dtype: str | None = None                  # the dtype whose rate the unit runs at (widened if needed)
 
     def trips(self, index: int) -> dict[str, int]:
         """Temporal trip count of each dim at level `index`: outer tile / this tile (ceil: ragged)."""
@@ -58,23 +63,33 @@ class Mapping:
         return total * math.prod(dict(self.levels[-1].tile).values()) if self.levels else math.prod(
             e for _, e in self.loops)
 
+    @property
+    def waste(self) -> float:
+        """Fraction of padded_work that is ragged-edge padding."""
+        padded = self.padded_work
+        return 1 - math.prod(e for _, e in self.loops) / padded if padded else 0.0
+
     def text(self) -> str:
         """The loop nest a textbook draws: one block per memory level, spatial loops innermost."""
-        lines = [f"# {self.op} on {self.unit}" + (f", dataflow {self.dataflow.upper()}" if self.dataflow else "")]
+        head = f"# {self.op} on {self.unit}" + (f" ({self.dtype})" if self.dtype else "")
+        head += (f", dataflow {self.dataflow.upper()}" if self.dataflow else "")
+        lines = [head + f", padding waste {100 * self.waste:.1f}%"]
         depth = 0
         for i, level in enumerate(self.levels):
             trips = self.trips(i)
-            held = ", ".join(f"{d}={e}" for d, e in level.tile)
-            buffered = " (double-buffered)" if level.double_buffered and i else ""
+            held = " ".join(f"{d}={e}" for d, e in level.tile)
+            buffered = ", double-buffered" if level.double_buffered and i else ""
             lines.append("  " * depth + f"# {level.level}: tile {held}{buffered}")
             for d in level.order:
                 if trips[d] > 1:
-                    lines.append("  " * depth + f"for {d}{i} in range({trips[d]}):")
+                    step = dict(level.tile)[d]
+                    lines.append("  " * depth + f"for {d}{i} in range({trips[d]}):  # {d} += {step}")
                     depth += 1
         for s in self.spatial:
             lines.append("  " * depth + f"parallel_for {s.dim} in range({s.factor}):  # {s.axis}")
             depth += 1
-        lines.append("  " * depth + "mac()" if self.spatial or self.levels else "op()")
+        # Vector ops (Map/Reduce/Move) walk one flat element dim `e`; Einsums multiply-accumulate.
+        lines.append("  " * depth + ("op()" if [d for d, _ in self.loops] == ["e"] else "mac()"))
         lines += [f"# note: {n}" for n in self.notes]
         return "\n".join(lines)
 

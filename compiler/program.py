@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 LOAD, COMPUTE, STORE, SYNC = 0, 1, 2, 3
-MAX_DEPS = 4
+MAX_DEPS = 8                      # a Map may read 5 operands (BatchNorm) and wait for a free output slot
 
 INSTRUCTION = np.dtype([
     ("op", np.int32),            # index of the IR op in IR.ops

@@ -2,14 +2,19 @@
 
 Each model is a module with `matrix_cycles(m, n, k, unit, arch, mapping, dtype, compat) -> int64 array`
 (vectorized over the compute rows of one op: numpy arrays m, n, k of the tile GEMM shape) for Einsums
-on matrix units; `vector.vector_cycles(work, unit, dtype)` serves Map/Reduce/Move on vector units.
-All parameters come from the arch; the models count, they do not search.
+on matrix units; `vector.vector_cycles(work, unit, dtype, arch)` serves Map/Reduce/Move on vector units.
+Cycles are arch-clock cycles; the rows passed in one call are one kernel (a launch overhead is paid once,
+on the first row). All parameters come from the arch; the models count, they do not search.
 """
 from __future__ import annotations
 
 import importlib
+import math
+import re
 
 import numpy as np
+
+from compiler.dtypes import DType
 
 MODELS = {"systolic": "systolic", "ternary": "systolic", "simt": "simt", "simd": "simd"}
 
@@ -26,7 +31,76 @@ def matrix_cycles(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit, arch, mappi
                                unit, arch, mapping, dtype, compat)
 
 
-def vector_cycles(work: np.ndarray, unit, dtype) -> np.ndarray:
+def vector_cycles(work: np.ndarray, unit, dtype, arch=None) -> np.ndarray:
     from accelsim.compute.vector import vector_cycles as model
 
-    return model(np.asarray(work, np.int64), unit, dtype)
+    return model(np.asarray(work, np.int64), unit, dtype, arch)
+
+
+def widen(unit, dtype: DType) -> DType:
+    """The dtype whose rate a vector unit applies to `dtype`: itself if listed, else the narrowest listed
+    dtype at least as wide (int16 on {fp32, fp16} runs as fp16), else the narrowest listed at all."""
+    if unit.supports(dtype):
+        return dtype
+    wider = [d for d in unit.dtypes if d.bits >= dtype.bits] or list(unit.dtypes)
+    return min(wider, key=lambda d: d.bits)
+
+
+def to_arch_cycles(unit_cycles: np.ndarray, unit, arch) -> np.ndarray:
+    """Cycles of the unit's own clock as whole arch-clock cycles: H100 CUDA cores run at 1,980 MHz on a
+    1,830 MHz arch clock, so 1,980 of their cycles are 1,830 arch cycles. The 1e-12 forgives float
+    round-off so that an exact count (65,536.0000000001) does not gain a cycle."""
+    scaled = np.asarray(unit_cycles, np.float64) * (arch.clock_hz / unit.clock_hz)
+    return np.ceil(scaled * (1 - 1e-12)).astype(np.int64)
+
+
+def gemm_parts(mapping) -> dict[str, str] | None:
+    """Each loop dim of a mapped Einsum as compiler.mapping.gemm_view classifies it ("b", "m", "n", "k"),
+    read back from the mapping's signature (operand roles, index expressions, output rank); None if the
+    signature is not an Einsum's. Lowering puts the output dims first (conv: n k p q | c r s)."""
+    fields = mapping.signature.split("|") if mapping is not None else []
+    if len(fields) < 6 or fields[0] != "einsum":
+        return None
+    roles = [operand.split(":")[0] for operand in fields[2].split(";")]
+    dims_of = [set(re.findall(r"[A-Za-z_]\w*", expr)) for expr in re.findall(r"\[([^\]]*)\]", fields[4])]
+    shape = [int(e) for e in fields[3].split(":", 1)[-1].split("x") if e]
+    names = [d for d, _ in mapping.loops]
+    if len(dims_of) != len(roles) or [e for _, e in mapping.loops[:len(shape)]] != shape:
+        return None
+    weight = roles.index("weight") if "weight" in roles else len(roles) - 1
+    others = set().union(*(dims for i, dims in enumerate(dims_of) if i != weight)) if len(roles) > 1 else set()
+    out = set(names[:len(shape)])
+    return {d: "k" if d not in out else "b" if d in dims_of[weight] and d in others
+            else "n" if d in dims_of[weight] else "m" for d in names}
+
+
+def gemm_sizes(mapping, tile=None) -> tuple[int, int, int] | None:
+    """(m, n, k) of `tile` (dim -> extent; default the op's loops) in GEMM terms, b folded into m as in
+    the Program; None if the mapping is not an Einsum's."""
+    parts = gemm_parts(mapping)
+    if parts is None:
+        return None
+    extent = dict(mapping.loops) | (tile or {})
+    return tuple(math.prod(extent[d] for d in extent if parts[d] in group) for group in (("b", "m"), ("n",), ("k",)))
+
+
+def instance_tile(mapping, m, n, k):
+    """The tile one instance (SM, core) computes per step, clipped to the row's (m, n, k): the innermost
+    level's tile split over the mapping's "units" (compiler.map: a step is one thread block or core
+    block per instance, side by side); None without an Einsum mapping with levels."""
+    if mapping is None or not mapping.levels:
+        return None
+    spread: dict[str, int] = {}
+    for s in mapping.spatial:
+        if s.axis == "units":
+            spread[s.dim] = spread.get(s.dim, 1) * s.factor
+    share = {d: -(-e // spread.get(d, 1)) for d, e in mapping.levels[-1].tile}
+    sizes = gemm_sizes(mapping, share)
+    return None if sizes is None else tuple(np.minimum(t, x) for t, x in zip(sizes, (m, n, k)))
+
+
+def units_used(mapping, unit) -> int:
+    """Instances one instruction is dealt over: the mapping's spatial "units" factors, at most `count`;
+    all of them where it names none (a GPU's block scheduler fills every SM unless told otherwise)."""
+    factors = [s.factor for s in mapping.spatial if s.axis == "units"] if mapping is not None else []
+    return max(1, min(unit.count, math.prod(factors))) if factors else unit.count

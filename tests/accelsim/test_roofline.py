@@ -21,7 +21,7 @@ def gemm(m=256, k=256, n=256):
 
 def test_gemm_on_tpu_v1_by_hand():
     # 256^3 int8 MACs on 65,536 MACs/cycle at 700 MHz; the 64 KiB weight tile comes over DDR3 at 34 GB/s.
-    result = accelsim.run(gemm(), arch="tpu_v1")
+    result = accelsim.run(gemm(), arch="tpu_v1", fidelity="roofline")
     (op,) = result.ops
     assert op.macs == 256 ** 3 and op.dtype == "int8"
     assert op.compute_seconds == pytest.approx(256 ** 3 / (65536 * 700e6))
@@ -35,18 +35,18 @@ def test_gemm_on_tpu_v1_by_hand():
 
 def test_large_batch_turns_compute_bound():
     # Arithmetic intensity grows with M: at M = 8192 the same weights feed 32x the MACs.
-    (op,) = accelsim.run(gemm(m=8192), arch="tpu_v1").ops
+    (op,) = accelsim.run(gemm(m=8192), arch="tpu_v1", fidelity="roofline").ops
     assert op.bound == "compute" and op.utilisation == pytest.approx(1.0)
 
 
 def test_fp32_on_an_int8_only_chip_says_what_to_do():
     with pytest.raises(UserError, match="--dtype int8"):
-        accelsim.run(gemm(), arch="tpu_v1", dtype="fp32")
+        accelsim.run(gemm(), arch="tpu_v1", dtype="fp32", fidelity="roofline")
 
 
 def test_ternary_weights_move_two_bits_each():
     options = dict(layers=1, hidden=256, heads=4, seq=16, vocab=512, mlp=512)
-    result = accelsim.run("bitnet_b158", arch="fpga_ternary", **options)
+    result = accelsim.run("bitnet_b158", arch="fpga_ternary", fidelity="roofline", **options)
     ir = compile_graph(accelsim.load_model("bitnet_b158", **options), Options(dtype=DType.int8))
     ternary = {op.name: op for op in ir.ops if any(o.dtype == DType.ternary for o in op.inputs)}
     assert len(ternary) >= 4, "q, k, v, o and the MLP projections are BitLinear layers"
@@ -69,7 +69,7 @@ SMALL = {
 @pytest.mark.parametrize("arch", preset_names())
 @pytest.mark.parametrize("model", sorted(SMALL))
 def test_invariants_on_every_preset(arch, model):
-    result = accelsim.run(model, arch=arch, **SMALL[model])
+    result = accelsim.run(model, arch=arch, fidelity="roofline", **SMALL[model])
     graph = accelsim.load_model(model, **SMALL[model])
     from compiler.lower import folded_nodes
 
@@ -90,8 +90,8 @@ def test_invariants_on_every_preset(arch, model):
 
 
 def test_results_are_deterministic():
-    a = accelsim.run("resnet18", arch="a100", image=32).to_json()
-    b = accelsim.run("resnet18", arch="a100", image=32).to_json()
+    a = accelsim.run("resnet18", arch="a100", image=32, fidelity="roofline").to_json()
+    b = accelsim.run("resnet18", arch="a100", image=32, fidelity="roofline").to_json()
     assert a == b
     data = json.loads(a)
     assert data["version"] == 1 and data["arch"]["name"] == "a100"

@@ -1,0 +1,198 @@
+"""SCALE-Sim compatibility: its .cfg files as arch YAML, and its per-layer compute cycles for our IR.
+
+Invariant: a converted .cfg loads through accelsim.arch (the only YAML reader) like any preset, and with
+compat="scalesim" each Einsum's compute cycles equal SCALE-Sim v3's "Total Cycles" - "Stall Cycles".
+"""
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from compiler.ir import IR, Einsum
+from compiler.mapping import gemm_view
+from accelsim.arch import Arch, ArchError, load_arch_text
+from accelsim.compute import systolic
+
+# SCALE-Sim counts cycles only; a clock turns its words per cycle into bytes per second. At 1 GHz and its
+# 1-byte words (single_layer_sim: word_size = 1), 10 words/cycle is 10 GB/s.
+CLOCK_HZ = 1e9
+DEFAULT_WORDS_PER_CYCLE = 10   # what SCALE-Sim itself assumes for ifmap/filter DRAM in CALC mode
+DATAFLOWS = ("os", "ws", "is")
+
+
+class CfgError(ArchError):
+    """A SCALE-Sim .cfg that cannot be read: names the file, the section and the key."""
+
+
+@dataclass(frozen=True)
+class ScaleSimConfig:
+    run_name: str
+    rows: int                  # ArrayHeight
+    cols: int                  # ArrayWidth
+    ifmap_kb: int              # IfmapSramSzkB (SCALE-Sim: 1024 x this many bytes)
+    filter_kb: int             # FilterSramSzkB
+    ofmap_kb: int              # OfmapSramSzkB
+    dataflow: str              # os, ws or is
+    words_per_cycle: int       # Bandwidth (its first value), or the CALC-mode default
+    user_bandwidth: bool       # [run_presets] InterfaceBandwidth: USER (True) or CALC
+
+
+def read_cfg(path: str | os.PathLike) -> ScaleSimConfig:
+    """Parse a SCALE-Sim .cfg as SCALE-Sim does (configparser: `key: value` or `key = value`, keys in any
+    case); only the keys that shape the hardware are required."""
+    path = Path(path)
+    parser = configparser.ConfigParser()
+    try:
+        parser.read_string(path.read_text(), source=str(path))
+    except OSError as error:
+        raise CfgError(f"{path}: cannot read ({error.strerror})") from None
+    except configparser.Error as error:
+        raise CfgError(f"{path}: not a SCALE-Sim .cfg: {' '.join(str(error).split())}") from None
+
+    def get(section: str, key: str, default: str | None = None) -> str:
+        if not parser.has_section(section):
+            if default is not None:
+                return default
+            raise CfgError(f"{path}: [{section}]: missing section (SCALE-Sim's .cfg has [general], "
+                           f"[architecture_presets] and [run_presets])")
+        value = parser.get(section, key, fallback=default)
+        if value is None:
+            raise CfgError(f"{path}: [{section}] {key}: missing key")
+        return value.strip()
+
+    def count(key: str) -> int:
+        text = get("architecture_presets", key)
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise CfgError(f"{path}: [architecture_presets] {key}: {text!r} is not a positive integer")
+        return value
+
+    dataflow = get("architecture_presets", "Dataflow").lower()
+    if dataflow not in DATAFLOWS:
+        raise CfgError(f"{path}: [architecture_presets] Dataflow: {dataflow!r}; SCALE-Sim knows os, ws, is")
+    mode = get("run_presets", "InterfaceBandwidth", "CALC").upper()
+    if mode not in ("USER", "CALC"):
+        raise CfgError(f"{path}: [run_presets] InterfaceBandwidth: {mode!r}; expected USER or CALC")
+    bandwidth = get("architecture_presets", "Bandwidth", str(DEFAULT_WORDS_PER_CYCLE)).split(",")[0].strip()
+    if not bandwidth.isdigit() or int(bandwidth) < 1:
+        raise CfgError(f"{path}: [architecture_presets] Bandwidth: {bandwidth!r} is not a positive integer "
+                       f"(words per cycle)")
+    name = "".join(ch if ch.isalnum() or ch in "_-." else "_" for ch in get("general", "run_name", path.stem))
+    return ScaleSimConfig(run_name=name or path.stem, rows=count("ArrayHeight"), cols=count("ArrayWidth"),
+                          ifmap_kb=count("IfmapSramSzkB"), filter_kb=count("FilterSramSzkB"),
+                          ofmap_kb=count("OfmapSramSzkB"), dataflow=dataflow, words_per_cycle=int(bandwidth),
+                          user_bandwidth=mode == "USER")
+
+
+def to_yaml(cfg: ScaleSimConfig, source: str) -> str:
+    """The schema-version-1 arch YAML equivalent to `cfg`, its assumptions in comments."""
+    r, c = cfg.rows, cfg.cols
+    gbps = cfg.words_per_cycle * CLOCK_HZ / 1e9
+    mode = ("InterfaceBandwidth USER: SCALE-Sim stalls on it" if cfg.user_bandwidth else
+            "InterfaceBandwidth CALC: SCALE-Sim would assume whatever bandwidth avoids stalls; we use Bandwidth")
+
+    def sram(name: str, kb: int, holds: str, words: int, note: str) -> str:
+        access = min(words, kb * 1024)
+        return (f"  - name: {name}\n    capacity: {kb} KiB\n    bandwidth: {words * CLOCK_HZ / 1e9:g} GB/s"
+                f"   # {note}\n    latency: 1 cycle\n    holds: [{holds}]\n    access: {access} B\n"
+                f"    read_energy: {access * 10 / 8:g} pJ\n    write_energy: {access * 10 / 8:g} pJ\n")
+
+    return (
+        f"# Converted from the SCALE-Sim config {source} by `accelsim arch convert`.\n"
+        f"# [A] assumptions SCALE-Sim does not make: a {CLOCK_HZ / 1e9:g} GHz clock (SCALE-Sim counts cycles"
+        f" only),\n# so its {cfg.words_per_cycle} words/cycle of DRAM bandwidth, 1-byte words, is {gbps:g} GB/s"
+        f" ({mode});\n# int8 MACs with 32-bit sums; energies from Horowitz ISSCC 2014, 45 nm (MAC 0.3 pJ,"
+        f" SRAM 10 pJ\n# per 8 B, DRAM 1.3 nJ per 8 B); DRAM 4 GiB, 100 ns; a {c}-lane output stage; 1 W.\n"
+        f"# Not represented: address offsets, request buffers, banks, layouts, sparsity, Ramulator traces.\n"
+        f"# Weights are single-buffered: SCALE-Sim's folds never overlap a weight load with a stream.\n"
+        f"version: 1\nname: {json.dumps(cfg.run_name)}\nkind: systolic\n"   # JSON strings are YAML strings
+        f"description: {json.dumps(f'{r}x{c} {cfg.dataflow.upper()} systolic array from SCALE-Sim config {source}')}\n"
+        f"clock: {CLOCK_HZ / 1e9:g} GHz\ncompute:\n"
+        f"  - name: pe_array\n    role: matrix\n    count: 1\n    macs_per_cycle: {{int8: {r * c}}}\n"
+        f"    array: {{rows: {r}, cols: {c}, accumulator_bits: 32, weight_buffers: 1}}\n"
+        f"    dataflows: [{cfg.dataflow}]\n    mac_energy: {{int8: 0.3 pJ}}\n"
+        f"  - name: output_stage\n    role: vector\n    count: 1\n    ops_per_cycle: {{int32: {c}, int8: {c}}}\n"
+        f"    op_energy: {{int32: 0.1 pJ, int8: 0.03 pJ}}\n"
+        f"memory:\n  - name: dram\n    capacity: 4 GiB\n    bandwidth: {gbps:g} GB/s\n    latency: 100 ns\n"
+        f"    holds: [weight, input, output]\n    access: 64 B\n    read_energy: 10.4 nJ\n    write_energy: 10.4 nJ\n"
+        + sram("ifmap_sram", cfg.ifmap_kb, "input", r, "one word per array row per cycle")
+        + sram("filter_sram", cfg.filter_kb, "weight", c, "one word per array column per cycle")
+        + sram("ofmap_sram", cfg.ofmap_kb, "output", c, "one word per array column per cycle")
+        + "power:\n  tdp: 1 W\n"
+    )
+
+
+def convert(path: str | os.PathLike) -> str:
+    """`accelsim arch convert`: the YAML text for a .cfg file."""
+    return to_yaml(read_cfg(path), Path(path).name)
+
+
+def load_cfg(path: str | os.PathLike) -> Arch:
+    """A .cfg file as an Arch, converted in memory and checked by the arch loader."""
+    path = Path(path)
+    if not path.is_file():
+        raise CfgError(f"{path}: no such SCALE-Sim config file")
+    return load_arch_text(convert(path), str(path), path.resolve())
+
+
+# -- compute cycles, SCALE-Sim's way ---------------------------------------------------------------------
+
+def compat_layer_cycles(ifmap_h: int, ifmap_w: int, filter_h: int, filter_w: int, channels: int, num_filter: int,
+                        stride: int, rows: int, cols: int, dataflow: str) -> int:
+    """SCALE-Sim's compute cycles for one topology row (a GEMM row as its M x K ifmap, 1 x K filters).
+
+    Its GEMM view of a conv (topology_utils): M = ofmap pixels, ceil((H - R + stride) / stride) rows times
+    ceil((W - S + stride) / stride) columns; N = filters; K = R * S * C, the window."""
+    out_h = -(-(ifmap_h - filter_h + stride) // stride)
+    out_w = -(-(ifmap_w - filter_w + stride) // stride)
+    m, n, k = out_h * out_w, num_filter, filter_h * filter_w * channels
+    return int(systolic.compat_cycles(m, n, k, rows, cols, dataflow))
+
+
+def layer_cycles(ir: IR, arch: Arch, compat: str | None = "scalesim") -> list[dict]:
+    """Per Einsum (one per SCALE-Sim layer): its GEMM view and compute cycles on `arch`'s array, whole.
+
+    A batch dim b (groups: SCALE-Sim runs a depthwise "DP" layer as one layer per channel) costs b
+    separate GEMMs, each with its own folds and its own -1 (module docstring of compute.systolic)."""
+    unit = arch.matrix
+    if unit.array is None:
+        raise ArchError(f"{arch.name}: compat 'scalesim' needs a systolic array, and {unit.name!r} has none")
+    layers = []
+    for op in ir.ops:
+        if not isinstance(op, Einsum):
+            continue
+        view = gemm_view(op)
+        b, m, n, k = (view.size(p) for p in "bmnk")
+        dataflow = systolic._dataflow(unit, None)
+        folds, _ = systolic.folds_and_stream(m, n, k, unit.array.rows, unit.array.cols, dataflow)
+        one = systolic.matrix_cycles(m, n, k, unit, arch, None, arch.native_dtype, compat)
+        layers.append({"name": op.name, "op": op.op, "b": b, "m": m, "n": n, "k": k, "dataflow": dataflow,
+                       "folds": int(folds) * b, "compute_cycles": int(one) * b})
+    return layers
+
+
+def apply_compat(ops: list, ir: IR, arch: Arch, compat: str) -> list:
+    """Results whose Einsum ops carry whole-layer compat compute cycles: SCALE-Sim prices a layer as one
+    GEMM, whatever tiles our mapper chose. The op's own waits (stall_cycles) stay; its cycles become
+    compute + stall where the tile engine measured stalls."""
+    if compat != "scalesim":
+        raise ArchError(f"unknown compat {compat!r}; known: scalesim")
+    by_name = {layer["name"]: layer["compute_cycles"] for layer in layer_cycles(ir, arch, compat)}
+    out = []
+    for op in ops:
+        cycles = by_name.get(op.name)
+        if cycles is None:
+            out.append(op)
+            continue
+        stall = op.stall_cycles
+        total = cycles + stall if stall is not None else op.cycles
+        out.append(dataclasses.replace(op, compute_cycles=cycles, cycles=total, seconds=total / arch.clock_hz,
+                                       compute_seconds=cycles / arch.clock_hz))
+    return out

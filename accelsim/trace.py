@@ -1,0 +1,61 @@
+"""A tile-level run as a Chrome/Perfetto trace (JSON `traceEvents`): open it at ui.perfetto.dev.
+
+One track per DMA channel (memory level) and per compute unit, plus one for the ops. Invariant: slices
+on a track never overlap, because each shows the time its row held the resource (a transfer's pipelined
+latency is in `args`, not in the slice), and timestamps are microseconds at the arch clock.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from compiler.errors import UserError
+from compiler.program import COMPUTE, LOAD
+
+OPS_TRACK = 0
+
+
+def trace_events(timeline) -> list[dict]:
+    arch, program = timeline.arch, timeline.code.program
+    n_levels = len(arch.memory)
+    us = 1e6 / arch.clock_hz
+    names = {OPS_TRACK: "ops"}
+    names.update({1 + i: f"DMA {lv.name}" for i, lv in enumerate(arch.memory)})
+    names.update({1 + n_levels + i: f"compute {u.name}" for i, u in enumerate(arch.compute)})
+    events: list[dict] = [{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": f"accelsim {arch.name}"}}]
+    events += [{"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": name}}
+               for tid, name in names.items()]
+    events += [{"name": "thread_sort_index", "ph": "M", "pid": 1, "tid": tid, "args": {"sort_index": tid}}
+               for tid in names]
+    rows = timeline.code.op_rows
+    for i, name in enumerate(timeline.op_names):
+        lo, hi = rows[i], rows[i + 1]
+        if hi > lo:
+            t0, t1 = int(timeline.start[lo:hi].min()), int(timeline.end[lo:hi].max())
+            events.append({"name": name, "ph": "X", "pid": 1, "tid": OPS_TRACK, "ts": t0 * us, "dur": (t1 - t0) * us})
+    kind, level, unit = program["kind"], program["level"], program["unit"]
+    track = np.where(kind == COMPUTE, 1 + n_levels + unit, 1 + level)
+    for r in np.flatnonzero(timeline.busy > 0):
+        op = timeline.op_names[program["op"][r]]
+        if kind[r] == COMPUTE:
+            label, args = f"{op} compute", {"m": int(program["m"][r]), "n": int(program["n"][r]),
+                                            "k": int(program["k"][r]), "work": int(program["work"][r])}
+        else:
+            operand = "out" if program["operand"][r] == -2 else f"in{program['operand'][r]}"
+            label = f"{op} {'load' if kind[r] == LOAD else 'store'} {operand}"
+            args = {"bytes": int(program["bytes"][r]), "done_us": float(timeline.end[r] * us)}
+        events.append({"name": label, "ph": "X", "pid": 1, "tid": int(track[r]), "ts": float(timeline.start[r] * us),
+                       "dur": float(timeline.busy[r] * us), "args": args})
+    return events
+
+
+def write_trace(result, path: str) -> None:
+    if result.timeline is None:
+        raise UserError("--trace needs the tile-level timeline: run with --fidelity tile")
+    text = json.dumps({"traceEvents": trace_events(result.timeline), "displayTimeUnit": "ns"})
+    try:
+        Path(path).write_text(text)
+    except OSError as error:
+        raise UserError(f"{path}: cannot write ({error.strerror})") from None

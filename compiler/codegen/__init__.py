@@ -1,0 +1,95 @@
+"""Codegen: an IR and its Mappings -> one Program (compiler.program rows), op after op in IR order.
+
+Invariant: rows are in issue order and every dependency points to an earlier row; the number of rows
+follows the number of tiles, never the MACs (a tile covering many array folds is one compute row, and the
+compute model prices its folds). `Code.tiles` says which part of the op each compute row computes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.codegen.einsum import einsum_rows
+from compiler.codegen.vector import output_axis_to_input, vector_rows
+from compiler.errors import UserError
+from compiler.ir import IR, Einsum, Move
+from compiler.mapping import Mapping, op_signature
+from compiler.program import empty
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """Per compute row of one op: the tile it computes, as start and extent per loop dim (or output axis)."""
+
+    op: int
+    dims: tuple[str, ...]
+    rows: np.ndarray            # global row index of each compute
+    start: np.ndarray           # (computes, dims)
+    extent: np.ndarray          # (computes, dims)
+    inputs_sliced: tuple[bool, ...] = ()   # vector ops: which inputs are cut along the chunk axis
+    axis: int = -1                          # vector ops: the output axis the chunks cut
+
+
+@dataclass
+class Code:
+    program: np.ndarray
+    op_rows: np.ndarray                      # op i owns rows op_rows[i]:op_rows[i + 1]
+    tiles: list[Tiles | None]                # None for views (nothing moves)
+    mappings: dict[str, Mapping] = field(default_factory=dict)   # Einsums' and the vector chunk plans
+
+
+def _rows(op, arch, mapping: Mapping | None) -> tuple:
+    """(rows with deps local to the op, compute rows, dims, tile start, extent, mapping, inputs cut, axis)."""
+    if isinstance(op, Einsum):
+        rows, computes, dims, start, extent = einsum_rows(op, mapping, arch, 0, unit_index(arch, mapping.unit))
+        return rows, computes, dims, start, extent, mapping, (), -1
+    rows, computes, dims, start, extent, mapping, cut = vector_rows(op, arch, 0, vector_unit(arch))
+    return rows, computes, dims, start, extent, mapping, cut, dims.index(mapping.levels[1].order[0])
+
+
+def unit_index(arch, name: str) -> int:
+    for i, unit in enumerate(arch.compute):
+        if unit.name == name:
+            return i
+    raise UserError(f"{arch.name}: a mapping names compute unit {name!r}, which the arch does not have")
+
+
+def vector_unit(arch) -> int:
+    return next(i for i, u in enumerate(arch.compute) if u.role.value == "vector")
+
+
+def generate(ir: IR, arch, mappings: dict[str, Mapping]) -> Code:
+    blocks, tiles, used = [], [], {}
+    offset = 0
+    op_rows = [0]
+    # ResNet's repeated blocks compile to the same rows: generate once per (signature, mapping), then copy.
+    made: dict[tuple, tuple] = {}
+    for index, op in enumerate(ir.ops):
+        if isinstance(op, Move) and op.view:
+            blocks.append(empty(0))
+            tiles.append(None)
+            op_rows.append(offset)
+            continue
+        mapping = mappings.get(op.name) if isinstance(op, Einsum) else None
+        if isinstance(op, Einsum) and mapping is None:
+            raise UserError(f"einsum {op.name!r} has no mapping")
+        key = (op_signature(op), getattr(op, "axes", None), getattr(op, "ops_per_element", None), mapping)
+        if key not in made:
+            made[key] = _rows(op, arch, mapping)
+        rows, computes, dims, start, extent, mapping, cut, axis = made[key]
+        used[op.name] = mapping
+        rows = rows.copy()
+        rows["op"] = index
+        deps = rows["dep"]
+        rows["dep"] = np.where(deps >= 0, deps + offset, -1)
+        tile = Tiles(index, dims, computes + offset, start, extent, cut, axis)
+        blocks.append(rows)
+        tiles.append(tile)
+        offset += len(rows)
+        op_rows.append(offset)
+    program = np.concatenate(blocks) if blocks else empty(0)
+    return Code(program, np.array(op_rows, np.int64), tiles, used)
+
+
+__all__ = ["Code", "Tiles", "generate", "output_axis_to_input"]

@@ -1,0 +1,94 @@
+"""A Mapping's loop nest flattened into arrays: the steps (innermost tiles), when each tile changes, its extents.
+
+Invariant: the tile an operand holds at mapping level i changes exactly when a loop at a level <= i that
+indexes the operand advances; loops it does not depend on, inside that loop, reuse the tile. Ragged edges
+clip the tile (bytes and useful work) while the step still counts the full tile as padded work.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.mapping import Mapping
+
+
+@dataclass(frozen=True)
+class Runs:
+    """The steps at which a tile (of an operand, at one level) is first used, and what came before."""
+
+    starts: np.ndarray          # first step of each run, ascending
+    length: int                 # steps per run (the stride of the innermost relevant loop)
+    first: np.ndarray           # bool: no earlier run held this tile (no partial sums to reload)
+    last: np.ndarray            # bool: no later run holds it (the reduction is complete)
+
+
+class Nest:
+    def __init__(self, mapping: Mapping):
+        self.dims = tuple(d for d, _ in mapping.loops)
+        self.extents = np.array([e for _, e in mapping.loops], np.int64)
+        position = {d: i for i, d in enumerate(self.dims)}
+        self.tiles = [np.array([dict(lv.tile).get(d, e) for d, e in mapping.loops], np.int64)
+                      for lv in mapping.levels]
+        self.double_buffered = [lv.double_buffered for lv in mapping.levels]
+        self.names = [lv.level for lv in mapping.levels]
+        loops: list[tuple[int, int, int]] = []       # (dim index, trips, mapping level), outermost first
+        for i, level in enumerate(mapping.levels):
+            trips = mapping.trips(i)
+            # A dim the mapper left out of `order` still has to be walked: innermost, in loop order.
+            order = list(level.order) + [d for d in self.dims if d not in level.order]
+            loops += [(position[d], trips[d], i) for d in order if trips[d] > 1]
+        self.loops = loops
+        self.trips = np.array([t for _, t, _ in loops], np.int64)
+        self.strides = np.array([math.prod(self.trips[j + 1:]) for j in range(len(loops))], np.int64)
+        self.steps = int(math.prod(self.trips))
+
+    def level_of(self, name: str, fallback: int) -> int:
+        """Mapping level holding arch level `name`; a level the mapping skips streams the next inner tile."""
+        return self.names.index(name) if name in self.names else fallback
+
+    def index(self, j: int, steps: np.ndarray) -> np.ndarray:
+        return (steps // self.strides[j]) % self.trips[j]
+
+    def runs(self, relevant: set[str], level: int) -> Runs:
+        """Runs of the tile held at mapping `level` of an operand indexed by the `relevant` dims."""
+        inside = [j for j, (d, _, lv) in enumerate(self.loops) if lv <= level]
+        indexing = [j for j in inside if self.dims[self.loops[j][0]] in relevant]
+        if not indexing:
+            one = np.ones(1, bool)
+            return Runs(np.zeros(1, np.int64), self.steps, one, one)
+        jmax = max(indexing)
+        length = int(self.strides[jmax])
+        starts = np.arange(0, self.steps, length, dtype=np.int64)
+        first = np.ones(len(starts), bool)
+        last = np.ones(len(starts), bool)
+        # An outer loop the operand ignores (k around an output tile) brings the same tile back later.
+        for j in range(jmax):
+            if self.dims[self.loops[j][0]] not in relevant:
+                idx = self.index(j, starts)
+                first &= idx == 0
+                last &= idx == self.trips[j] - 1
+        return Runs(starts, length, first, last)
+
+    def tile(self, level: int, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(start, extent) per dim, shape (dims, len(steps)), of the tile at mapping `level` at `steps`."""
+        n = len(steps)
+        start = np.zeros((len(self.dims), n), np.int64)
+        extent = np.repeat(self.extents[:, None], n, axis=1)
+        loops_at = {}
+        for j, (d, _, lv) in enumerate(self.loops):
+            loops_at.setdefault(lv, []).append((j, d))
+        for lv in range(level + 1):
+            tile = self.tiles[lv]
+            end = start + extent
+            new_start = start.copy()
+            for j, d in loops_at.get(lv, ()):
+                new_start[d] += self.index(j, steps) * tile[d]
+            # an inner tile past a ragged outer edge is all padding: extent 0 (no bytes, no useful MACs)
+            extent = np.maximum(0, np.minimum(tile[:, None], end - new_start))
+            start = new_start
+        return start, extent
+
+    def padded_step_work(self) -> int:
+        return int(math.prod(self.tiles[-1])) if self.tiles else int(math.prod(self.extents))

@@ -1,0 +1,246 @@
+"""The mapping space of one op: legal candidate Mappings, most promising first. Einsum steps are shaped
+by the unit (a PE-array fold per dataflow, a thread-block tile, a register block), outer levels shrunk
+until they fit, loop orders permuting the b/m/n/k groups; vector ops walk one flat dim `e` in chunks."""
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+from compiler.ir import Einsum, IROp
+from compiler.map.legal import Footprints, Overflow, nothing_fits, op_levels, per_instance, pick_unit, vector_extent
+from compiler.mapping import LevelTile, Mapping, Spatial, gemm_view, op_signature
+
+# Which GEMM group a systolic array lays on its rows, its columns, and streams through in time
+# (SCALE-Sim's definitions). WS: weights k x n stay in the PEs, activations stream m rows east.
+# OS: each PE accumulates one output of an m x n block while k streams. IS: inputs k x m stay, n streams.
+SYSTOLIC = {"ws": ("k", "n", "m"), "os": ("m", "n", "k"), "is": ("k", "m", "n")}
+# Thread-block tiles (m, n, k) a GPU GEMM library would try first; CPU register/L1 blocks likewise.
+SIMT_BLOCKS = ((128, 128, 32), (128, 64, 32), (64, 128, 32), (64, 64, 64), (256, 128, 32))
+SIMD_BLOCKS = ((64, 64, 64), (32, 64, 128), (128, 64, 32))
+POLICIES = ("kmn", "mnk", "nmk")     # which group an outer level tiles first when it must shrink
+
+
+def candidates(op: IROp, arch) -> Iterator[Mapping]:
+    """Legal Mappings of `op`; a MappingError naming operand, level and bytes if none fits."""
+    return _einsum(op, arch) if isinstance(op, Einsum) else _vector(op, arch)
+
+
+def _einsum(op: Einsum, arch) -> Iterator[Mapping]:
+    unit, dtype = pick_unit(op, arch)
+    view = gemm_view(op)
+    extents = dict(op.loops)
+    groups = {g: getattr(view, g) for g in "bmnk"}          # dims outermost first, as the loops nest
+    sizes = Footprints(op, arch)
+    levels = op_levels(sizes.paths)
+    signature = op_signature(op)
+    tilings, seen, problem = [], set(), None
+    for flow, targets, inner_first in _targets(unit, op):
+        if targets is None and tilings:
+            break
+        step = _shrink_to_fit(sizes, levels[-1], _split(groups, extents, targets or {}), groups, inner_first,
+                              extents)
+        if isinstance(step, Overflow):
+            problem = step if targets is None else problem or step     # report the smallest tile's
+            continue
+        spread = _spread(groups, extents, step, unit.count)
+        step = {d: min(extents[d], t * spread.get(d, 1)) for d, t in step.items()}
+        if (flow, tuple(step.values())) in seen:     # another target shrank to the same step
+            continue
+        seen.add((flow, tuple(step.values())))
+        for policy in POLICIES:
+            tiles = _outer_tiles(sizes, levels, step, spread, groups, policy, extents)
+            if isinstance(tiles, Overflow):
+                problem = tiles if targets is None else problem or tiles
+                continue
+            key = (flow, tuple(tuple(t.values()) for t in tiles), tuple(spread.items()))
+            if key not in seen:
+                seen.add(key)
+                tilings.append((flow, tiles, spread))
+    if not tilings:
+        raise nothing_fits(op, arch, problem)
+    # Round robin: every tiling's best-guess loop order before any tiling's second, so a small budget
+    # still sees every tiling.
+    orders = [list(_orders(op, tiles, groups)) for _, tiles, _ in tilings]
+    for rank in range(max(map(len, orders))):
+        for (flow, tiles, spread), options in zip(tilings, orders):
+            if rank < len(options):
+                yield _build(op, sizes, signature, unit, dtype, flow, levels, tiles, options[rank], spread, groups)
+
+
+def _targets(unit, op: Einsum):
+    """(dataflow, step size per group for one instance, groups to shrink first when it does not fit)."""
+    if unit.array is not None:
+        for flow in unit.dataflows:
+            rows, cols, stream = SYSTOLIC[flow.value]
+            yield flow.value, {"b": 1, rows: unit.array.rows, cols: unit.array.cols, stream: None}, (stream, "b")
+    else:
+        blocks = SIMT_BLOCKS if unit.limits is not None else SIMD_BLOCKS
+        for m, n, k in blocks:
+            yield None, {"b": 1, "m": m, "n": n, "k": k}, ("k", "m", "n")
+    # The last resort, tried only when nothing above fits: one MAC per step (None: every group 1).
+    yield (unit.dataflows[0].value if unit.dataflows else None), None, ()
+
+
+def _split(groups, extents, targets) -> dict[str, int]:
+    """Per-dim tiles whose product per group is at most its target: inner dims whole first, then a
+    balanced share of the next (56 rows in tiles of 19: 3 trips, 1 padded row), then what room is left."""
+    tile = {}
+    for g, dims in groups.items():
+        room = targets.get(g, 1 if not targets else None)
+        for d in reversed(dims):
+            e = extents[d]
+            if room is None or e <= room:
+                tile[d] = e
+                room = None if room is None else room // e
+            else:
+                tile[d] = _fit(e, max(room, 1))
+                room //= tile[d]
+    return tile
+
+
+def _shrink_to_fit(sizes, level, step, groups, inner_first, extents):
+    """Halve the step, `inner_first` groups first, until the innermost level holds it."""
+    order = list(inner_first) + [g for g in "kmnb" if g not in inner_first]
+    while True:
+        problem = sizes.overflow(level, step, True, {})
+        if problem is None:
+            return step
+        dim = next((d for g in order for d in groups[g] if step[d] > 1), None)
+        if dim is None:
+            return problem
+        step[dim] = _smaller(extents[dim], step[dim])
+
+
+def _fit(extent: int, room: int) -> int:
+    """The largest tile <= room, balanced over `extent` (56 in tiles of 19: 3 trips, 1 padded), or a
+    divisor where balancing would pad more than an eighth (a 3-wide filter in room 2 goes 1 at a time)."""
+    tile = math.ceil(extent / math.ceil(extent / room))
+    if math.ceil(extent / tile) * tile * 8 <= extent * 9:
+        return tile
+    return max(t for t in range(1, min(room, extent) + 1) if extent % t == 0)
+
+
+def _smaller(extent: int, tile: int) -> int:
+    return _fit(extent, max(1, tile // 2))
+
+
+def _spread(groups, extents, step, count: int) -> dict[str, int]:
+    """Split the step over the unit's instances along b, then m, then n dims (never k: each instance
+    would hold partial sums of the same outputs)."""
+    spread, left = {}, count
+    for d in groups["b"] + groups["m"] + groups["n"]:
+        f = min(math.ceil(extents[d] / step[d]), left)
+        if f > 1:
+            spread[d] = f
+            left //= f
+    return spread
+
+
+def _outer_tiles(sizes, levels, step, spread, groups, policy, extents):
+    """Tiles from the whole op (outermost level) inward to the step; each level between is shrunk from
+    the one outside it, groups in `policy` order, never below the step."""
+    tiles = [dict(extents)]
+    for level in levels[1:-1]:
+        tile = dict(tiles[-1])
+        order = [d for g in "b" + policy for d in groups[g]]
+        for d in order:
+            if sizes.overflow(level, tile, True, spread) is None:
+                break
+            _shrink_dim(sizes, level, tile, d, tiles[-1][d], step[d], spread)
+        problem = sizes.overflow(level, tile, True, spread)
+        if problem:
+            return problem
+        tiles.append(tile)
+    tiles.append(dict(step))
+    return tiles if len(levels) > 1 else tiles[:1]
+
+
+def _shrink_dim(sizes, level, tile, d, outer, floor, spread) -> None:
+    """The largest multiple of `floor` (the step's tile, so inner levels divide it evenly), at most
+    `outer`, that fits; `floor` itself if none does."""
+    before = sizes.overflow(level, tile, True, spread)
+    if before is None:
+        return
+    original, tile[d] = tile[d], floor
+    at_floor = sizes.overflow(level, tile, True, spread)
+    if at_floor is not None:
+        if at_floor.needed == before.needed:    # no operand held here depends on d: leave it whole
+            tile[d] = original
+        return
+    lo, hi = 1, max(1, original // floor)       # multiples: lo fits, hi may not
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        tile[d] = min(outer, floor * mid)
+        if sizes.overflow(level, tile, True, spread) is None:
+            lo = mid
+        else:
+            hi = mid - 1
+    tile[d] = min(outer, floor * lo)
+
+
+def _orders(op: Einsum, tiles, groups) -> Iterator[tuple[tuple[str, ...], ...]]:
+    """Loop orders per level: one permutation of the m/n/k groups at every level (b outermost), each
+    distinct once dims with one trip are dropped. k innermost first: partial sums stay put."""
+    seen = set()
+    for perm in ("mnk", "nmk", "kmn", "knm", "mkn", "nkm"):
+        dims = [d for g in "b" + perm for d in groups[g]]
+        orders = tuple(tuple(dims) for _ in tiles)
+        outer = [dict(op.loops)] + tiles[:-1]
+        effective = tuple(tuple(d for d in dims if math.ceil(o[d] / t[d]) > 1) for o, t in zip(outer, tiles))
+        if effective not in seen:
+            seen.add(effective)
+            yield orders
+
+
+def _build(op, sizes, signature, unit, dtype, flow, levels, tiles, orders, spread, groups) -> Mapping:
+    loops = [d for d, _ in op.loops]
+    names = [lv.name for lv in sizes.arch.memory]
+    level_tiles = tuple(LevelTile(names[lv], tuple((d, tile[d]) for d in loops), order, i > 0 and sizes.buffered(lv))
+                        for i, (lv, tile, order) in enumerate(zip(levels, tiles, orders)))
+    step = per_instance(tiles[-1], spread)
+    spatial = [Spatial(d, "units", f) for d, f in spread.items()]
+    notes = []
+    if flow is not None:
+        rows, cols, _ = SYSTOLIC[flow]
+        spatial += [Spatial(d, "rows", step[d]) for d in groups[rows] if step[d] > 1]
+        spatial += [Spatial(d, "cols", step[d]) for d in groups[cols] if step[d] > 1]
+        used = math.prod(step[d] for d in groups[rows]) * math.prod(step[d] for d in groups[cols])
+        notes.append(f"fold uses {used} of {unit.array.pes} PEs ({100 * used / unit.array.pes:.0f}%)")
+    size = {g: math.prod(step[d] for d in groups[g]) for g in "bmnk"}
+    if unit.limits is not None:
+        frag = f"MMA fragment m16n8k{256 // dtype.bits}" if dtype.bits <= 16 else "FMA on CUDA cores"
+        notes.append(f"thread-block tile {size['b'] * size['m']}x{size['n']}x{size['k']} (m x n x k) per SM; {frag}")
+    micro = getattr(unit, "micro_kernel", None)
+    if micro is not None and groups["n"]:
+        lanes = micro.register_bytes * 8 // dtype.bits
+        spatial.append(Spatial(groups["n"][-1], "lanes", min(lanes, step[groups["n"][-1]])))
+    return Mapping(op=op.name, signature=signature, unit=unit.name, loops=op.loops, levels=level_tiles,
+                   spatial=tuple(spatial), dataflow=flow, notes=tuple(notes), dtype=dtype.value)
+
+
+def _vector(op: IROp, arch) -> Iterator[Mapping]:
+    unit, dtype = pick_unit(op, arch)
+    total = vector_extent(op)
+    loops = (("e", total),)
+    sizes = Footprints(op, arch)
+    levels = op_levels(sizes.paths)
+    signature = op_signature(op)
+    base = dict(op=op.name, signature=signature, unit=unit.name, loops=loops, dtype=dtype.value)
+    if not levels or total == 0:
+        yield Mapping(**base, levels=(), notes=("a view: no bytes move",) if getattr(op, "view", False) else ())
+        return
+    lanes = unit.peak_per_cycle(dtype)
+    spread = {"e": min(unit.count, math.ceil(total / lanes))} if unit.count > 1 else {}
+    tiles = [{"e": total}]
+    for level in levels[1:]:
+        tile = dict(tiles[-1])
+        _shrink_dim(sizes, level, tile, "e", tile["e"], spread.get("e", 1), spread)
+        problem = sizes.overflow(level, tile, True, spread)
+        if problem:
+            raise nothing_fits(op, arch, problem)
+        tiles.append(tile)
+    spatial = tuple(Spatial("e", "units", f) for f in spread.values()) + (
+        Spatial("e", "lanes", min(lanes, tiles[-1]["e"])),)
+    level_tiles = tuple(LevelTile(arch.memory[lv].name, (("e", t["e"]),), ("e",), i > 0 and sizes.buffered(lv))
+                        for i, (lv, t) in enumerate(zip(levels, tiles)))
+    yield Mapping(**base, levels=level_tiles, spatial=spatial)

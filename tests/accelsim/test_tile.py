@@ -1,0 +1,110 @@
+"""Tile fidelity end to end: invariants against the roofline over every preset and zoo model, the API and
+CLI defaults, energy, determinism and the Perfetto trace."""
+import json
+
+import pytest
+
+import accelsim
+from accelsim.arch import preset_names
+from accelsim.cli import main
+from compiler.zoo import MODELS
+
+TINY_LM = dict(layers=1, seq=16, hidden=64, mlp=128, vocab=256)
+SIZES = {
+    "alexnet": dict(image=96, width=0.25, fc=64, classes=10),
+    "resnet18": dict(image=32),
+    "resnet50": dict(image=32, width=0.25),
+    "vit_b16": dict(image=32, layers=1, hidden=64, heads=2, mlp=128, classes=10),
+    "bert_base": dict(layers=1, seq=16),
+    "gpt2": dict(TINY_LM, heads=2),
+    "llama": dict(TINY_LM, heads=2),
+    "bitnet_b158": dict(layers=1, hidden=256, heads=4, seq=16, vocab=512, mlp=512),
+    "matmulfree_lm": TINY_LM,
+}
+
+
+def test_every_zoo_model_has_a_size():
+    assert set(SIZES) == set(MODELS)
+
+
+@pytest.mark.parametrize("arch", preset_names())
+@pytest.mark.parametrize("model", sorted(SIZES))
+def test_tile_level_never_beats_the_roofline(model, arch):
+    tile = accelsim.run(model, arch=arch, **SIZES[model])
+    roof = {op.name: op for op in accelsim.run(model, arch=arch, fidelity="roofline", **SIZES[model]).ops}
+    assert tile.fidelity == "tile" and [op.name for op in tile.ops] == list(roof)
+    for op in tile.ops:
+        bound = roof[op.name]
+        assert op.cycles >= bound.cycles, op.name
+        for level, compulsory in bound.bytes_by_level.items():
+            assert op.bytes_by_level.get(level, 0) >= compulsory, (op.name, level)
+        assert 0.0 <= op.utilisation <= 1.0 + 1e-9, op.name
+        if bound.bound == "view":
+            continue
+        assert op.cycles == op.compute_cycles + op.stall_cycles
+        assert sum(op.stall_cycles_by_level.values()) <= op.stall_cycles
+        assert op.bytes_by_level == {lv: op.bytes_read_by_level.get(lv, 0) + op.bytes_written_by_level.get(lv, 0)
+                                     for lv in op.bytes_by_level}
+        assert sum(op.energy_j.values()) > 0, op.name
+        if op.macs:
+            assert op.work >= op.macs and op.tiles >= 1
+    totals = tile.totals()
+    assert totals["energy_j"] > 0 and totals["cycles"] >= sum(op.cycles for op in roof.values())
+    assert 0 < totals["power_fraction_of_tdp"]
+
+
+def test_runs_are_deterministic():
+    a = accelsim.run("resnet18", arch="h100", image=32).to_json()
+    b = accelsim.run("resnet18", arch="h100", image=32).to_json()
+    assert a == b
+
+
+def test_tile_is_the_default_and_roofline_stays_selectable():
+    tile = accelsim.run("resnet18", arch="tpu_v1", image=32)
+    roof = accelsim.run("resnet18", arch="tpu_v1", image=32, fidelity="roofline")
+    assert tile.fidelity == "tile" and roof.fidelity == "roofline"
+    assert all(op.compute_cycles is None for op in roof.ops)
+    data = json.loads(tile.to_json())
+    first = data["ops"][0]
+    for key in ("compute_cycles", "stall_cycles", "stall_cycles_by_level", "bytes_read_by_level",
+                "bytes_written_by_level", "energy_j"):
+        assert key in first
+    assert {"compute_cycles", "stall_cycles", "power_fraction_of_tdp"} <= set(data["totals"])
+
+
+def test_a_weight_bound_gemm_waits_on_dram():
+    # TPU v1: a 16 x 4096 x 4096 int8 GEMM (batch-16 inference) streams 16 MiB of weights over 34 GB/s
+    # DDR3, 345 k cycles at 700 MHz, for 4 k cycles of peak compute: DDR3 is busy nearly all the time,
+    # and the array, which finishes each 256 x 256 fold before the next weight tile arrives, waits on it.
+    from compiler.builder import Builder
+
+    b = Builder("gemm")
+    y = b.node("MatMul", [b.input("x", (16, 4096)), b.weight("w", (4096, 4096))])
+    (op,) = accelsim.run(b.build([y]), arch="tpu_v1").ops
+    assert op.bound == "ddr3" and op.level_seconds["ddr3"] * 700e6 > 0.95 * op.cycles
+    assert op.stall_cycles_by_level["ddr3"] > 0.3 * op.cycles
+    assert max(op.stall_cycles_by_level, key=op.stall_cycles_by_level.get) == "ddr3"
+    assert op.cycles >= 16 * 2 ** 20 / 34e9 * 700e6
+    assert op.bytes_read_by_level["ddr3"] == 4096 * 4096      # each weight read from DRAM exactly once
+
+
+def test_cli_writes_a_perfetto_trace(tmp_path, capsys):
+    path = tmp_path / "trace.json"
+    assert main(["run", "resnet18", "--arch", "tpu_v1", "--opt", "image=32", "--trace", str(path)]) == 0
+    events = json.loads(path.read_text())["traceEvents"]
+    tracks = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert {"ops", "DMA ddr3", "DMA unified_buffer", "compute mxu"} <= tracks
+    slices = [e for e in events if e["ph"] == "X"]
+    assert slices and all(e["dur"] > 0 and e["ts"] >= 0 for e in slices)
+    by_track: dict[int, list] = {}
+    for e in slices:
+        by_track.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
+    for spans in by_track.values():   # one row at a time per resource: slices never overlap
+        spans.sort()
+        assert all(b[0] >= a[1] - 1e-6 for a, b in zip(spans, spans[1:]))
+
+
+def test_trace_needs_the_tile_fidelity(tmp_path, capsys):
+    assert main(["run", "resnet18", "--opt", "image=32", "--fidelity", "roofline", "--trace",
+                 str(tmp_path / "t.json")]) == 2
+    assert "--fidelity tile" in capsys.readouterr().err
