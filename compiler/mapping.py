@@ -47,6 +47,7 @@ class Mapping:
     dataflow: str | None = None               # "ws", "os", "is" on systolic arrays
     notes: tuple[str, ...] = field(default=())
     dtype: str | None = None                  # the dtype whose rate the unit runs at (widened if needed)
+    parts: tuple[tuple[str, str], ...] = ()   # Einsums: each loop dim's GEMM role, "b", "m", "n" or "k" (GemmView)
 
     def trips(self, index: int) -> dict[str, int]:
         """Temporal trip count of each dim at level `index`: outer tile / this tile (ceil: ragged)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import re
 
 import numpy as np
 
@@ -55,23 +54,9 @@ def to_arch_cycles(unit_cycles: np.ndarray, unit, arch) -> np.ndarray:
 
 
 def gemm_parts(mapping) -> dict[str, str] | None:
-    """Each loop dim of a mapped Einsum as compiler.mapping.gemm_view classifies it ("b", "m", "n", "k"),
-    read back from the mapping's signature (operand roles, index expressions, output rank); None if the
-    signature is not an Einsum's. Lowering puts the output dims first (conv: n k p q | c r s)."""
-    fields = mapping.signature.split("|") if mapping is not None else []
-    if len(fields) < 6 or fields[0] != "einsum":
-        return None
-    roles = [operand.split(":")[0] for operand in fields[2].split(";")]
-    dims_of = [set(re.findall(r"[A-Za-z_]\w*", expr)) for expr in re.findall(r"\[([^\]]*)\]", fields[4])]
-    shape = [int(e) for e in fields[3].split(":", 1)[-1].split("x") if e]
-    names = [d for d, _ in mapping.loops]
-    if len(dims_of) != len(roles) or [e for _, e in mapping.loops[:len(shape)]] != shape:
-        return None
-    weight = roles.index("weight") if "weight" in roles else len(roles) - 1
-    others = set().union(*(dims for i, dims in enumerate(dims_of) if i != weight)) if len(roles) > 1 else set()
-    out = set(names[:len(shape)])
-    return {d: "k" if d not in out else "b" if d in dims_of[weight] and d in others
-            else "n" if d in dims_of[weight] else "m" for d in names}
+    """Each loop dim of a mapped Einsum as compiler.mapping.gemm_view classifies it ("b", "m", "n", "k");
+    None for a mapping of another op kind."""
+    return dict(mapping.parts) if mapping is not None and mapping.parts else None
 
 
 def gemm_sizes(mapping, tile=None) -> tuple[int, int, int] | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from accelsim.compute import instance_tile, to_arch_cycles
+
 DATAFLOWS = ("ws", "is", "os")
 
 
@@ -49,6 +51,9 @@ def matrix_cycles(m, n, k, unit, arch, mapping, dtype, compat=None) -> np.ndarra
     """
     array = unit.array
     dataflow = _dataflow(unit, mapping)
+    share = instance_tile(mapping, m, n, k) if getattr(mapping, "spatial", ()) else None
+    if share is not None and compat is None:
+        m, n, k = share   # several arrays side by side (TPU v4's 8 MXUs): each runs its share at once
     if compat == "scalesim":
         cycles = compat_cycles(m, n, k, array.rows, array.cols, dataflow)
     elif compat is None:
@@ -59,8 +64,6 @@ def matrix_cycles(m, n, k, unit, arch, mapping, dtype, compat=None) -> np.ndarra
         raise ValueError(f"unknown compat {compat!r}; known: 'scalesim'")
     if unit.clock_hz == arch.clock_hz:
         return cycles
-    from accelsim.compute import to_arch_cycles
-
     return to_arch_cycles(cycles, unit, arch)
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from compiler.dtypes import DType
 from compiler.errors import UserError
-from compiler.ir import Einsum, IROp, Kind, Operand
+from compiler.ir import Einsum, IROp, Kind, Operand, Role
 from compiler.mapping import Mapping
 from compiler.placement import op_home, role_path
 
@@ -141,9 +141,11 @@ class Footprints:
 
     def need(self, level: int, tile: dict[str, int], double: bool) -> list[tuple[str, int]]:
         """(tensor, bytes) each operand occupies in arch level `level`: whole where it is served from,
-        else its tile, twice when double-buffered."""
+        else its tile, twice when double-buffered. An output tile accumulates in place and leaves once,
+        complete (a GPU's C tile in registers, a systolic array's accumulators): never doubled."""
         return [(self.operands[i].tensor, self.operands[i].nbytes if source else
-                 self.bytes(i, tile, partial=True) * (2 if double else 1)) for i, source in self.held[level]]
+                 self.bytes(i, tile, partial=True) * (2 if double and self.operands[i].role != Role.output else 1))
+                for i, source in self.held[level]]
 
     def overflow(self, level: int, tile: dict[str, int], double: bool, spread: dict[str, int]) -> Overflow | None:
         lv = self.arch.memory[level]

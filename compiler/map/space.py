@@ -15,7 +15,8 @@ from compiler.mapping import LevelTile, Mapping, Spatial, gemm_view, op_signatur
 # OS: each PE accumulates one output of an m x n block while k streams. IS: inputs k x m stay, n streams.
 SYSTOLIC = {"ws": ("k", "n", "m"), "os": ("m", "n", "k"), "is": ("k", "m", "n")}
 # Thread-block tiles (m, n, k) a GPU GEMM library would try first; CPU register/L1 blocks likewise.
-SIMT_BLOCKS = ((128, 128, 32), (128, 64, 32), (64, 128, 32), (64, 64, 64), (256, 128, 32))
+SIMT_BLOCKS = ((128, 128, 32), (128, 64, 32), (64, 128, 32), (64, 64, 64), (256, 128, 32), (64, 64, 32),
+               (32, 32, 32))  # the small ones for small L2s and register files (GTX 580)
 SIMD_BLOCKS = ((64, 64, 64), (32, 64, 128), (128, 64, 32))
 POLICIES = ("kmn", "mnk", "nmk")     # which group an outer level tiles first when it must shrink
 
@@ -214,8 +215,9 @@ def _build(op, sizes, signature, unit, dtype, flow, levels, tiles, orders, sprea
     if micro is not None and groups["n"]:
         lanes = micro.register_bytes * 8 // dtype.bits
         spatial.append(Spatial(groups["n"][-1], "lanes", min(lanes, step[groups["n"][-1]])))
+    parts = tuple((d, g) for d in loops for g in "bmnk" if d in groups[g])
     return Mapping(op=op.name, signature=signature, unit=unit.name, loops=op.loops, levels=level_tiles,
-                   spatial=tuple(spatial), dataflow=flow, notes=tuple(notes), dtype=dtype.value)
+                   spatial=tuple(spatial), dataflow=flow, notes=tuple(notes), dtype=dtype.value, parts=parts)
 
 
 def _vector(op: IROp, arch) -> Iterator[Mapping]:

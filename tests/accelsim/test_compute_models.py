@@ -31,7 +31,8 @@ def gemm_mapping(arch, m, n, k, dtype="bf16", block=None, units=None, buffered=T
         levels.append(LevelTile(level, tuple(zip("mnk", step)), ("m", "n", "k"), buffered))
     signature = f"einsum|MatMul|input:{dtype}:{m}x{k};weight:{dtype}:{k}x{n}|{dtype}:{m}x{n}| [m,k] * [k,n]|m{m},n{n},k{k}"
     return Mapping(op="mm", signature=signature, unit="u", loops=(("m", m), ("n", n), ("k", k)),
-                   levels=tuple(levels), spatial=tuple(Spatial(d, "units", f) for d, f in units.items()))
+                   levels=tuple(levels), spatial=tuple(Spatial(d, "units", f) for d, f in units.items()),
+                   parts=(("m", "m"), ("n", "n"), ("k", "k")))
 
 
 def peak_cycles(m, n, k, unit, arch, dtype):
@@ -161,11 +162,14 @@ def test_units_factor_limits_sms():
 
 
 def test_gemm_parts_match_gemm_view():
-    # The signature carries what gemm_view needs: conv (grouped, in AlexNet), batched attention matmuls.
+    # The mapper records gemm_view's grouping: conv (grouped, in AlexNet), batched attention matmuls.
+    from compiler.map import map_op
+
+    arch = load_arch("a100")
     for model, options in (("alexnet", {}), ("bert_base", dict(layers=1, seq=16))):
         ir = compile_graph(accelsim.load_model(model, **options), Options(dtype=DType.bf16))
         for op in (op for op in ir.ops if op.kind == OpKind.einsum):
-            mapping = Mapping(op=op.name, signature=op_signature(op), unit="u", loops=op.loops, levels=())
+            mapping = map_op(op, arch, lambda m: 0.0, budget=1, cache=None)
             view = gemm_view(op)
             assert gemm_parts(mapping) == {d: p for p in "bmnk" for d in getattr(view, p)}
 

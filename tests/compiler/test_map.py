@@ -39,16 +39,25 @@ def ir_of(model: str, arch, **options):
 
 
 def test_capacity_counts_double_buffering():
+    arch = load_arch("systolic_8x8")          # input_sram: 16 KiB of int8 activations
+    op = gemm(128, 8, 128)
+    best = map_op(op, arch, padded, cache=None)
+    assert check(best, op, arch) is None
+    names = [level.level for level in best.levels]
+    at = names.index("input_sram")
+    whole = LevelTile("input_sram", (("m", 128), ("n", 8), ("k", 128)), ("m", "n", "k"), double_buffered=True)
+    doubled = replace(best, levels=best.levels[:at] + (whole,) + best.levels[at + 1:])
+    assert check(doubled, op, arch) == Overflow("g.x", "input_sram", 32768, 16384)   # 128 x 128 B, twice
+    single = replace(doubled, levels=best.levels[:at] + (replace(whole, double_buffered=False),) + best.levels[at + 1:])
+    assert check(single, op, arch) is None
+
+
+def test_outputs_accumulate_in_place_not_double_buffered():
     arch = load_arch("systolic_8x8")          # output_sram: 16 KiB of int32 partial sums
     op = gemm(64, 64, 64)
     best = map_op(op, arch, padded, cache=None)
-    assert check(best, op, arch) is None
     inner = LevelTile("output_sram", (("m", 64), ("n", 64), ("k", 8)), ("m", "n", "k"), double_buffered=True)
-    doubled = replace(best, levels=best.levels[:-1] + (inner,))
-    problem = check(doubled, op, arch)     # 64 x 64 x 4 B = 16 KiB, twice
-    assert problem == Overflow("g.y", "output_sram", 32768, 16384)
-    single = replace(doubled, levels=best.levels[:-1] + (replace(inner, double_buffered=False),))
-    assert check(single, op, arch) is None
+    assert check(replace(best, levels=best.levels[:-1] + (inner,)), op, arch) is None   # 64 x 64 x 4 B, once
 
 
 def test_unsupported_dataflow_and_dtype_are_illegal():
@@ -65,13 +74,13 @@ def test_unsupported_dataflow_and_dtype_are_illegal():
 
 def test_nothing_fits_names_operand_level_and_bytes():
     arch = load_arch("systolic_8x8")
-    tiny = replace(arch, memory=tuple(replace(lv, capacity_bytes=6) if lv.name == "output_sram" else lv
+    tiny = replace(arch, memory=tuple(replace(lv, capacity_bytes=3) if lv.name == "output_sram" else lv
                                       for lv in arch.memory))
     with pytest.raises(MappingError) as error:
         map_op(gemm(16, 16, 16), tiny, padded, cache=None)
     text = str(error.value)
-    # one int32 partial sum, double-buffered: 8 bytes against 6
-    assert "'g.y'" in text and "output_sram" in text and "8 bytes" in text and "has 6 bytes" in text
+    # one int32 partial sum (accumulated in place, not doubled): 4 bytes against 3
+    assert "'g.y'" in text and "output_sram" in text and "4 bytes" in text and "has 3 bytes" in text
 
 
 def test_ragged_shapes_count_padding():
