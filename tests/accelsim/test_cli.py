@@ -139,6 +139,7 @@ def test_readme_commands_run(tmp_path):
     commands = [line.split("#")[0].strip() for line in text.splitlines() if line.startswith(".venv/bin/accelsim")]
     assert len(commands) >= 6
     shutil.copytree(ROOT / "archs", tmp_path / "archs")
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
     env = dict(os.environ, PATH=f"{ACCELSIM.parent}:{os.environ['PATH']}")
     for command in commands:
         argv = command.replace(".venv/bin/accelsim", str(ACCELSIM)).split()
