@@ -9,11 +9,10 @@ Buffer, a GPU's L2 when they fit).
 from __future__ import annotations
 
 from compiler.dtypes import DType
-from compiler.errors import UserError
 from compiler.ir import IR, IROp, Kind, Move
 from compiler.placement import op_home, role_path
-from accelsim.arch import Arch, ComputeUnit
-from accelsim.compute import widen
+from accelsim.arch import Arch
+from compiler.map.legal import compute_dtype, pick_unit  # noqa: F401  (re-exported for accelsim.tile)
 from accelsim.result import OpResult
 
 
@@ -23,7 +22,7 @@ def estimate(ir: IR, arch: Arch) -> list[OpResult]:
 
 def estimate_op(op: IROp, arch: Arch) -> OpResult:
     dtype = compute_dtype(op)
-    unit, rate_dtype = pick_unit(op, arch, dtype)
+    unit, rate_dtype = pick_unit(op, arch)
     if isinstance(op, Move) and op.view:
         return _view(op, unit.name, dtype)
     work = op.macs if op.kind == Kind.einsum else op.ops
@@ -41,35 +40,6 @@ def estimate_op(op: IROp, arch: Arch) -> OpResult:
         compute_seconds=compute_s, level_seconds=level_s, latency_seconds=latency_s, seconds=seconds,
         cycles=arch.cycles(seconds), bound=bound, utilisation=compute_s / seconds if seconds else 0.0,
         energy_j=energy(op, arch, unit, rate_dtype, by_level))
-
-
-def compute_dtype(op: IROp) -> DType:
-    """The dtype an op's arithmetic runs in: ternary if any operand is, else its widest data input."""
-    dtypes = [o.dtype for o in op.inputs if o.dtype not in (DType.int64, DType.bool)] or [op.output.dtype]
-    if DType.ternary in dtypes:
-        return DType.ternary
-    return max(dtypes, key=lambda d: (d.bits, d.is_float))
-
-
-def pick_unit(op: IROp, arch: Arch, dtype: DType) -> tuple[ComputeUnit, DType]:
-    """The unit an op runs on and the dtype whose rate applies.
-
-    Einsums take the fastest matrix unit for their dtype (H100 fp32 runs on CUDA cores, bf16 on tensor
-    cores). A dtype no unit has is widened, as the hardware would (ternary weights run on an int8 path,
-    fp16 on a GTX 580's fp32 cores): to the wider supported dtype with the highest peak. Vector units
-    widen the same way to the nearest dtype they list.
-    """
-    if op.kind == Kind.einsum:
-        if any(u.supports(dtype) for u in arch.matrix_units):
-            return arch.matrix_for(dtype), dtype
-        wider = [d for d in arch.dtypes if d.bits >= dtype.bits and d.bits > 2]
-        if wider:
-            best = max(wider, key=lambda d: (arch.matrix_for(d).peak_per_second(d), -d.bits))
-            return arch.matrix_for(best), best
-        supported = ", ".join(d.value for d in arch.dtypes)
-        raise UserError(f"{arch.source_file}: no matrix unit computes {dtype.value} (op {op.name!r}, {op.op}); "
-                        f"{arch.name} supports {supported}: run with --dtype {arch.native_dtype.value}")
-    return arch.vector, widen(arch.vector, dtype)
 
 
 def bytes_by_level(op: IROp, arch: Arch) -> dict[str, int]:

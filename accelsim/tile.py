@@ -70,7 +70,7 @@ def simulate(ir: IR, arch: Arch, mappings: dict[str, Mapping] | None = None, bud
 
 def rate_of(op: IROp, arch: Arch, mapping: Mapping | None):
     """(unit, dtype whose rate applies): the mapping's unit for an Einsum, else the roofline's choice."""
-    unit, rate = pick_unit(op, arch, compute_dtype(op))
+    unit, rate = pick_unit(op, arch)
     if isinstance(op, Einsum) and mapping is not None and mapping.unit != unit.name:
         unit = next(u for u in arch.compute if u.name == mapping.unit)
         rate = next((d for d in (compute_dtype(op), rate) if unit.supports(d)), unit.dtypes[0])

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from compiler.dtypes import DType
+from compiler.map.legal import widen  # noqa: F401  (one widening rule, kept in the compiler)
 
 MODELS = {"systolic": "systolic", "ternary": "systolic", "simt": "simt", "simd": "simd"}
 
@@ -34,15 +35,6 @@ def vector_cycles(work: np.ndarray, unit, dtype, arch=None) -> np.ndarray:
     from accelsim.compute.vector import vector_cycles as model
 
     return model(np.asarray(work, np.int64), unit, dtype, arch)
-
-
-def widen(unit, dtype: DType) -> DType:
-    """The dtype whose rate a vector unit applies to `dtype`: itself if listed, else the narrowest listed
-    dtype at least as wide (int16 on {fp32, fp16} runs as fp16), else the narrowest listed at all."""
-    if unit.supports(dtype):
-        return dtype
-    wider = [d for d in unit.dtypes if d.bits >= dtype.bits] or list(unit.dtypes)
-    return min(wider, key=lambda d: d.bits)
 
 
 def to_arch_cycles(unit_cycles: np.ndarray, unit, arch) -> np.ndarray:

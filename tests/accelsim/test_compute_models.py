@@ -235,8 +235,8 @@ def test_vector_widening_rule(name, dtype, widened):
     arch = load_arch(name)
     assert widen(arch.vector, dtype) is widened
     b = Builder("relu")
-    op = compile_graph(b.build([b.node("Relu", [b.input("x", (64,))])]), Options(dtype=DType.fp32)).ops[0]
-    assert pick_unit(op, arch, dtype) == (arch.vector, widened)   # the roofline uses the same rule
+    op = compile_graph(b.build([b.node("Relu", [b.input("x", (64,))])]), Options(dtype=dtype)).ops[0]
+    assert pick_unit(op, arch) == (arch.vector, widened)   # the roofline uses the same rule
     per_cycle = arch.vector.count * arch.vector.peak_per_cycle(widened)
     assert vector_cycles([per_cycle * 7], arch.vector, dtype)[0] == 7 + round(
         arch.vector.launch_overhead_s * arch.vector.clock_hz)

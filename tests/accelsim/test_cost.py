@@ -9,6 +9,8 @@ from accelsim.cli import main
 from accelsim.cost import cycles, reporter, traffic
 from accelsim.model import load_model
 from compiler.map import map_ir, map_op
+from compiler.dtypes import DType
+from compiler.errors import UserError
 from compiler.map.legal import pick_unit
 from compiler.mapping import LevelTile
 from compiler.pipeline import Options, compile_graph
@@ -55,13 +57,15 @@ def test_traffic_and_cycles_bound_by_the_roofline(arch_name):
             assert cycles(mappings[op.name], op, arch) >= bound * (1 - 1e-6) - 1, op.name
 
 
-@pytest.mark.parametrize("arch_name", preset_names())
-def test_unit_choice_matches_the_roofline(arch_name):
-    arch = load_arch(arch_name)
-    for model, options in (("resnet18", {}), ("bitnet_b158", {"layers": 1, "seq": 16}), ("gpt2", {"layers": 1})):
-        for op in ir_of(model, arch, **options).ops:
-            dtype = roofline.compute_dtype(op)
-            assert pick_unit(op, arch) == roofline.pick_unit(op, arch, dtype), op.name
+def test_unit_choice_widens_as_the_hardware_would():
+    # one rule for the roofline, the mapper and the engine (compiler.map.legal.pick_unit)
+    ternary = gemm(64, 64, 64, DType.ternary)
+    assert pick_unit(ternary, load_arch("fpga_ternary"))[1] == DType.ternary
+    assert pick_unit(ternary, load_arch("h100"))[1] == DType.int8          # no ternary path: int8 tensor cores
+    unit, rate = pick_unit(gemm(64, 64, 64, DType.fp16), load_arch("gtx580"))
+    assert (unit.name, rate) == ("cuda_cores", DType.fp32)                 # Fermi widens fp16 to fp32
+    with pytest.raises(UserError, match="--dtype int8"):
+        pick_unit(gemm(64, 64, 64, DType.fp32), load_arch("tpu_v1"))
 
 
 def test_padding_costs_cycles():
