@@ -194,6 +194,8 @@ def _map(args) -> int:
     from accelsim.cost import reporter, traffic
     from accelsim.model import load_model
     from compiler.dtypes import DType
+    from compiler.codegen import vector_unit
+    from compiler.codegen.vector import vector_rows
     from compiler.map import DEFAULT_BUDGET, map_op
     from compiler.pipeline import Options, compile_graph
 
@@ -210,6 +212,11 @@ def _map(args) -> int:
         raise UserError(f"no layer {args.layer!r} in {ir.name}; {hint}")
     report = reporter(arch, ir)
     for op in ops:
+        if op.kind.value != "einsum":
+            # vector ops run in the chunks codegen cuts (compiler.codegen.vector): print what is simulated
+            mapping = vector_rows(op, arch, 0, vector_unit(arch))[5]
+            print(f"{mapping.text()}\n# vector op: chunks along one output axis, as simulated\n")
+            continue
         mapping = map_op(op, arch, report, args.budget or DEFAULT_BUDGET)
         moved = ", ".join(f"{name} {n:,} B" for name, n in traffic(mapping, op, arch).items())
         print(f"{mapping.text()}\n# estimate: {report(mapping):,.0f} cycles; traffic: {moved or 'none'}\n")

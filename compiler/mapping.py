@@ -90,7 +90,7 @@ class Mapping:
             lines.append("  " * depth + f"parallel_for {s.dim} in range({s.factor}):  # {s.axis}")
             depth += 1
         # Vector ops (Map/Reduce/Move) walk one flat element dim `e`; Einsums multiply-accumulate.
-        lines.append("  " * depth + ("op()" if [d for d, _ in self.loops] == ["e"] else "mac()"))
+        lines.append("  " * depth + ("mac()" if self.parts else "vector_op()  # element-wise or reduction work of one chunk"))
         lines += [f"# note: {n}" for n in self.notes]
         return "\n".join(lines)
 

@@ -1,0 +1,253 @@
+"""accelsim beside its peers, ZigZag and SCALE-Sim, in one run on the same workloads: time, peak memory, ratios.
+
+Each tool runs in a fresh child process: accelsim from .venv, each peer from its own throwaway venv (nothing of
+theirs is imported here or kept in the repository; their inputs are written to a temp dir at run time).
+  python3 -m venv /tmp/zigzag-venv && /tmp/zigzag-venv/bin/pip install zigzag-dse six        (3.9.1 here)
+  python3 -m venv /tmp/scalesim-venv && /tmp/scalesim-venv/bin/pip install scalesim 'numpy<2.4'
+  .venv/bin/python benchmarks/peers.py [--quick] [--skip-zigzag] [--skip-scalesim] [--limit SECONDS]
+wall s: the child process from start to exit (interpreter, imports, file parsing, search, simulation, its
+output files); core s: the tool's own call inside it (accelsim.api.run, ZigZag's get_hardware_performance_zigzag,
+SCALE-Sim's run_scale); peak MiB: the child's high-water RSS (os.wait4). The speed-up is the peer's time over
+the accelsim row it is set against, wall / core. accelsim's numba cache is warmed by one untimed run first.
+Workloads: ResNet-18 b1 as accelsim exports it to ONNX (ZigZag: a 32x32 int8 WS array with the preset's SRAM
+and DRAM sizes and per-cycle bandwidths, mapping K x C on the array; BatchNorm/Relu/Add/pools are ZigZag
+DummyNodes, free); ResNet-18's 20 convs and its fc as a SCALE-Sim conv topology (padded input sizes chosen so
+the output sizes and MACs equal the ONNX model's) on a 32x32 WS .cfg, SCALE-Sim against accelsim
+--compat scalesim, whose compute cycles must equal SCALE-Sim's total minus stall, layer by layer; a 1024^3
+GEMM, both ways.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scalesim_compare as sc  # noqa: E402  (standard library only: CFG, topology(), DRIVER)
+
+ROOT = sc.ROOT
+ACCELSIM_PY = ROOT / ".venv" / "bin" / "python"
+
+# Runs in .venv: exports the workloads and lists ResNet-18's convs (and fc) as SCALE-Sim layers,
+# (H, W, R, S, C, K, stride) with H = (out - 1) * stride + R, so SCALE-Sim's out = ceil((H - R + s) / s) is ONNX's.
+SETUP = r"""
+import json, sys
+from accelsim.model import load_model
+from compiler.builder import Builder
+from compiler.export import save_onnx
+folder, size = sys.argv[1], int(sys.argv[2])
+save_onnx(load_model("resnet18", batch=1, weights=True), folder + "/resnet18.onnx")
+b = Builder("gemm")
+save_onnx(b.build([b.node("MatMul", [b.input("x", (size, size)), b.weight("w", (size, size))])]), folder + "/gemm.onnx")
+g = load_model("resnet18", batch=1)
+layers = []
+for n in g.nodes:
+    if n.op == "Conv":
+        (_, c, _, _), (k, _, r, s), (_, _, p, q) = (g.tensors[t].shape for t in (n.inputs[0], n.inputs[1], n.outputs[0]))
+        st = n.attr("strides")[0]
+        layers.append([(p - 1) * st + r, (q - 1) * st + s, r, s, c, k, st])
+    elif n.op == "Gemm":
+        k, c = g.tensors[n.inputs[1]].shape
+        layers.append([1, 1, 1, 1, c, k, 1])
+print(json.dumps(layers))
+"""
+
+ACCELSIM = r"""
+import json, sys, time
+from accelsim.api import run
+model, arch, compat = sys.argv[1:4]
+start = time.perf_counter()
+result = run(model, arch=arch, compat=compat or None)
+core = time.perf_counter() - start
+totals = result.totals()
+print(json.dumps({"core": core, "cycles": totals["cycles"], "compute": totals.get("compute_cycles"),
+                  "layers": [op.compute_cycles for op in result.ops if op.kind == "einsum"]}))
+"""
+
+ZIGZAG = r"""
+import json, logging, sys, time
+logging.basicConfig(level=logging.WARNING)   # ZigZag's own INFO log stays off (its basicConfig is then a no-op)
+from zigzag.api import get_hardware_performance_zigzag
+model, hardware, mapping, dump = sys.argv[1:5]
+start = time.perf_counter()
+energy, latency, cmes = get_hardware_performance_zigzag(model, hardware, mapping, opt="latency", dump_folder=dump,
+                                                        loma_show_progress_bar=False)
+core = time.perf_counter() - start
+print(json.dumps({"core": core, "cycles": latency, "compute": cmes[0][0].ideal_temporal_cycle}))
+"""
+
+# SCALE-Sim's driver from scalesim_compare (its COMPUTE_REPORT rows as JSON on stdout), run_scale timed around it.
+SCALESIM_PRE = r"""
+import sys, time
+import scalesim.scale_sim as _module
+_run, _core = _module.scalesim.run_scale, [0.0]
+def _timed(self, *args, **kwargs):
+    start = time.perf_counter()
+    try:
+        return _run(self, *args, **kwargs)
+    finally:
+        _core[0] += time.perf_counter() - start
+        print("core", _core[0], file=sys.stderr, flush=True)
+_module.scalesim.run_scale = _timed
+"""
+
+# systolic_32x32.yaml in ZigZag's format, written as JSON (which its YAML reader takes): sizes in bits, bandwidths
+# in bits per cycle at 500 MHz, energies in pJ per access. Per PE: two weight registers (weights double-buffered)
+# and a 32-bit accumulator; 64 KiB filter and ifmap SRAMs of 32 B/cycle, a 64 KiB ofmap SRAM of 128 B/cycle;
+# 1 GiB DRAM at 12.8 GB/s = 204.8 -> 205 bits/cycle (ZigZag has no DRAM latency: 1 cycle).
+MEMORIES = [  # name, operands, bits, bits per cycle, pJ per access, served dimensions
+    ("rf_w", ["I2"], 16, 8, 0.01, []), ("rf_o", ["O"], 32, 32, 0.02, []),
+    ("filter_sram", ["I2"], 64 * 8192, 256, 80.0, ["D1", "D2"]),
+    ("ifmap_sram", ["I1"], 64 * 8192, 256, 80.0, ["D1", "D2"]),
+    ("ofmap_sram", ["O"], 64 * 8192, 1024, 320.0, ["D1", "D2"]),
+    ("dram", ["I1", "I2", "O"], 8 * 2**30, 205, round(10400 * 205 / 512, 1), ["D1", "D2"])]
+MAPPING = [{"name": "default", "spatial_mapping": {"D1": ["K, 32"], "D2": ["C, 32"]},
+            "memory_operand_links": {"O": "O", "W": "I2", "I": "I1"}}]
+
+
+def hardware() -> dict:
+    def port(name: str, kind: str, bandwidth: int, allocation: list[str]) -> dict:
+        return {"name": name, "type": kind, "bandwidth_min": bandwidth, "bandwidth_max": bandwidth,
+                "allocation": allocation}
+
+    memories = {}
+    for name, operands, bits, bandwidth, pj, served in MEMORIES:
+        if len(operands) > 1:
+            ports = [port("rw_port_1", "read_write", bandwidth, [f"{o}, {d}" for o in operands for d in ("fh", "tl")]
+                          + ["O, fl", "O, th"])]
+        elif operands == ["O"]:
+            ports = [port("r_port_1", "read", bandwidth, ["O, tl", "O, th"]),
+                     port("w_port_1", "write", bandwidth, ["O, fh", "O, fl"])]
+        else:
+            ports = [port("r_port_1", "read", bandwidth, [f"{operands[0]}, tl"]),
+                     port("w_port_1", "write", bandwidth, [f"{operands[0]}, fh"])]
+        memories[name] = {"size": bits, "r_cost": pj, "w_cost": pj, "area": 0.0, "latency": 1, "operands": operands,
+                          "ports": ports, "served_dimensions": served}
+    return {"name": "systolic_32x32", "memories": memories,
+            "operational_array": {"unit_energy": 0.3, "unit_area": 1.0, "dimensions": ["D1", "D2"],
+                                  "sizes": [32, 32], "systolic_dimensions": ["D1", "D2"]}}
+
+
+def measure(command: list[str], limit: float, stdin: str = "", cwd: Path = ROOT) -> dict:
+    """Run a child to completion or `limit` seconds: wall time, its own peak RSS, stdout and stderr."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=cwd,
+                                 start_new_session=True)
+        timer = threading.Timer(limit, lambda: os.killpg(child.pid, signal.SIGKILL))
+        timer.start()
+        child.stdin.write(stdin.encode())
+        child.stdin.close()
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
+        timer.cancel()
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        text, errors = out.read().decode(), err.read().decode()
+    over = child.returncode == -signal.SIGKILL and wall >= limit
+    if child.returncode and not over:
+        sys.exit(f"{command[0]} failed ({child.returncode}):\n{errors[-3000:]}")
+    return {"wall": wall, "peak": usage.ru_maxrss / 1024, "over": over, "out": text, "err": errors}
+
+
+def accelsim(model: Path | str, arch: Path | str, limit: float, compat: str = "") -> dict:
+    run = measure([str(ACCELSIM_PY), "-c", ACCELSIM, str(model), str(arch), compat], limit)
+    return {**run, **({} if run["over"] else json.loads(run["out"].splitlines()[-1]))}
+
+
+def zigzag(venv: Path, model: Path, folder: Path, limit: float) -> dict:
+    run = measure([str(venv / "bin" / "python"), "-c", ZIGZAG, str(model), str(folder / "zz_hw.yaml"),
+                   str(folder / "zz_map.yaml"), str(folder / f"zz_out_{model.stem}")], limit, cwd=folder)
+    return {**run, **({} if run["over"] else json.loads(run["out"].splitlines()[-1]))}
+
+
+def scalesim(venv: Path, cfg: str, topology: str, gemm: bool, limit: float) -> dict:
+    group = [{"cfg": cfg, "topology": topology, "gemm": gemm}]
+    run = measure([str(venv / "bin" / "python"), "-c", SCALESIM_PRE + sc.DRIVER], limit, json.dumps(group))
+    cores = [float(line.split()[1]) for line in run["err"].splitlines() if line.startswith("core ")]
+    run["core"] = cores[-1] if cores else None
+    if not run["over"]:
+        report = json.loads(run["out"])[0]
+        run["layers"] = [int(total - stall) for _, _, total, stall in report]
+        run["compute"], run["cycles"] = sum(run["layers"]), int(sum(row[2] for row in report))
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small workloads; peer runs stop after 60 s")
+    parser.add_argument("--skip-zigzag", action="store_true")
+    parser.add_argument("--skip-scalesim", action="store_true")
+    parser.add_argument("--limit", type=float, help="seconds per peer run (default 900, --quick 60)")
+    parser.add_argument("--zigzag-venv", type=Path, default=Path("/tmp/zigzag-venv"))
+    parser.add_argument("--scalesim-venv", type=Path, default=Path("/tmp/scalesim-venv"))
+    args = parser.parse_args()
+    limit = args.limit or (60.0 if args.quick else 900.0)
+    size = 256 if args.quick else 1024
+    for skip, venv in ((args.skip_zigzag, args.zigzag_venv), (args.skip_scalesim, args.scalesim_venv)):
+        if not skip and not (venv / "bin" / "python").exists():
+            sys.exit(f"{venv} is missing; create it (see the docstring) or pass --skip-{venv.name.split('-')[0]}")
+    folder = Path(tempfile.mkdtemp(prefix="accelsim-peers-"))
+    layers = json.loads(measure([str(ACCELSIM_PY), "-c", SETUP, str(folder), str(size)], 600)["out"])
+    if args.quick:   # the small layers: layer4's convs and the fc
+        layers = [layer for layer in layers if layer[0] * layer[1] <= 15 * 15]
+    (folder / "zz_hw.yaml").write_text(json.dumps(hardware(), indent=1))
+    (folder / "zz_map.yaml").write_text(json.dumps(MAPPING, indent=1))
+    cfg = sc.CFG.format(rows=32, cols=32, dataflow="ws", bandwidth=10, mode="CALC")
+    (folder / "ws32.cfg").write_text(cfg)
+    (folder / "convs.csv").write_text(sc.topology("conv", [tuple(layer) for layer in layers]))
+    (folder / "gemm.csv").write_text(sc.topology("gemm", [(size, size, size)]))
+    onnx18, onnx_gemm, preset = folder / "resnet18.onnx", folder / "gemm.onnx", ROOT / "archs" / "systolic_32x32.yaml"
+    accelsim(onnx_gemm, preset, 600)   # warms numba's on-disk cache; not timed
+
+    # (workload, tool, thunk, the accelsim row a peer is set against)
+    plan = [("resnet18 b1 ONNX, 32x32 WS", "accelsim", lambda: accelsim(onnx18, preset, 600), None),
+            ("resnet18 b1 ONNX, 32x32 WS", "ZigZag", lambda: zigzag(args.zigzag_venv, onnx18, folder, limit), "accelsim")]
+    plan += [(f"resnet18 {len(layers)} convs topology, 32x32 WS", "accelsim compat",
+              lambda: accelsim(folder / "convs.csv", folder / "ws32.cfg", 600, "scalesim"), None),
+             (f"resnet18 {len(layers)} convs topology, 32x32 WS", "SCALE-Sim",
+              lambda: scalesim(args.scalesim_venv, cfg, (folder / "convs.csv").read_text(), False, limit), "accelsim compat")]
+    gemm_name = f"gemm {size}^3, 32x32 WS"
+    plan += [(gemm_name, "accelsim", lambda: accelsim(onnx_gemm, preset, 600), None),
+             (gemm_name, "accelsim compat", lambda: accelsim(folder / "gemm.csv", folder / "ws32.cfg", 600, "scalesim"), None),
+             (gemm_name, "ZigZag", lambda: zigzag(args.zigzag_venv, onnx_gemm, folder, limit), "accelsim"),
+             (gemm_name, "SCALE-Sim", lambda: scalesim(args.scalesim_venv, cfg, (folder / "gemm.csv").read_text(), True, limit),
+              "accelsim compat")]
+    if args.quick:
+        plan = [row for row in plan if not (row[1] == "ZigZag" and "resnet18" in row[0])]   # about 2 minutes
+    plan = [row for row in plan if not (row[1] == "ZigZag" and args.skip_zigzag or row[1] == "SCALE-Sim" and args.skip_scalesim)]
+
+    print(f"{'workload':34} {'tool':16} {'wall s':>9} {'core s':>9} {'peak MiB':>9} {'cycles':>13} "
+          f"{'compute cyc':>13} {'accelsim speed-up wall / core':>30}", flush=True)
+    results: dict[tuple[str, str], dict] = {}
+    for workload, tool, thunk, versus in plan:
+        r = results[workload, tool] = thunk()
+        core = f"{r['core']:9.3f}" if r.get("core") is not None else f"{'-':>9}"
+        wall = f"{'>' if r['over'] else ''}{r['wall']:.3f}"
+        speedup = ""
+        if versus:
+            ours = results[workload, versus]
+            speedup = f"{r['wall'] / ours['wall']:,.1f}x / " + (f"{r['core'] / ours['core']:,.0f}x" if r.get("core") else "-")
+            speedup = ("> " if r["over"] else "") + speedup + f" vs {versus}"
+        cycles = [f"{int(r[key]):13,}" if r.get(key) is not None else f"{'-':>13}" for key in ("cycles", "compute")]
+        print(f"{workload:34} {tool:16} {wall:>9} {core} {r['peak']:9.0f} {' '.join(cycles)} {speedup:>30}", flush=True)
+    print()
+    for (workload, tool), theirs in results.items():
+        ours = results.get((workload, "accelsim compat"))
+        if tool == "SCALE-Sim" and ours and "layers" in theirs:
+            equal = sum(a == b for a, b in zip(ours["layers"], theirs["layers"]))
+            verdict = "equal" if ours["layers"] == theirs["layers"] else "DIFFERENT"
+            print(f"{workload}: compute cycles accelsim compat {ours['compute']:,} vs SCALE-Sim {theirs['compute']:,}, "
+                  f"{equal}/{len(theirs['layers'])} layers equal: {verdict}")
+    print(f"inputs in {folder}")
+
+
+if __name__ == "__main__":
+    main()
