@@ -20,8 +20,9 @@ FIDELITIES = ("tile", "roofline")   # tile: map, codegen and the numba engine; r
 
 def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike | Arch = "tpu_v1",
         batch: int | None = None, dtype: str | DType | None = None, fidelity: str = "tile",
-        compat: str | None = None, **model_options) -> Result:
+        compat: str | None = None, trace: bool = False, **model_options) -> Result:
     """Simulate `model` (zoo name, .onnx path or Graph) on `arch` (preset name, YAML path or Arch).
+    `trace` keeps the whole timeline (Result.timeline, for accelsim.trace) at the cost of memory.
 
     `dtype` is the dtype the hardware computes in; by default the arch's native one (int8 on TPU v1).
     `compat="scalesim"` prices each Einsum's compute cycles as SCALE-Sim v3 does (accelsim.scalesim).
@@ -29,18 +30,20 @@ def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike |
     if fidelity not in FIDELITIES:
         raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
     if compat not in (None, "scalesim"):   # checked before the tile engine hands it to a compute model
-        raise UserError(f"unknown compat {compat!r}; known: scalesim")
-    if compat not in (None, "scalesim"):
-        raise UserError(f"compat {compat!r} is not available; choose scalesim (SCALE-Sim v3's compute cycles)")
+        raise UserError(f"unknown compat {compat!r}; known: scalesim (SCALE-Sim v3's compute cycles)")
     hw = arch if isinstance(arch, Arch) else load_arch(arch)
     target = DType.parse(dtype) if isinstance(dtype, str) else dtype or hw.native_dtype
     graph = load_model(model, batch=batch, **model_options)
     ir = compile_graph(graph, Options(dtype=target))
     timeline = None
-    if fidelity == "tile":
+    if fidelity == "tile" and trace:
         from accelsim.tile import simulate
 
         ops, timeline = simulate(ir, hw, compat=compat)
+    elif fidelity == "tile":
+        from accelsim.tile import simulate_ops
+
+        ops = simulate_ops(ir, hw, compat=compat)
     else:
         from accelsim.roofline import estimate
 

@@ -135,7 +135,7 @@ def _run(args) -> int:
     _positive("batch", args.batch)
     _positive("seq", args.seq)
     result = run(args.model, arch=args.arch, batch=args.batch, dtype=args.dtype, fidelity=args.fidelity,
-                 compat=args.compat, **_model_options(args))
+                 compat=args.compat, trace=bool(args.trace), **_model_options(args))
     if args.json:
         _write(args.json, result.to_json())
     if args.csv:

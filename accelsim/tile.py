@@ -6,13 +6,13 @@ Orchestration only: the Arch and Program are unpacked here into the plain arrays
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from compiler.codegen import Code, generate
 from compiler.ir import IR, Einsum, IROp, Kind, Move
-from compiler.mapping import Mapping
+from compiler.mapping import Mapping, op_signature
 from compiler.program import COMPUTE, LOAD, STORE
 from accelsim import compute
 from accelsim.arch import Arch
@@ -40,8 +40,31 @@ def mappings_for(ir: IR, arch: Arch, budget: int | None = None, compat: str | No
     return map_ir(ir, arch, reporter(arch, ir, compat), budget or DEFAULT_BUDGET)
 
 
+def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping] | None = None, budget: int | None = None,
+                 compat: str | None = None) -> list[OpResult]:
+    """Per-op results without a timeline, one op's Program in memory at a time. Ops run one after another
+    with nothing overlapping across them, so an op simulated alone takes what it takes in sequence, and
+    ops with the same signature and mapping (a decoder's 32 identical layers) are simulated once."""
+    mappings = mappings if mappings is not None else mappings_for(ir, arch, budget, compat)
+    done: dict[tuple, OpResult] = {}
+    results, clock = [], 0
+    for op in ir.ops:
+        mapping = mappings.get(op.name)
+        key = (op_signature(op), getattr(op, "axes", None), getattr(op, "ops_per_element", None), op.op,
+               op.kind, getattr(op, "view", None), mapping and replace(mapping, op=""))
+        if key not in done:
+            alone = replace(ir, ops=[op])
+            (done[key],), _ = simulate(alone, arch, {op.name: mappings[op.name]}, compat=compat)
+        first = done[key]
+        start = None if first.start_cycle is None else clock
+        results.append(replace(first, name=op.name, node=op.node, start_cycle=start))
+        clock += first.cycles
+    return results
+
+
 def simulate(ir: IR, arch: Arch, mappings: dict[str, Mapping] | None = None, budget: int | None = None,
              compat: str | None = None) -> tuple[list[OpResult], Timeline]:
+    """Every op's Program at once, with the timeline a trace draws."""
     mappings = mappings if mappings is not None else mappings_for(ir, arch, budget, compat)
     code = generate(ir, arch, mappings)
     program = code.program

@@ -38,7 +38,7 @@ def _einsum(op: Einsum, arch) -> Iterator[Mapping]:
     for flow, targets, inner_first in _targets(unit, op):
         if targets is None and tilings:
             break
-        step = _shrink_to_fit(sizes, levels[-1], _split(groups, extents, targets or {}), groups, inner_first,
+        step = _shrink_to_fit(sizes, levels[1:], _split(groups, extents, targets or {}), groups, inner_first,
                               extents)
         if isinstance(step, Overflow):
             problem = step if targets is None else problem or step     # report the smallest tile's
@@ -99,11 +99,14 @@ def _split(groups, extents, targets) -> dict[str, int]:
     return tile
 
 
-def _shrink_to_fit(sizes, level, step, groups, inner_first, extents):
-    """Halve the step, `inner_first` groups first, until the innermost level holds it."""
+def _shrink_to_fit(sizes, levels, step, groups, inner_first, extents):
+    """Halve the step, `inner_first` groups first, until every on-chip level on the operands' paths holds
+    it (each level's tile is at least the step: a strided conv's input halo may not fit where the
+    innermost level's outputs do)."""
     order = list(inner_first) + [g for g in "kmnb" if g not in inner_first]
     while True:
-        problem = sizes.overflow(level, step, True, {})
+        problem = next((p for p in (sizes.overflow(level, step, True, {}) for level in reversed(levels))
+                        if p is not None), None)
         if problem is None:
             return step
         dim = next((d for g in order for d in groups[g] if step[d] > 1), None)

@@ -5,7 +5,7 @@ import json
 import pytest
 
 import accelsim
-from accelsim.arch import preset_names
+from accelsim.arch import load_arch, preset_names
 from accelsim.cli import main
 from compiler.zoo import MODELS
 
@@ -108,3 +108,19 @@ def test_trace_needs_the_tile_fidelity(tmp_path, capsys):
     assert main(["run", "resnet18", "--opt", "image=32", "--fidelity", "roofline", "--trace",
                  str(tmp_path / "t.json")]) == 2
     assert "--fidelity tile" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("model, arch, options", [
+    ("resnet18", "tpu_v1", {"image": 64}), ("gpt2", "h100", {"layers": 2, "seq": 32}),
+    ("bert_base", "systolic_8x8", {"layers": 1, "seq": 16}),
+])
+def test_op_by_op_equals_the_whole_program(model, arch, options):
+    # The default path simulates one op at a time and repeated ops once; it must change no number.
+    from accelsim.tile import simulate, simulate_ops
+    from compiler.pipeline import Options, compile_graph
+
+    hw = load_arch(arch)
+    ir = compile_graph(accelsim.load_model(model, **options), Options(dtype=hw.native_dtype))
+    whole, _ = simulate(ir, hw)
+    alone = simulate_ops(ir, hw)
+    assert [r.to_dict() for r in alone] == [r.to_dict() for r in whole]

@@ -169,3 +169,22 @@ def test_resnet18_maps_quickly():
     start = time.perf_counter()
     map_ir(ir, arch, reporter(arch, ir), cache=Cache())
     assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.parametrize("arch_name", preset_names())
+def test_no_layer_falls_back_to_tiny_steps(arch_name):
+    # A strided conv whose input halo overflows a small SRAM once fell back to one MAC per step: 6.9 M
+    # tiles for one ResNet-18 layer on a 32x32 array. Every step must fit every level, and stay coarse.
+    import math
+
+    from accelsim.cost import reporter
+    from compiler.pipeline import Options, compile_graph
+
+    arch = load_arch(arch_name)
+    for model, options in (("resnet18", {}), ("bert_base", {"layers": 1})):
+        ir = compile_graph(load_model(model, **options), Options(dtype=arch.native_dtype))
+        mappings = map_ir(ir, arch, reporter(arch, ir), cache=None)
+        for op in ir.ops:
+            mapping = mappings[op.name]
+            steps = math.prod(math.prod(mapping.trips(i).values()) for i in range(len(mapping.levels)))
+            assert steps <= 100_000, (op.name, steps, mapping.text())   # an 8x8 array needs ~35k
