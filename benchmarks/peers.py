@@ -4,23 +4,44 @@ Each tool runs in a fresh child process: accelsim from .venv, each peer from its
 theirs is imported here or kept in the repository; their inputs are written to a temp dir at run time).
   python3 -m venv /tmp/zigzag-venv && /tmp/zigzag-venv/bin/pip install zigzag-dse six        (3.9.1 here)
   python3 -m venv /tmp/scalesim-venv && /tmp/scalesim-venv/bin/pip install scalesim 'numpy<2.4'
-  .venv/bin/python benchmarks/peers.py [--quick] [--skip-zigzag] [--skip-scalesim] [--limit SECONDS]
+  .venv/bin/python benchmarks/peers.py [--quick] [--skip-zigzag] [--skip-scalesim] [--limit S] [--keep]
 wall s: the child process from start to exit (interpreter, imports, file parsing, search, simulation, its
 output files); core s: the tool's own call inside it (accelsim.api.run, ZigZag's get_hardware_performance_zigzag,
 SCALE-Sim's run_scale); peak MiB: the child's high-water RSS (os.wait4). The speed-up is the peer's time over
-the accelsim row it is set against, wall / core. accelsim's numba cache is warmed by one untimed run first.
+the accelsim row it is set against ("vs"), wall / core. accelsim's numba cache is warmed by one untimed run first.
 Workloads: ResNet-18 b1 as accelsim exports it to ONNX (ZigZag: a 32x32 int8 WS array with the preset's SRAM
 and DRAM sizes and per-cycle bandwidths, mapping K x C on the array; BatchNorm/Relu/Add/pools are ZigZag
 DummyNodes, free); ResNet-18's 20 convs and its fc as a SCALE-Sim conv topology (padded input sizes chosen so
 the output sizes and MACs equal the ONNX model's) on a 32x32 WS .cfg, SCALE-Sim against accelsim
 --compat scalesim, whose compute cycles must equal SCALE-Sim's total minus stall, layer by layer; a 1024^3
 GEMM, both ways.
+
+Measured on 2026-11-30, this 2-core machine (accelsim at ab3d2ec..6a8313d, the same cycles at both; ZigZag 3.9.1,
+SCALE-Sim 3.0.0; other sessions' jobs running beside it): .venv/bin/python benchmarks/peers.py
+  workload              tool              wall s   core s  2nd s peak MiB      cycles compute cyc speed-up wall / core
+  resnet18 b1 onnx      accelsim            1.86    0.856  0.239      262   5,948,679   3,978,322
+  resnet18 b1 onnx      ZigZag            113.74  111.158      -      248   2,953,980   2,885,632 61.2x / 130x vs accelsim
+  resnet18 21 convs csv accelsim compat     1.90    0.868  0.195      203   6,618,144   2,855,031
+  resnet18 21 convs csv SCALE-Sim         707.16  706.617      -     6189   2,855,031   2,855,031 373x / 814x vs compat
+  gemm 1024^3           accelsim            1.82    0.932  0.029      171   1,736,306   1,241,088
+  gemm 1024^3           accelsim compat     1.67    0.775  0.021      165  18,106,003   1,144,831
+  gemm 1024^3           ZigZag              7.94    5.245      -      169   1,059,644   1,048,576 4.4x / 5.6x vs accelsim
+  gemm 1024^3           SCALE-Sim         403.13  402.854      -     3478   1,144,831   1,144,831 241x / 520x vs compat
+  resnet18 21 convs csv: compute cycles accelsim compat 2,855,031 vs SCALE-Sim 2,855,031, 21/21 layers equal: equal
+  gemm 1024^3: compute cycles accelsim compat 1,144,831 vs SCALE-Sim 1,144,831, 1/1 layers equal: equal
+accelsim's core s includes loading numba's cached kernels (about 0.6 s, once per process); 2nd s is the warm
+figure the speed targets mean. The cycles differ by model, not by error: ZigZag prices only Conv/Gemm (the rest
+are free DummyNodes), has no DRAM latency, and its compute cycles (ideal_temporal_cycle) are MACs over the
+spatially used PEs, without fill, drain or weight loads; accelsim costs every op, vector ones included, with
+fill/skew/drain, weight loading and 100 ns DRAM. SCALE-Sim's total (its .cfg: 10 words per cycle, CALC
+interface) and accelsim compat's total differ as their memory models do; only the compute cycles must agree.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,7 +71,7 @@ g = load_model("resnet18", batch=1)
 layers = []
 for n in g.nodes:
     if n.op == "Conv":
-        (_, c, _, _), (k, _, r, s), (_, _, p, q) = (g.tensors[t].shape for t in (n.inputs[0], n.inputs[1], n.outputs[0]))
+        (_, c, _, _), (k, _, r, s), (_, _, p, q) = (g.tensors[t].shape for t in (*n.inputs[:2], n.outputs[0]))
         st = n.attr("strides")[0]
         layers.append([(p - 1) * st + r, (q - 1) * st + s, r, s, c, k, st])
     elif n.op == "Gemm":
@@ -127,7 +148,7 @@ def hardware() -> dict:
         if len(operands) > 1:
             ports = [port("rw_port_1", "read_write", bandwidth, [f"{o}, {d}" for o in operands for d in ("fh", "tl")]
                           + ["O, fl", "O, th"])]
-        elif name == "rf_o":   # an accumulator register: partial sums in and out in the same cycle, as ZigZag's examples
+        elif name == "rf_o":   # an accumulator: partial sums in and out in one cycle, as in ZigZag's examples
             ports = [port(f"{kind[0]}_port_{i + 1}", kind, bandwidth, [f"O, {d}"])
                      for kind, ways in (("read", ("tl", "th")), ("write", ("fh", "fl"))) for i, d in enumerate(ways)]
         elif operands == ["O"]:
@@ -199,6 +220,7 @@ def main() -> None:
     parser.add_argument("--skip-zigzag", action="store_true")
     parser.add_argument("--skip-scalesim", action="store_true")
     parser.add_argument("--limit", type=float, help="seconds per peer run (default 900, --quick 60)")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir of inputs and peer outputs")
     parser.add_argument("--zigzag-venv", type=Path, default=Path("/tmp/zigzag-venv"))
     parser.add_argument("--scalesim-venv", type=Path, default=Path("/tmp/scalesim-venv"))
     args = parser.parse_args()
@@ -221,38 +243,41 @@ def main() -> None:
     accelsim(onnx_gemm, preset, 600)   # warms numba's on-disk cache; not timed
 
     # (workload, tool, thunk, the accelsim row a peer is set against)
+    convs, gemm, ws32 = f"resnet18 {len(layers)} convs csv", f"gemm {size}^3", folder / "ws32.cfg"
     plan = [("resnet18 b1 onnx", "accelsim", lambda: accelsim(onnx18, preset, 600), None),
-            ("resnet18 b1 onnx", "ZigZag", lambda: zigzag(args.zigzag_venv, onnx18, folder, limit), "accelsim")]
-    plan += [(f"resnet18 {len(layers)} convs csv", "accelsim compat",
-              lambda: accelsim(folder / "convs.csv", folder / "ws32.cfg", 600, "scalesim"), None),
-             (f"resnet18 {len(layers)} convs csv", "SCALE-Sim",
-              lambda: scalesim(args.scalesim_venv, cfg, (folder / "convs.csv").read_text(), False, limit), "accelsim compat")]
-    gemm_name = f"gemm {size}^3"
-    plan += [(gemm_name, "accelsim", lambda: accelsim(onnx_gemm, preset, 600), None),
-             (gemm_name, "accelsim compat", lambda: accelsim(folder / "gemm.csv", folder / "ws32.cfg", 600, "scalesim"), None),
-             (gemm_name, "ZigZag", lambda: zigzag(args.zigzag_venv, onnx_gemm, folder, limit), "accelsim"),
-             (gemm_name, "SCALE-Sim", lambda: scalesim(args.scalesim_venv, cfg, (folder / "gemm.csv").read_text(), True, limit),
-              "accelsim compat")]
+            ("resnet18 b1 onnx", "ZigZag", lambda: zigzag(args.zigzag_venv, onnx18, folder, limit), "accelsim"),
+            (convs, "accelsim compat", lambda: accelsim(folder / "convs.csv", ws32, 600, "scalesim"), None),
+            (convs, "SCALE-Sim", lambda: scalesim(args.scalesim_venv, cfg, (folder / "convs.csv").read_text(), False,
+                                                  limit), "accelsim compat"),
+            (gemm, "accelsim", lambda: accelsim(onnx_gemm, preset, 600), None),
+            (gemm, "accelsim compat", lambda: accelsim(folder / "gemm.csv", ws32, 600, "scalesim"), None),
+            (gemm, "ZigZag", lambda: zigzag(args.zigzag_venv, onnx_gemm, folder, limit), "accelsim"),
+            (gemm, "SCALE-Sim", lambda: scalesim(args.scalesim_venv, cfg, (folder / "gemm.csv").read_text(), True,
+                                                 limit), "accelsim compat")]
     if args.quick:   # ZigZag takes about 2 minutes on ResNet-18
         plan = [row for row in plan if "onnx" not in row[0]]
-    plan = [row for row in plan if not (row[1] == "ZigZag" and args.skip_zigzag or row[1] == "SCALE-Sim" and args.skip_scalesim)]
+    skip = {"ZigZag": args.skip_zigzag, "SCALE-Sim": args.skip_scalesim}
+    plan = [row for row in plan if not skip.get(row[1])]
 
     print("all on a 32x32 int8 weight-stationary array; 2nd s: accelsim's run again in its process, mappings "
           "searched afresh")
-    print(f"{'workload':21} {'tool':15} {'wall s':>9} {'core s':>8} {'2nd s':>7} {'peak MiB':>8} {'cycles':>12} "
-          f"{'compute cyc':>12}  accelsim speed-up, wall / core", flush=True)
+    print(f"{'workload':21} {'tool':15} {'wall s':>8} {'core s':>8} {'2nd s':>6} {'peak MiB':>8} {'cycles':>11} "
+          f"{'compute cyc':>11} speed-up wall / core", flush=True)
     results: dict[tuple[str, str], dict] = {}
     for workload, tool, thunk, versus in plan:
         r = results[workload, tool] = thunk()
-        number = lambda key, width, form: format(r[key], form).rjust(width) if r.get(key) is not None else "-".rjust(width)  # noqa: E731
+
+        def number(key: str, width: int, form: str) -> str:
+            return (format(r[key], form) if r.get(key) is not None else "-").rjust(width)
+
         speedup = ""
         if versus:
             ours = results[workload, versus]
             speedup = (f"{'> ' if r['over'] else ''}{ratio(r['wall'], ours['wall'])} / "
-                       + (ratio(r["core"], ours["core"]) if r.get("core") else "-") + f" (vs {versus})")
+                       + (ratio(r["core"], ours["core"]) if r.get("core") else "-") + f" vs {versus.split()[-1]}")
         wall = ("> " if r["over"] else "") + f"{r['wall']:.2f}"
-        print(f"{workload:21} {tool:15} {wall:>9} {number('core', 8, '.3f')} {number('again', 7, '.3f')} "
-              f"{r['peak']:8.0f} {number('cycles', 12, ',.0f')} {number('compute', 12, ',.0f')}  {speedup}", flush=True)
+        print(f"{workload:21} {tool:15} {wall:>8} {number('core', 8, '.3f')} {number('again', 6, '.3f')} "
+              f"{r['peak']:8.0f} {number('cycles', 11, ',.0f')} {number('compute', 11, ',.0f')} {speedup}".rstrip(), flush=True)
     print()
     for (workload, tool), theirs in results.items():
         ours = results.get((workload, "accelsim compat"))
@@ -261,7 +286,10 @@ def main() -> None:
             verdict = "equal" if ours["layers"] == theirs["layers"] else "DIFFERENT"
             print(f"{workload}: compute cycles accelsim compat {ours['compute']:,} vs SCALE-Sim {theirs['compute']:,}, "
                   f"{equal}/{len(theirs['layers'])} layers equal: {verdict}")
-    print(f"inputs in {folder}")
+    if args.keep:
+        print(f"inputs and ZigZag's outputs in {folder}")
+    else:
+        shutil.rmtree(folder)
 
 
 if __name__ == "__main__":
