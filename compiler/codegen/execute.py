@@ -2,7 +2,8 @@
 
 Invariant: each Einsum tile evaluates only its own slice of the loop space (operand indices shifted by the
 tile's start) and the tiles add up into the output; each vector chunk computes from its own operand slices.
-A Move is a byte copy: its chunks copy ranges of the copied tensor (there is no arithmetic to tile).
+A Move only places elements: its map from output to source elements is traced once (the copy run on
+element numbers), and each chunk then gathers just the source elements it needs.
 """
 from __future__ import annotations
 
@@ -85,14 +86,37 @@ def _tile(op: Einsum, args: list[np.ndarray], at: dict, size: dict):
 
 def vector_tiled(op: IROp, tiles: Tiles, args: list[np.ndarray]) -> np.ndarray:
     out = np.zeros(op.output.shape, op.output.dtype.numpy)
-    whole = op.reference(args) if isinstance(op, Move) else None
+    source = _element_map(op, args) if isinstance(op, Move) else None
     for start, extent in zip(tiles.start, tiles.extent):
         lo, n = int(start[tiles.axis]), int(extent[tiles.axis])
         where = tuple(slice(int(s), int(s + e)) for s, e in zip(start, extent))[:len(op.output.shape)]
-        if whole is not None:
-            out[where] = np.asarray(whole)[where]
+        if source is not None:
+            numbers, data = source
+            out[where] = data[numbers[where]]     # this chunk's own source elements, nothing else
             continue
         axis = output_axis_to_input(op, tiles.axis)
         parts = [np.take(a, range(lo, lo + n), axis=axis) if cut else a for a, cut in zip(args, tiles.inputs_sliced)]
         out[where] = op.reference(parts)
     return out
+
+
+def _element_map(op: Move, args: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(for each output element, the number of the source element it copies; all data elements, flat).
+
+    Data inputs (what a copy moves: floats, bools, int8/int16 activations) are replaced by their element
+    numbers, offset so that every input has its own range, and the copy run on those; 32- and 64-bit
+    integer inputs keep their values, since a Gather or a Slice reads them as positions (ONNX indices and
+    shapes are int64; quantized data is int8).
+    """
+    traced, data, offset = [], [], 0
+    for a in args:
+        a = np.asarray(a)
+        if a.dtype.kind in "fb" or (a.dtype.kind in "iu" and a.dtype.itemsize < 4):
+            traced.append(np.arange(offset, offset + a.size, dtype=np.int64).reshape(a.shape))
+            data.append(a.reshape(-1))
+            offset += a.size
+        else:
+            traced.append(a)
+    numbers = np.asarray(op.reference(traced))
+    flat = np.concatenate(data) if data else np.zeros(0)
+    return numbers, flat

@@ -140,3 +140,32 @@ def test_rows_follow_tiles_not_macs():
     assert small[0] <= 8 * small[1] and big[0] <= 8 * big[1]     # a few transfers per compute
     assert big[1] <= 4 * small[1]                                # 4x the MACs, at most 4x the rows
     assert small[1] < 1024 ** 3 // (32 * 32 * 32)               # far fewer rows than array folds x k-steps
+
+
+@pytest.mark.parametrize("arch_name, dtype", [("tpu_v1", DType.int8), ("h100", DType.bf16), ("xeon_spr", DType.fp32)])
+def test_moves_run_tile_by_tile(arch_name, dtype):
+    # Transpose, Concat, Slice, Split, Gather (an embedding) and Expand on ragged shapes: each chunk is
+    # gathered from its own source elements, and must equal the reference copy.
+    from compiler.builder import Builder
+
+    b = Builder("moves")
+    x = b.input("x", (3, 37, 29))
+    ids = b.input("ids", (2, 7), DType.int64)
+    t = b.node("Transpose", [x], perm=[2, 0, 1])
+    c = b.node("Concat", [x, b.node("Relu", [x])], axis=1)
+    s = b.node("Slice", [c, b.const([1, 3]), b.const([3, 70]), b.const([0, 1]), b.const([1, 2])])
+    halves = b.node("Split", [x, b.const([20, 17])], outputs=2, axis=1)
+    g = b.node("Gather", [b.weight("table", (11, 29)), ids], axis=0)
+    e = b.node("Expand", [b.node("Relu", [halves[1]]), b.const([2, 3, 17, 29])])
+    graph = b.build([t, s, g, e, halves[0]])
+    arch = load_arch(arch_name)
+    ir = compile_graph(graph, Options(dtype=dtype))
+    code = generate(ir, arch, mappings_for(ir, arch))
+    feeds = {"x": np.random.default_rng(1).standard_normal((3, 37, 29)).astype(np.float32),
+             "ids": np.array([[0, 3, 10, 2, 2, 7, 1], [5, 5, 9, 0, 4, 6, 8]])}
+    if not dtype.is_float:
+        feeds["x"] = (feeds["x"] * 40).astype(np.int8)
+    moves = [op for op, tiles in zip(ir.ops, code.tiles) if op.kind == Kind.move and tiles is not None]
+    assert {op.op for op in moves} >= {"Transpose", "Concat", "Slice", "Split", "Gather", "Expand"}
+    assert any(len(tiles.start) > 1 for op, tiles in zip(ir.ops, code.tiles) if op in moves), "chunked"
+    assert Kind.move in check_every_op(ir, code, feeds)
