@@ -12,7 +12,7 @@ from compiler.dtypes import DType
 from compiler.ir import IR, IROp, Kind, Move
 from compiler.placement import op_home, role_path
 from accelsim.arch import Arch
-from compiler.map.legal import compute_dtype, pick_unit  # noqa: F401  (re-exported for accelsim.tile)
+from compiler.map.legal import compute_dtype, pick_unit
 from accelsim.result import OpResult
 
 

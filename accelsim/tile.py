@@ -18,7 +18,8 @@ from accelsim import compute
 from accelsim.arch import Arch
 from accelsim.engine import attribute, schedule
 from accelsim.result import OpResult
-from accelsim.roofline import compute_dtype, estimate_op, pick_unit
+from accelsim.roofline import estimate_op
+from compiler.map.legal import compute_dtype, pick_unit
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import pytest
 import accelsim
 from accelsim.arch import ArchError, Kind, load_arch, preset_names
 from accelsim.compute import gemm_parts, matrix_cycles, simd, simt, vector_cycles, widen
-from accelsim.roofline import pick_unit
+from compiler.map.legal import pick_unit
 from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.ir import Kind as OpKind
