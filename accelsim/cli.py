@@ -13,7 +13,7 @@ from pathlib import Path
 
 from compiler.errors import UserError
 
-EXIT_USAGE, EXIT_INTERNAL = 2, 3
+EXIT_MISMATCH, EXIT_USAGE, EXIT_INTERNAL = 1, 2, 3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,6 +81,18 @@ def _parser() -> argparse.ArgumentParser:
     mp.add_argument("--dtype", help="the dtype the hardware computes in (default: the arch's native one)")
     mp.add_argument("--budget", type=int, metavar="N", help="mapping candidates costed per op")
     mp.set_defaults(handler=_map)
+
+    co = sub.add_parser("cosim", help="run one layer through the Verilog systolic core in rtl/ and compare it, "
+                        "tile by tile, with the cycle-level and tile-level models")
+    _model_args(co, default=None)
+    co.add_argument("--layer", required=True, metavar="NAME", help="a convolution or matrix layer (IR op or node name)")
+    co.add_argument("--arch", default="systolic_8x8", help="a preset describing the RTL core (default: systolic_8x8)")
+    co.add_argument("--sim", default="icarus", choices=["icarus", "verilator"], help="RTL simulator (default: icarus)")
+    co.add_argument("--seed", type=int, default=0, help="seed of the random int8 input and weights (default 0)")
+    co.add_argument("--waves", metavar="FILE", help="write the RTL's waveform (Icarus: FST, Verilator: VCD)")
+    co.add_argument("--vcd", metavar="FILE.vcd", help="write the cycle-level model's waveform, same signal names")
+    co.add_argument("--tiles", type=int, default=12, metavar="N", help="tiles to list (default 12; totals cover all)")
+    co.set_defaults(handler=_cosim)
 
     sub.add_parser("archs", help="list the hardware presets").set_defaults(handler=_archs)
     arch = sub.add_parser("arch", help="work with arch files").add_subparsers(dest="arch_command",
@@ -221,6 +233,16 @@ def _map(args) -> int:
         moved = ", ".join(f"{name} {n:,} B" for name, n in traffic(mapping, op, arch).items())
         print(f"{mapping.text()}\n# estimate: {report(mapping):,.0f} cycles; traffic: {moved or 'none'}\n")
     return 0
+
+
+def _cosim(args) -> int:
+    from accelsim.rtl.cosim import cosim
+
+    _positive("batch", args.batch)
+    report = cosim(args.model, args.layer, args.arch, sim=args.sim, batch=args.batch, seed=args.seed,
+                   waves=args.waves, vcd=args.vcd, **_model_options(args))
+    print(report.text(limit=args.tiles))
+    return EXIT_MISMATCH if report.mismatch else 0
 
 
 def _arch_convert(args) -> int:

@@ -59,7 +59,8 @@ def matrix_cycles(m, n, k, unit, arch, mapping, dtype, compat=None) -> np.ndarra
     elif compat is None:
         per_cycle = dict(unit.per_cycle).get(dtype, array.pes) if dtype is not None else array.pes
         slow = -(-array.pes // per_cycle)
-        cycles = native_cycles(m, n, k, array.rows, array.cols, dataflow, array.weight_buffers, slow)
+        cycles = native_cycles(m, n, k, array.rows, array.cols, dataflow, array.weight_buffers, slow,
+                               array.io_registers)
     else:
         raise ValueError(f"unknown compat {compat!r}; known: 'scalesim'")
     if unit.clock_hz == arch.clock_hz:
@@ -79,14 +80,20 @@ def folds_and_stream(m, n, k, rows: int, cols: int, dataflow: str):
     raise ValueError(f"unknown dataflow {dataflow!r}; known: {', '.join(DATAFLOWS)}")
 
 
-def native_cycles(m, n, k, rows: int, cols: int, dataflow: str, weight_buffers: int = 1, slow: int = 1) -> np.ndarray:
-    """accelsim's model: load, skew, stream, drain per fold; loads under streams when double-buffered."""
+def native_cycles(m, n, k, rows: int, cols: int, dataflow: str, weight_buffers: int = 1, slow: int = 1,
+                  io_registers: int = 0) -> np.ndarray:
+    """accelsim's model: load, skew, stream, drain per fold; loads under streams when double-buffered.
+
+    `io_registers` adds the pipeline registers a real core has beyond the PE grid. For rtl/systolic_core.v
+    (docs/rtl.md: activation input, de-skew output and accumulator registers, 3) this is exactly the cycles
+    from its first weight row to its last output row, equal to the RTL and the cycle-level model
+    (accelsim/engine/systolic_cycle.py) for every tile GEMM run back to back from an idle core."""
     folds, stream = folds_and_stream(m, n, k, rows, cols, dataflow)
     # An empty GEMM (an extent 0) takes no time; a WS fold count does not see m = 0, so ask all three.
     empty = (np.asarray(m) == 0) | (np.asarray(n) == 0) | (np.asarray(k) == 0)
     stream = stream * slow
     load = rows
-    pipeline = (rows - 1) + (cols - 1)
+    pipeline = (rows - 1) + (cols - 1) + io_registers
     if weight_buffers >= 2:
         cycles = load + (folds - 1) * np.maximum(stream, load) + stream + pipeline
     else:

@@ -73,7 +73,9 @@ def _targets(unit, op: Einsum):
     if unit.array is not None:
         for flow in unit.dataflows:
             rows, cols, stream = SYSTOLIC[flow.value]
-            yield flow.value, {"b": 1, rows: unit.array.rows, cols: unit.array.cols, stream: None}, (stream, "b")
+            # A WS tile streams its rows into accumulators of `accumulator_rows` rows (rtl/systolic_core.v).
+            depth = unit.array.accumulator_rows if flow.value == "ws" and unit.array.accumulator_rows else None
+            yield flow.value, {"b": 1, rows: unit.array.rows, cols: unit.array.cols, stream: depth}, (stream, "b")
     else:
         blocks = SIMT_BLOCKS if unit.limits is not None else SIMD_BLOCKS
         for m, n, k in blocks:

@@ -13,7 +13,7 @@ from compiler.dtypes import DType
 
 def unit_of(rows: int, cols: int, buffers: int, dataflow: str = "ws"):
     """A bare array unit on a 1 Hz arch (unit clock = arch clock: cycles pass through unconverted)."""
-    array = SimpleNamespace(rows=rows, cols=cols, weight_buffers=buffers, pes=rows * cols)
+    array = SimpleNamespace(rows=rows, cols=cols, weight_buffers=buffers, pes=rows * cols, io_registers=0)
     unit = SimpleNamespace(array=array, per_cycle=((DType.int8, rows * cols),), dataflows=(dataflow,), clock_hz=1.0)
     return unit, SimpleNamespace(clock_hz=1.0)
 

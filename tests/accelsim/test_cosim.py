@@ -1,0 +1,74 @@
+"""`accelsim cosim`: a real convolution layer through the RTL, compared with the cycle-level and tile-level models."""
+import os
+
+import numpy as np
+import pytest
+
+from accelsim.cli import main
+from accelsim.rtl import cosim as cosim_module, runner
+
+SMALL_RESNET = ["--opt", "image=32", "--opt", "width=0.25"]
+
+
+def _needs_icarus():
+    try:
+        runner._runner("icarus")
+    except runner.RTLError as e:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(e))
+
+
+def test_resnet18_conv_through_the_rtl_agrees_tile_by_tile(capsys, tmp_path):
+    _needs_icarus()
+    vcd = tmp_path / "model.vcd"
+    code = main(["cosim", "resnet18", *SMALL_RESNET, "--layer", "layer1.0/conv1", "--arch", "systolic_8x8",
+                 "--sim", "icarus", "--vcd", str(vcd)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "layer1.0/conv1" in out and "equal in all three" in out
+    total = next(line for line in out.splitlines() if line.lstrip().startswith("total")).split()
+    engine = next(line for line in out.splitlines() if line.startswith("tile-level engine"))
+    assert total[1] == total[2] == total[3] and total[1] in engine
+    assert vcd.read_text().startswith("$date") or "$timescale" in vcd.read_text()[:500]
+
+
+def test_a_wrong_output_names_tile_cycle_and_value(monkeypatch, capsys):
+    """Where the RTL and the models part, the exit is non-zero and names the first differing tile and value."""
+    _needs_icarus()
+    real = runner.simulate
+
+    def corrupted(stim, *args, **kwargs):
+        run = real(stim, *args, **kwargs)
+        run.outcome.y_data[100, 3] += 1        # one bit of one output of one tile, as a broken PE would
+        return run
+
+    monkeypatch.setattr(cosim_module.runner, "simulate", corrupted)
+    code = main(["cosim", "resnet18", *SMALL_RESNET, "--layer", "layer1.0/conv1", "--arch", "systolic_8x8"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "MISMATCH tile 1, output row 36, column 3" in out and "RTL" in out and "numpy" in out
+
+
+def test_an_arch_unlike_the_rtl_is_refused(capsys):
+    assert main(["cosim", "resnet18", *SMALL_RESNET, "--layer", "conv1", "--arch", "tpu_v1"]) == 2
+    err = capsys.readouterr().err
+    assert "does not describe the core in rtl/" in err and "io_registers is 0" in err
+
+
+def test_a_layer_that_is_not_a_matrix_layer_is_named(capsys):
+    assert main(["cosim", "resnet18", *SMALL_RESNET, "--layer", "relu", "--arch", "systolic_8x8"]) == 2
+    assert "relu" in capsys.readouterr().err
+
+
+def test_gather_reads_zero_padding_like_the_conv():
+    """The GEMM operands a conv tile streams are its im2col: padding reads zero."""
+    x = np.arange(1, 10, dtype=np.int8).reshape(1, 1, 3, 3)
+    from compiler.ir import Axis
+
+    axes = (Axis.of("n"), Axis.of("c"), Axis((("p", 1), ("r", 1)), -1), Axis((("q", 1), ("s", 1)), -1))
+    ranges = {d: np.arange(3) for d in ("p", "q", "r", "s")} | {"n": np.arange(1), "c": np.arange(1)}
+    a = cosim_module._gather(x, axes, ("n", "p", "q"), ("c", "r", "s"), ranges)
+    assert a.shape == (9, 9)
+    assert list(a[0]) == [0, 0, 0, 0, 1, 2, 0, 4, 5]      # output (0, 0) sees the top-left corner and padding
+    assert list(a[4]) == list(range(1, 10))               # the centre sees the whole image
