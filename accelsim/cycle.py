@@ -108,13 +108,6 @@ def write_vcd(path, stim: Stimulus, outcome: Outcome, waves: Waves, reset_cycles
         vcd.finish()
 
 
-def closed_form_cycles(m: int, n: int, k: int, rows: int, cols: int) -> int:
-    """docs/rtl.md's closed form for a tile GEMM run back to back from an idle core (for the tests; the model
-    the simulator uses is accelsim.compute.systolic.native_cycles with io_registers = 3)."""
-    folds = -(-k // rows) * -(-n // cols)
-    return rows + (folds - 1) * max(m, rows) + m + (rows - 1) + (cols - 1) + 3
-
-
 def _set(vcd: VcdWriter, values: dict) -> None:
     for name, value in values.items():
         vcd.change(name, int(value))

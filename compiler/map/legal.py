@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.ir import Einsum, IROp, Kind, Operand, Role
-from compiler.mapping import Mapping
+from compiler.mapping import Mapping, gemm_view
 from compiler.placement import op_home, role_path
 
 
@@ -198,6 +198,13 @@ def check(mapping: Mapping, op: IROp, arch) -> Overflow | str | None:
     sizes = Footprints(op, arch)
     index = {lv.name: i for i, lv in enumerate(arch.memory)}
     spread = units_spread(mapping)
+    depth = unit.array.accumulator_rows if unit.array is not None and mapping.dataflow == "ws" else 0
+    if depth and isinstance(op, Einsum) and mapping.levels:
+        view = gemm_view(op)
+        inner = per_instance(dict(mapping.levels[-1].tile), spread)
+        rows = math.prod(inner.get(d, 1) for d in view.b + view.m)
+        if rows > depth:
+            return f"{unit.name} streams {rows} rows per tile into {depth} accumulator rows"
     for level in mapping.levels:
         problem = sizes.overflow(index[level.level], dict(level.tile), level.double_buffered, spread)
         if problem:

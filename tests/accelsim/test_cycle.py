@@ -1,13 +1,35 @@
 """The cycle-level model of rtl/systolic_core.v (accelsim.cycle, accelsim/engine/systolic_cycle.py) against
 docs/rtl.md: values against numpy, cycles against the closed form, the handshake rules re-derived from the accept
 cycles alone, the driver's offer rule, and the VCD it writes."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
-from accelsim.cycle import closed_form_cycles, run, write_vcd
+from accelsim import compute
+from accelsim.arch import load_arch
+from accelsim.compute.systolic import native_cycles
+from accelsim.cycle import run, write_vcd
 from accelsim.rtl.stimulus import Stimulus, assemble, chain, expected_outputs, gemm, with_gaps
+from compiler.dtypes import DType
 
 SHAPES = [(1, 1), (2, 2), (3, 5), (5, 3), (8, 8), (16, 16)]
+
+
+def closed_form_cycles(m: int, n: int, k: int, rows: int, cols: int) -> int:
+    """The tile-level engine's closed form (docs/rtl.md) for this core: WS, two weight buffers, 3 io registers."""
+    return int(native_cycles(m, n, k, rows, cols, "ws", 2, 1, 3))
+
+
+def test_the_teaching_preset_prices_tiles_as_the_cycle_model_runs_them():
+    """The tile-level engine (compute.matrix_cycles on archs/systolic_8x8.yaml) equals the cycle-level model."""
+    arch = load_arch("systolic_8x8")
+    shapes = [(1, 8, 8), (3, 5, 17), (8, 8, 8), (9, 16, 24), (40, 20, 13), (512, 8, 64)]
+    for m, n, k in shapes:
+        stim, _ = gemm(np.ones((m, k), np.int8), np.ones((k, n), np.int8), 8, 8, acc_depth=512)
+        priced = compute.matrix_cycles(np.array([m]), np.array([n]), np.array([k]), arch.matrix, arch,
+                                       SimpleNamespace(dataflow="ws"), DType.int8)
+        assert run(stim).cycles == int(priced[0]), (m, n, k)
 
 
 def lat(stim):

@@ -60,6 +60,16 @@ def test_outputs_accumulate_in_place_not_double_buffered():
     assert check(replace(best, levels=best.levels[:-1] + (inner,)), op, arch) is None   # 64 x 64 x 4 B, once
 
 
+def test_ws_tiles_stream_no_more_rows_than_the_accumulators_hold():
+    arch = load_arch("systolic_8x8")          # accumulator_rows: 512 (the core in rtl/)
+    op = gemm(4096, 1, 8)                     # one output column: the output SRAM alone would take 4096 rows
+    best = map_op(op, arch, padded, cache=None)
+    assert dict(best.levels[-1].tile)["m"] <= 512 and check(best, op, arch) is None
+    inner = LevelTile("output_sram", (("m", 1024), ("n", 1), ("k", 8)), ("m", "n", "k"), double_buffered=False)
+    assert "1024 rows per tile into 512 accumulator rows" in check(replace(best, levels=best.levels[:-1] + (inner,)),
+                                                                  op, arch)
+
+
 def test_unsupported_dataflow_and_dtype_are_illegal():
     arch = load_arch("tpu_v1")
     op = gemm(256, 256, 256)
