@@ -40,8 +40,12 @@ class Waves:
         return len(self.w_row)
 
 
-def run(stim: Stimulus, acc_depth: int = 512, waves: bool = False):
+def run(stim: Stimulus, acc_depth: int = 512, waves: bool = False, values: bool = True):
     """Run `stim` on a core with `acc_depth` accumulator rows until every output row has appeared.
+
+    With `values=False` only the timing is stepped (handshake, pointers, row tags: O(1) per cycle instead of
+    O(ROWS * COLS)): w_accept, x_accept, y_cycle, y_last, cycles and the Waves are those of the full run, and
+    y_data is all zeros.
 
     Returns the Outcome, or (Outcome, Waves) when `waves`. Raises ValueError for a malformed stimulus and for
     one that can never finish (e.g. a weight row waiting for an output that needs that very weight row)."""
@@ -49,9 +53,11 @@ def run(stim: Stimulus, acc_depth: int = 512, waves: bool = False):
     hint = len(stim.w_rows) + len(stim.x_rows) + int(stim.w_delay.sum() + stim.x_delay.sum()) + 2 * stim.rows
     status, cycles, w_accept, x_accept, y_cycle, y_data, y_last, wave_bits, wave_rows, stuck = kernel.simulate(
         stim.rows, stim.cols, bool(stim.ternary), acc_depth, stim.w_rows, stim.w_delay, stim.w_wait, stim.x_rows,
-        stim.x_last, stim.x_acc, stim.x_delay, waves, hint + stim.cols + 16)
+        stim.x_last, stim.x_acc, stim.x_delay, waves, hint + stim.cols + 16, bool(values))
     if status == kernel.STUCK:
         raise ValueError(_stuck_message(stim, *stuck))
+    if not values:
+        y_data = np.zeros((len(stim.x_rows), stim.cols), np.int32)   # (lazily zeroed pages, not a memset)
     outcome = Outcome(w_accept, x_accept, y_cycle, y_data, y_last, int(cycles))
     if not waves:
         return outcome

@@ -37,6 +37,10 @@ def main() -> None:
           f"{model.cycles:,} cycles, {model.cycles * pes / 1e6:,.1f} M PE-cycles")
     rates = {"numba cycle model": model.cycles * pes / best}
     print(f"{'numba cycle model':<22} {best:>9.3f} s {rates['numba cycle model'] / 1e6:>12,.1f} M PE-cycles/s")
+    cycle.run(stim, values=False)
+    timing = min(_timed(lambda: cycle.run(stim, values=False)) for _ in range(5))
+    print(f"{'numba timing only':<22} {timing:>9.3f} s {model.cycles * pes / timing / 1e6:>12,.1f} M PE-cycles/s  "
+          f"({best / timing:,.1f}x the full model)")
     for sim in args.sims.split(","):
         runner.simulate(gemm(a[:1, :args.rows], b[:args.rows, :args.cols], args.rows, args.cols, 512)[0], sim)
         seconds = _timed(lambda: _check(runner.simulate(stim, sim).outcome, model))

@@ -123,10 +123,12 @@ def _grow(wave_bits, wave_rows):
 
 @njit(cache=True)
 def simulate(rows, cols, ternary, acc_depth, w_rows, w_delay, w_wait, x_rows, x_last, x_acc, x_delay, waves,
-             wave_capacity):
-    """rows, cols, acc_depth: int; ternary, waves: bool; w_rows int8[NW, cols]; w_delay, w_wait int64[NW];
+             wave_capacity, values=True):
+    """rows, cols, acc_depth: int; ternary, waves, values: bool; w_rows int8[NW, cols]; w_delay, w_wait int64[NW];
     x_rows int8[NX, rows]; x_last, x_acc uint8[NX]; x_delay int64[NX]; wave_capacity: first size of the wave
-    arrays (they double when full).
+    arrays (they double when full). Not `values`: timing only, O(1) per cycle: the datapath registers (weight
+    banks and skew data, activation registers and skew, psums, de-skew, accumulator) are never stepped, only the
+    handshake, pointers, counters, row tags and driver, which alone decide every cycle; y_data has no rows.
 
     Returns (status, cycles, w_accept, x_accept, y_cycle, y_data, y_last, wave_bits, wave_rows, stuck):
     status DONE or STUCK; cycles simulated (DONE: the last output appears in cycle cycles - 1); accept cycles
@@ -159,7 +161,7 @@ def simulate(rows, cols, ternary, acc_depth, w_rows, w_delay, w_wait, x_rows, x_
     w_accept = np.full(nw, -1, np.int64)
     x_accept = np.full(nx, -1, np.int64)
     y_cycle = np.full(nx, -1, np.int64)
-    y_data = np.zeros((nx, cols), np.int32)
+    y_data = np.zeros((nx if values else 0, cols), np.int32)     # timing only: the caller's zeros
     y_last = np.zeros(nx, np.uint8)
     cap = max(wave_capacity, 16) if waves else 0
     wave_bits = np.zeros(cap, np.uint8)
@@ -179,8 +181,9 @@ def simulate(rows, cols, ternary, acc_depth, w_rows, w_delay, w_wait, x_rows, x_
         y_now = -1
         if y_valid_reg:
             y_cycle[n_out] = k
-            for c in range(cols):
-                y_data[n_out, c] = y_reg[c]
+            if values:
+                for c in range(cols):
+                    y_data[n_out, c] = y_reg[c]
             y_last[n_out] = y_last_reg
             y_now = n_out
             n_out += 1
@@ -216,14 +219,14 @@ def simulate(rows, cols, ternary, acc_depth, w_rows, w_delay, w_wait, x_rows, x_
         y_valid_reg = tags[t_out, T_VALID]
         y_last_reg = tags[t_out, T_VALID] & tags[t_out, T_LAST]
         # the grid, skew and de-skew hold nothing valid from ROWS + COLS cycles after the last activation row
-        if x_take or k <= last_x_take + rows + cols:
+        if values and (x_take or k <= last_x_take + rows + cols):
             _deskew_accumulate(dsk, cs, psum, np.int64(now) + n_pe, acc, tags, t_out, y_reg)
             _skew_in(west, xsk, xs, x_rows, xi, x_take, stream_ptr)
             p = _step_array(act, p, psum, now, nxt, wbank, ternary, west, np.uint64(cols))
             now, nxt = nxt, now
         # weights after the grid: a PE multiplies with its old weight in the cycle the new one is written.
         # The skew has written its last row and cleared every slot COLS cycles after the last weight row.
-        if w_take or k <= last_w_take + cols:
+        if values and (w_take or k <= last_w_take + cols):
             _write_weights(wbank, wsk, cs, w_rows, wi, w_take, w_count, load_ptr)
         tags[ts, T_VALID] = x_take
         # handshake (never the same bank: w_take needs its bank FREE, an x_last take needs its bank FULL)

@@ -33,6 +33,15 @@ def test_resnet18_conv_through_the_rtl_agrees_tile_by_tile(capsys, tmp_path):
     assert vcd.read_text().startswith("$date") or "$timescale" in vcd.read_text()[:500]
 
 
+def test_alexnet_grouped_conv_and_a_ragged_fc_agree(capsys):
+    """conv2 runs as two groups (b dims); ResNet-18's fc has 1000 outputs in tiles of 64 (steps past the edge)."""
+    _needs_icarus()
+    assert main(["cosim", "alexnet", "--opt", "image=64", "--opt", "width=0.125", "--layer", "conv2"]) == 0
+    assert "equal in all three" in capsys.readouterr().out
+    assert main(["cosim", "resnet18", *SMALL_RESNET, "--layer", "fc", "--opt", "classes=100"]) == 0
+    assert "equal in all three" in capsys.readouterr().out
+
+
 def test_a_wrong_output_names_tile_cycle_and_value(monkeypatch, capsys):
     """Where the RTL and the models part, the exit is non-zero and names the first differing tile and value."""
     _needs_icarus()

@@ -180,6 +180,31 @@ def test_chained_parts_each_take_their_closed_form_cycles():
         start, first_w, first_x = end + 1, first_w + len(part.w_rows), first_x + len(part.x_rows)
 
 
+def timing_only_stimuli():
+    rng = np.random.default_rng(7)
+    for rows, cols, (m, k, n), ternary in [(3, 5, (7, 11, 12), False), (5, 3, (13, 6, 4), True),
+                                            (8, 8, (9, 17, 10), False), (1, 1, (2, 3, 1), False)]:
+        yield gemm(*operands(rng, m, k, n, ternary), rows, cols, acc_depth=8, ternary=ternary)[0]
+        yield with_gaps(gemm(*operands(rng, m, k, n, ternary), rows, cols, acc_depth=8, ternary=ternary)[0],
+                        rng, p=0.4, longest=2 * (rows + cols))
+    parts = [gemm(*operands(rng, m, k, n, False), 4, 3, acc_depth=8)[0] for m, k, n in [(5, 9, 7), (1, 4, 3),
+                                                                                            (12, 3, 10)]]
+    yield chain(parts, drain=True)
+
+
+def test_timing_only_mode_keeps_every_cycle_and_zeros_the_values():
+    for stim in timing_only_stimuli():
+        full, full_waves = run(stim, 8, waves=True)
+        fast, fast_waves = run(stim, 8, waves=True, values=False)
+        for name in ("w_accept", "x_accept", "y_cycle", "y_last"):
+            np.testing.assert_array_equal(getattr(fast, name), getattr(full, name), err_msg=name)
+        assert fast.cycles == full.cycles
+        assert fast.y_data.shape == full.y_data.shape and not fast.y_data.any()
+        for f in full_waves.__dataclass_fields__:
+            np.testing.assert_array_equal(getattr(fast_waves, f), getattr(full_waves, f), err_msg=f)
+        np.testing.assert_array_equal(run(stim, 8, values=False).y_cycle, full.y_cycle)
+
+
 def test_rows_past_acc_depth_wrap_the_accumulator_address():
     rng = np.random.default_rng(4)
     stim, _ = gemm(*operands(rng, 11, 6, 3, False), 3, 3, acc_depth=64)   # tiles of 11 rows, accumulated
