@@ -5,7 +5,9 @@ Icarus (each driven by the cocotb bench, as `accelsim cosim` and the RTL tests r
 
 The workload is one int8 GEMM (m x k) @ (k x n), tiled onto the array back to back; every model sees the same
 Stimulus and must produce the same outputs in the same cycles (checked here too). Builds are done (and cached)
-before timing; the RTL times are the simulator runs only, the model's the best of 5 warm runs.
+before timing; the RTL times are the simulator runs only, the model's the best of 5 warm runs. A third RTL run
+compiles the core with a free-running Verilog testbench (benchmarks/verilator_raw.py): Verilator with no Python
+in the loop, to show what the cocotb bench costs. `--sims ""` skips the cocotb runs.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ import numpy as np
 from accelsim import cycle
 from accelsim.rtl import runner
 from accelsim.rtl.stimulus import gemm
+
+import verilator_raw
 
 
 def main() -> None:
@@ -41,7 +45,13 @@ def main() -> None:
     timing = min(_timed(lambda: cycle.run(stim, values=False)) for _ in range(5))
     print(f"{'numba timing only':<22} {timing:>9.3f} s {model.cycles * pes / timing / 1e6:>12,.1f} M PE-cycles/s  "
           f"({best / timing:,.1f}x the full model)")
-    for sim in args.sims.split(","):
+    binary = verilator_raw.build(stim, verilator_raw.workdir())
+    seconds = _timed(lambda: _check_raw(verilator_raw.run(binary), model))
+    rates["raw"] = model.cycles * pes / seconds
+    print(f"{'verilator, no Python':<22} {seconds:>9.3f} s {rates['raw'] / 1e6:>12,.1f} M PE-cycles/s  "
+          f"(model {rates['numba cycle model'] / rates['raw']:,.2f}x, timing only "
+          f"{best / timing * rates['numba cycle model'] / rates['raw']:,.1f}x)")
+    for sim in filter(None, args.sims.split(",")):
         runner.simulate(gemm(a[:1, :args.rows], b[:args.rows, :args.cols], args.rows, args.cols, 512)[0], sim)
         seconds = _timed(lambda: _check(runner.simulate(stim, sim).outcome, model))
         rates[sim] = model.cycles * pes / seconds
@@ -53,6 +63,18 @@ def _timed(fn) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
+
+
+def _check_raw(result, model) -> None:
+    """The free-running testbench's last output cycle and checksum against the model's."""
+    last, checksum = result
+    expected = 0
+    for row in model.y_data.astype(np.int64) & 0xFFFFFFFF:
+        for value in row:
+            expected = (expected * 31 + int(value)) & 0xFFFFFFFF
+    if last != model.cycles - 1 or checksum != expected:
+        raise SystemExit(f"raw Verilator: last output in cycle {last} (model {model.cycles - 1}), checksum "
+                         f"{checksum} (model {expected})")
 
 
 def _check(outcome, model) -> None:
