@@ -101,6 +101,9 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("cfg", metavar="FILE.cfg")
     convert.add_argument("--out", metavar="FILE.yaml", help="where to write it (default: stdout)")
     convert.set_defaults(handler=_arch_convert)
+    detect = arch.add_parser("detect-host", help="write a simd preset for this machine (lscpu, /proc, sysfs)")
+    detect.add_argument("--out", metavar="FILE.yaml", help="where to write it (default: stdout)")
+    detect.set_defaults(handler=_arch_detect_host)
     sub.add_parser("models", help="list the built-in models").set_defaults(handler=_models)
     return parser
 
@@ -257,6 +260,24 @@ def _arch_convert(args) -> int:
         arch = load_arch(args.out)   # what we wrote must load as any preset does
         print(f"wrote {args.out}: {arch.name}, {arch.matrix.array.rows}x{arch.matrix.array.cols} "
               f"{arch.matrix.dataflows[0].value.upper()}")
+    return 0
+
+
+def _arch_detect_host(args) -> int:
+    from accelsim.arch import load_arch, load_arch_text
+    from accelsim.host import preset_yaml, read_host
+
+    if args.out and not args.out.endswith((".yaml", ".yml")):
+        raise UserError(f"--out {args.out}: an arch file must end in .yaml")
+    text = preset_yaml(read_host())
+    if not args.out:
+        load_arch_text(text, "detect-host", Path("detect-host.yaml"))   # checked before it is shown
+        _write("-", text)
+        return 0
+    _write(args.out, text)
+    arch = load_arch(args.out)   # what we wrote must load as any preset does
+    print(f"wrote {args.out}: {arch.name}, {arch.matrix.count} cores, {arch.clock_hz / 1e9:.2f} GHz, "
+          f"{', '.join(u.name for u in arch.matrix_units)}")
     return 0
 
 

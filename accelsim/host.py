@@ -1,0 +1,332 @@
+"""`accelsim arch detect-host`: a simd preset (the archs/*.yaml format) for the machine it runs on.
+Reads (lscpu, /proc, sysfs) are kept apart from parsing, so tests feed recorded texts; every figure
+in the YAML says where it came from, and assumed ones carry [A] as in the hand-written presets."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from compiler.errors import UserError
+
+SYSFS_CPU = Path("/sys/devices/system/cpu")
+CACHE_FILES = ("level", "type", "size", "shared_cpu_list")
+
+# Figures no file on the host tells us: all [A], the energies copied from archs/xeon_spr.yaml.
+FMA_PORTS = 2                       # AVX2 / AVX-512 cores issue two FMAs per cycle
+DRAM_GBPS_PER_CORE, DRAM_GBPS_CAP = 12.8, 200.0
+DRAM_LATENCY_NS = 100
+L2_BYTES_PER_CYCLE, L3_BYTES_PER_CYCLE_PER_CORE = 64, 32
+LATENCY_CYCLES = {"l1d": 5, "l2": 14, "llc": 50}
+WATTS_PER_CORE = 10
+LEVEL_ENERGY = {"dram": "10.24 nJ", "llc": "178 pJ", "l2": "178 pJ", "l1d": "35.6 pJ"}
+MAC_ENERGY = {"fp32": "1.02 pJ", "fp64": "4.4 pJ", "bf16": "0.44 pJ", "int8": "0.067 pJ"}
+OP_ENERGY = {"fp32": "1.02 pJ", "fp64": "4.4 pJ", "fp16": "0.33 pJ", "int32": "0.022 pJ", "int8": "0.0067 pJ"}
+
+
+@dataclass(frozen=True)
+class Cache:
+    capacity_bytes: int      # one instance
+    instances: int
+    source: str
+
+
+@dataclass(frozen=True)
+class Host:
+    model: str
+    cores: int
+    cores_source: str
+    clock_ghz: float
+    clock_source: str
+    flags: frozenset
+    caches: dict             # "l1d" / "l2" / "l3" -> Cache
+    memory_bytes: int
+
+
+# ---- parsing: text in, figures out ---------------------------------------------------------------
+
+def parse_lscpu(text: str) -> dict[str, str]:
+    """`lscpu -J` JSON or plain `lscpu` text -> {field without colon: value}."""
+    if text.lstrip().startswith("{"):
+        try:
+            rows = json.loads(text)["lscpu"]
+        except (ValueError, KeyError, TypeError) as error:
+            raise UserError(f"lscpu -J: cannot read its JSON ({error})") from None
+        fields = {}
+        for row in rows:   # util-linux >= 2.38 nests rows under "children"
+            rows.extend(row.get("children", []))
+            fields[row["field"].rstrip(":").strip()] = str(row.get("data") or "")
+        return fields
+    return {k.strip(): v.strip() for k, sep, v in (line.partition(":") for line in text.splitlines()) if sep}
+
+
+def parse_cpuinfo(text: str) -> dict[str, str]:
+    """The first processor's block of /proc/cpuinfo -> {key: value}."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip() and fields:
+            break
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def parse_meminfo(text: str) -> int:
+    match = re.search(r"^MemTotal:\s+(\d+)\s*kB", text, flags=re.M)
+    if not match:
+        raise UserError("/proc/meminfo: no 'MemTotal: N kB' line")
+    return int(match.group(1)) * 1024
+
+
+def _size(text: str) -> int:
+    """`32K`, `32768K`, `48 KiB`, `2 MiB` -> bytes (sysfs and lscpu both mean powers of 1024)."""
+    match = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)(i?B)?\s*", text)
+    if not match:
+        raise UserError(f"cache size {text!r}: expected e.g. 32K or 48 KiB")
+    return round(float(match.group(1)) * 1024 ** " KMGT".index(match.group(2) or " "))
+
+
+def parse_sysfs_caches(records: list[dict[str, str]]) -> dict[str, Cache]:
+    """Records of cpu*/cache/index*/{level,type,size,shared_cpu_list} -> one Cache per level.
+
+    A cache shared by CPUs 0-1 appears under both; distinct shared_cpu_lists count the instances.
+    """
+    found: dict[str, dict[str, int]] = {}
+    for r in records:
+        if r["type"] == "Instruction":
+            continue
+        name = {"1": "l1d", "2": "l2", "3": "l3"}.get(r["level"].strip())
+        if name:
+            found.setdefault(name, {})[r["shared_cpu_list"].strip()] = _size(r["size"])
+    return {name: Cache(max(sizes.values()), len(sizes), "sysfs") for name, sizes in found.items()}
+
+
+def parse_lscpu_caches(fields: dict[str, str]) -> dict[str, Cache]:
+    """`L2 cache: 112 MiB (56 instances)` -> Cache(2 MiB, 56); lscpu gives totals over instances."""
+    caches = {}
+    for name, field in (("l1d", "L1d cache"), ("l2", "L2 cache"), ("l3", "L3 cache")):
+        match = re.fullmatch(r"(.+?)\s*(?:\((\d+) instances?\))?", fields.get(field, ""))
+        if match and match.group(1):
+            n = int(match.group(2) or 1)
+            # `2.6 MiB (56 instances)` is rounded: 2.6 MiB / 56 = 47.5 KiB, taken to the nearest KiB (48)
+            caches[name] = Cache(round(_size(match.group(1)) / n / 1024) * 1024, n, "lscpu")
+    return caches
+
+
+def parse_cores(lscpu: dict[str, str]) -> int:
+    try:
+        cores = int(lscpu["Core(s) per socket"]) * int(lscpu.get("Socket(s)", "1"))
+    except (KeyError, ValueError):
+        raise UserError("lscpu: no physical core count found (need 'Core(s) per socket' and 'Socket(s)')") from None
+    if cores < 1:
+        raise UserError(f"lscpu: {cores} cores found")
+    return cores
+
+
+def parse_clock(lscpu: dict[str, str], cpuinfo: dict[str, str], max_freq_khz: str | None) -> tuple[float, str]:
+    """(GHz, source): cpufreq's max, then the model name's `@ 2.00GHz`, lscpu's max MHz, BogoMIPS / 2."""
+    if max_freq_khz and max_freq_khz.strip().isdigit():
+        return int(max_freq_khz) / 1e6, "sysfs cpufreq cpuinfo_max_freq"
+    model = lscpu.get("Model name") or cpuinfo.get("model name", "")
+    match = re.search(r"@\s*([\d.]+)\s*GHz", model)
+    if match:
+        return float(match.group(1)), "model name"
+    for field in ("CPU max MHz",):
+        if _number(lscpu.get(field)):
+            return _number(lscpu[field]) / 1e3, f"lscpu {field}"
+    bogomips = _number(lscpu.get("BogoMIPS") or cpuinfo.get("bogomips"))
+    if bogomips:
+        return bogomips / 2e3, "BogoMIPS / 2 [A]"
+    raise UserError("no clock found (no cpufreq, no '@ x GHz' in the model name, no lscpu 'CPU max MHz' or BogoMIPS)")
+
+
+def _number(text: str | None) -> float:
+    try:
+        return float(text) if text else 0.0
+    except ValueError:
+        return 0.0
+
+
+def parse_host(lscpu_text: str, cpuinfo_text: str, meminfo_text: str, cache_records: list[dict[str, str]],
+               max_freq_khz: str | None = None) -> Host:
+    lscpu, cpuinfo = parse_lscpu(lscpu_text), parse_cpuinfo(cpuinfo_text)
+    cores = parse_cores(lscpu)
+    flags = frozenset((cpuinfo.get("flags") or lscpu.get("Flags", "")).split())
+    caches = parse_sysfs_caches(cache_records) or parse_lscpu_caches(lscpu)
+    clock_ghz, clock_source = parse_clock(lscpu, cpuinfo, max_freq_khz)
+    clock_ghz = round(clock_ghz, 2)   # the figure the YAML shows is the one every bandwidth uses
+    model = lscpu.get("Model name") or cpuinfo.get("model name") or "unknown CPU"
+    return Host(model, cores, "lscpu Core(s) per socket x Socket(s)", clock_ghz, clock_source,
+                flags, caches, parse_meminfo(meminfo_text))
+
+
+# ---- reading: the live machine -------------------------------------------------------------------
+
+def _lscpu_text() -> str:
+    for argv in (["lscpu", "-J"], ["lscpu"]):
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if proc.returncode == 0 and proc.stdout.strip():
+            return proc.stdout
+    raise UserError("lscpu: not found or failed; it is needed for the core count (util-linux)")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as error:
+        raise UserError(f"{path}: cannot read ({error.strerror})") from None
+
+
+def read_cache_records(root: Path = SYSFS_CPU) -> list[dict[str, str]]:
+    return [{name: (index / name).read_text().strip() for name in CACHE_FILES}
+            for index in sorted(root.glob("cpu[0-9]*/cache/index[0-9]*"))
+            if all((index / name).is_file() for name in CACHE_FILES)]
+
+
+def read_host() -> Host:
+    freq = SYSFS_CPU / "cpu0/cpufreq/cpuinfo_max_freq"
+    return parse_host(_lscpu_text(), _read(Path("/proc/cpuinfo")), _read(Path("/proc/meminfo")),
+                      read_cache_records(), freq.read_text() if freq.is_file() else None)
+
+
+# ---- the preset ----------------------------------------------------------------------------------
+
+def vector_bytes(flags: frozenset) -> tuple[int, str]:
+    """(register width in bytes, ISA name) of the widest SIMD the flags show."""
+    if "avx512f" in flags:
+        return 64, "avx512"
+    if "avx2" in flags:
+        return 32, "avx2"
+    return 16, "sse"   # SSE2 is baseline on x86-64; a 128-bit NEON core reads the same [A]
+
+
+def fp32_macs_per_cycle(flags: frozenset) -> int:
+    """FMA ports x fp32 lanes: AVX2 + FMA 2 x 8 = 16, AVX-512 2 x 16 = 32; one port without FMA [A]."""
+    width, _ = vector_bytes(flags)
+    return (FMA_PORTS if "fma" in flags or "avx512f" in flags else 1) * width // 4
+
+
+def _gbps(bytes_per_s: float) -> str:
+    return f"{bytes_per_s / 1e9:.1f} GB/s"
+
+
+def _size_text(n: int) -> str:
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n % factor == 0:
+            return f"{n // factor} {unit}"
+    return f"{n} B"
+
+
+def _compute(host: Host) -> list[str]:
+    width, isa = vector_bytes(host.flags)
+    fp32 = fp32_macs_per_cycle(host.flags)
+    rows = 14 if width == 64 else 6   # accumulators: 14 x 2 of 32 zmm, 6 x 2 of 16 ymm/xmm
+    n = host.cores
+    units = [
+        f"  - name: {isa}_fma     # FP32/FP64 GEMMs as FMAs on the vector ports",
+        "    role: matrix",
+        f"    count: {n}",
+        f"    macs_per_cycle: {{fp32: {fp32}, fp64: {fp32 // 2}}}",
+        f"    micro_kernel: {{rows: {rows}, cols: 2, register_rows: 1, register_bytes: {width} B}}",
+        f"    mac_energy: {{fp32: {MAC_ENERGY['fp32']}, fp64: {MAC_ENERGY['fp64']}}}",
+    ]
+    amx = {d: m for d, m, flag in (("bf16", 512, "amx_bf16"), ("int8", 1024, "amx_int8")) if flag in host.flags}
+    if "amx_tile" in host.flags and amx:
+        units += [
+            "  - name: amx        # TMUL figures of archs/xeon_spr.yaml",
+            "    role: matrix",
+            f"    count: {n}",
+            "    macs_per_cycle: {" + ", ".join(f"{d}: {m}" for d, m in amx.items()) + "}",
+            "    micro_kernel: {rows: 2, cols: 2, register_rows: 16, register_bytes: 64 B}",
+            "    mac_energy: {" + ", ".join(f"{d}: {MAC_ENERGY[d]}" for d in amx) + "}",
+        ]
+    ops = {"fp32": fp32, "fp64": fp32 // 2, "fp16": 2 * fp32, "int32": fp32, "int8": 4 * fp32}
+    units += [
+        f"  - name: {isa}",
+        "    role: vector",
+        f"    count: {n}",
+        "    ops_per_cycle: {" + ", ".join(f"{d}: {v}" for d, v in ops.items()) + "}",
+        "    op_energy: {" + ", ".join(f"{d}: {OP_ENERGY[d]}" for d in ops) + "}",
+    ]
+    return units
+
+
+def _level(name: str, capacity: str, bandwidth: str, latency: str, energy: str, instances: int = 1) -> list[str]:
+    lines = [f"  - name: {name}", f"    capacity: {capacity}"]
+    if instances > 1:
+        lines.append(f"    instances: {instances}")
+    return lines + [f"    bandwidth: {bandwidth}", f"    latency: {latency}", "    holds: [weight, input, output]",
+                    "    access: 64 B", f"    read_energy: {energy}", f"    write_energy: {energy}"]
+
+
+def _memory(host: Host) -> list[str]:
+    hz = host.clock_ghz * 1e9
+    width, _ = vector_bytes(host.flags)
+    dram = min(DRAM_GBPS_PER_CORE * host.cores, DRAM_GBPS_CAP) * 1e9
+    lines = _level("dram", f"{_size_text(host.memory_bytes)}   # MemTotal", f"{_gbps(dram)}     # [A]",
+                   f"{DRAM_LATENCY_NS} ns   # [A]", LEVEL_ENERGY["dram"])
+    per_cycle = {"l3": L3_BYTES_PER_CYCLE_PER_CORE * host.cores, "l2": L2_BYTES_PER_CYCLE, "l1d": 2 * width}
+    why = {"l3": f"{host.cores} x {L3_BYTES_PER_CYCLE_PER_CORE} B", "l2": f"{L2_BYTES_PER_CYCLE} B",
+           "l1d": f"2 x {width} B"}
+    for key, name in (("l3", "llc"), ("l2", "l2"), ("l1d", "l1d")):
+        cache = host.caches.get(key)
+        if cache is None:
+            continue
+        # The LLC is one shared level: its slices (one per CCX on EPYC) are summed, instances 1.
+        total = key == "l3"
+        capacity = cache.capacity_bytes * (cache.instances if total else 1)
+        bandwidth = f"{_gbps(per_cycle[key] * hz)}     # {why[key]} x {host.clock_ghz:.2f} GHz [A]"
+        lines += _level(name, _size_text(capacity), bandwidth, f"{LATENCY_CYCLES[name]} cycles   # [A]",
+                        LEVEL_ENERGY[name], 1 if total else cache.instances)
+    return lines
+
+
+def _header(host: Host) -> list[str]:
+    width, isa = vector_bytes(host.flags)
+    simd = sorted(host.flags & {"avx2", "fma", "avx512f", "avx512_bf16", "avx_vnni", "amx_tile", "amx_bf16",
+                                "amx_int8"})
+    caches = "; ".join(f"{k} {_size_text(c.capacity_bytes)} x {c.instances} ({c.source})"
+                       for k, c in host.caches.items()) or "none found"
+    simd_text = " ".join(simd) or "none of avx2/avx512f/amx"
+    return [
+        f"# {host.model}: written by `accelsim arch detect-host` on the machine itself.",
+        "# Tags: [V] read from the machine, [D] derived, [A] assumption (nothing on the host says it).",
+        f"#   {host.cores} physical cores ({host.cores_source}) [V]",
+        f"#   clock {host.clock_ghz:.2f} GHz from {host.clock_source}",
+        f"#   SIMD flags (/proc/cpuinfo): {simd_text} -> {isa}, {width} B registers [V]",
+        f"#   {fp32_macs_per_cycle(host.flags)} fp32 MACs per cycle per core = FMA ports x {width // 4} lanes;"
+        f" {FMA_PORTS} FMA ports with FMA, else 1 [A]",
+        f"#   caches: {caches} [V]",
+        "#   the LLC's slices are summed into one shared level [D]",
+        f"#   DRAM capacity from /proc/meminfo MemTotal [V]; bandwidth {DRAM_GBPS_PER_CORE} GB/s per core capped at"
+        f" {DRAM_GBPS_CAP:.0f} GB/s,",
+        f"#   latency {DRAM_LATENCY_NS} ns [A]. Cache bandwidths per cycle: L1 2 x register width, L2"
+        f" {L2_BYTES_PER_CYCLE} B, LLC {L3_BYTES_PER_CYCLE_PER_CORE} B per core [A];",
+        f"#   latencies L1 {LATENCY_CYCLES['l1d']}, L2 {LATENCY_CYCLES['l2']}, LLC {LATENCY_CYCLES['llc']} cycles"
+        f" [A]. TDP {WATTS_PER_CORE} W per core [A].",
+        "# Energy: per-MAC, per-op and per-access figures copied from archs/xeon_spr.yaml (Horowitz 45 nm",
+        "#   scaled to 10 nm) [A]: they are not this chip's.",
+    ]
+
+
+def preset_name(model: str) -> str:
+    """`Intel(R) Xeon(R) Platinum 8480+` -> `host_intel_xeon_platinum_8480`."""
+    words = re.sub(r"\((R|TM|tm)\)|@.*$|\bCPU\b", " ", model)
+    return "host_" + ("_".join(re.findall(r"[a-z0-9]+", words.lower())) or "cpu")
+
+
+def preset_yaml(host: Host) -> str:
+    description = f"{host.model}, {host.cores} cores (detected on the host)"
+    lines = _header(host) + [
+        "version: 1", f"name: {preset_name(host.model)}", "kind: simd", f"description: {json.dumps(description)}",
+        f"clock: {host.clock_ghz:.2f} GHz     # {host.clock_source}",
+        "compute:", *_compute(host), "memory:", *_memory(host),
+        "power:", f"  tdp: {WATTS_PER_CORE * host.cores} W     # {WATTS_PER_CORE} W per core [A]",
+    ]
+    return "\n".join(lines) + "\n"
