@@ -11,6 +11,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from accelsim.validate.cli import add_score_parser
 from compiler.errors import UserError
 
 EXIT_MISMATCH, EXIT_USAGE, EXIT_INTERNAL = 1, 2, 3
@@ -105,6 +106,20 @@ def _parser() -> argparse.ArgumentParser:
     detect.add_argument("--out", metavar="FILE.yaml", help="where to write it (default: stdout)")
     detect.set_defaults(handler=_arch_detect_host)
     sub.add_parser("models", help="list the built-in models").set_defaults(handler=_models)
+    validate = sub.add_parser("validate", help="measure real hardware and score the model against it") \
+        .add_subparsers(dest="validate_command", metavar="ACTION", required=True)
+    add_score_parser(validate)
+    cpu = validate.add_parser("cpu", help="time GEMMs (numpy) and convolutions (torch) on this machine and write "
+                              "them beside accelsim's predictions")
+    cpu.add_argument("--suite", default="all", help="gemm, conv or all (default: all)")
+    cpu.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads, and cores the model prices "
+                     "(default 1)")
+    cpu.add_argument("--repeats", type=int, default=7, help="timed samples per case, median kept (default 7; "
+                     "at most 3 for cases over 0.3 s)")
+    cpu.add_argument("--out", metavar="DIR", help="dataset folder (default: validation/cpu/<host preset name>)")
+    cpu.add_argument("--arch", help="price on this preset or YAML file as it is (default: the host's, detected, "
+                     "with --threads cores)")
+    cpu.set_defaults(handler=_validate_cpu)
     return parser
 
 
@@ -278,6 +293,13 @@ def _arch_detect_host(args) -> int:
     arch = load_arch(args.out)   # what we wrote must load as any preset does
     print(f"wrote {args.out}: {arch.name}, {arch.matrix.count} cores, {arch.clock_hz / 1e9:.2f} GHz, "
           f"{', '.join(u.name for u in arch.matrix_units)}")
+    return 0
+
+
+def _validate_cpu(args) -> int:
+    from accelsim.validate.cpu import validate_cpu
+
+    validate_cpu(args.suite, args.threads, args.repeats, args.out, args.arch)
     return 0
 
 

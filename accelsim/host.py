@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from compiler.errors import UserError
@@ -321,7 +321,14 @@ def preset_name(model: str) -> str:
     return "host_" + ("_".join(re.findall(r"[a-z0-9]+", words.lower())) or "cpu")
 
 
-def preset_yaml(host: Host) -> str:
+def preset_yaml(host: Host, cores: int | None = None) -> str:
+    """The preset; `cores` models only that many of the host's cores (a run limited to N threads): the
+    per-core units and caches count N, the shared LLC keeps its size, per-core bandwidths scale with N."""
+    if cores is not None:
+        per_core = {k: replace(c, instances=min(c.instances, cores)) if k != "l3" else c
+                    for k, c in host.caches.items()}
+        host = replace(host, cores=cores, cores_source=f"{cores} of {host.cores}: the threads used",
+                       caches=per_core)
     description = f"{host.model}, {host.cores} cores (detected on the host)"
     lines = _header(host) + [
         "version: 1", f"name: {preset_name(host.model)}", "kind: simd", f"description: {json.dumps(description)}",

@@ -1,0 +1,270 @@
+"""`accelsim validate cpu`: time GEMMs (numpy) and convolutions (torch) on this machine at a fixed thread count and
+write each beside what accelsim predicts. Invariant: the folder it writes (measurements.csv, dataset.yaml, arch.yaml)
+is enough to re-predict every row later: each row's case is a cases.parse key, arch.yaml the hardware it was priced on.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from compiler.errors import UserError
+from accelsim.validate.cases import Case, parse, predict
+
+_ALEXNET = [   # batch 1, 224 x 224 input; conv2, 4 and 5 are split in two groups as in the paper's two GPUs
+    "conv 1 3 224 224 96 11 11 4 2 1 fp32",       # conv1 -> 55 x 55
+    "conv 1 96 27 27 256 5 5 1 2 2 fp32",         # conv2
+    "conv 1 256 13 13 384 3 3 1 1 1 fp32",        # conv3
+    "conv 1 384 13 13 384 3 3 1 1 2 fp32",        # conv4
+    "conv 1 384 13 13 256 3 3 1 1 2 fp32",        # conv5
+]
+_RESNET50 = [  # the distinct shapes of torchvision's ResNet-50 (stride on the 3 x 3), one per kind per stage
+    "conv 1 3 224 224 64 7 7 2 3 1 fp32",         # stem
+    "conv 1 64 56 56 64 1 1 1 0 1 fp32",          # layer1 reduce
+    "conv 1 64 56 56 64 3 3 1 1 1 fp32",          # layer1 3 x 3
+    "conv 1 64 56 56 256 1 1 1 0 1 fp32",         # layer1 expand
+    "conv 1 256 56 56 64 1 1 1 0 1 fp32",         # layer1 reduce (blocks 2-3)
+    "conv 1 128 56 56 128 3 3 2 1 1 fp32",        # layer2 3 x 3, stride 2
+    "conv 1 256 56 56 512 1 1 2 0 1 fp32",        # layer2 downsample
+    "conv 1 128 28 28 128 3 3 1 1 1 fp32",        # layer2 3 x 3
+    "conv 1 256 14 14 256 3 3 1 1 1 fp32",        # layer3 3 x 3
+    "conv 1 256 14 14 1024 1 1 1 0 1 fp32",       # layer3 expand
+    "conv 1 1024 14 14 256 1 1 1 0 1 fp32",       # layer3 reduce
+    "conv 1 512 7 7 512 3 3 1 1 1 fp32",          # layer4 3 x 3
+    "conv 1 512 7 7 2048 1 1 1 0 1 fp32",         # layer4 expand
+    "conv 1 2048 7 7 512 1 1 1 0 1 fp32",         # layer4 reduce
+]
+SUITES = {
+    "gemm": [f"gemm {n} {n} {n} fp32" for n in (64, 96, 128, 256, 384, 512, 1000, 1024, 2048)]
+    + ["gemm 1024 64 1024 fp32", "gemm 64 1024 1024 fp32", "gemm 4096 256 256 fp32"]
+    + [f"gemm {n} {n} {n} fp64" for n in (256, 512, 1024)],
+    "conv": _ALEXNET + _RESNET50,
+}
+TARGETS = {"gemm": {"mape": 0.15}, "conv": {"report_only": True}}
+SAMPLE_S = 0.02      # a timed sample repeats the op until it lasts this long: evens out timer and scheduler noise
+BIG_S = 0.3          # ops slower than this get at most BIG_REPEATS samples: the default run stays under a minute
+BIG_REPEATS = 3
+
+
+@dataclass(frozen=True)
+class Row:
+    suite: str
+    case: Case
+    threads: int
+    measured_s: float
+    predicted_s: float
+
+    @property
+    def error(self) -> float:
+        return (self.predicted_s - self.measured_s) / self.measured_s
+
+
+def suite_keys(suite: str) -> dict[str, list[str]]:
+    """{suite: case keys} for `gemm`, `conv` or `all`."""
+    if suite == "all":
+        return dict(SUITES)
+    if suite not in SUITES:
+        raise UserError(f"--suite {suite!r}: expected one of {', '.join([*SUITES, 'all'])}")
+    return {suite: SUITES[suite]}
+
+
+# ---- measuring ------------------------------------------------------------------------------------
+
+def _gemm_op(case: Case):
+    import numpy as np
+
+    m, n, k = case.dims
+    rng = np.random.default_rng(0)
+    dtype = {"fp32": np.float32, "fp64": np.float64}[case.dtype.value]
+    a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+    c = np.empty((m, n), dtype)
+    return lambda: np.matmul(a, b, out=c)
+
+
+def _conv_op(case: Case):
+    import torch
+
+    n, c, h, w, k, r, s, stride, pad, groups = case.dims
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(n, c, h, w, generator=gen)
+    weight = torch.randn(k, c // groups, r, s, generator=gen)
+
+    def op():
+        with torch.inference_mode():
+            torch.nn.functional.conv2d(x, weight, stride=stride, padding=pad, groups=groups)
+    return op
+
+
+def _timed(op, inner: int) -> float:
+    start = time.perf_counter()
+    for _ in range(inner):
+        op()
+    return (time.perf_counter() - start) / inner
+
+
+def measure(case: Case, threads: int, repeats: int) -> float:
+    """Median seconds of one run of the case, on `threads` BLAS/OpenMP threads, after warm-up runs."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(threads):
+        if case.kind == "gemm":
+            op = _gemm_op(case)
+        else:
+            import torch
+
+            before = torch.get_num_threads()
+            torch.set_num_threads(threads)
+            op = _conv_op(case)
+        try:
+            first_s = _timed(op, 1)                    # first touch of the pages, library set-up
+            once_s = min(first_s, _timed(op, 1))       # warm
+            inner = max(1, math.ceil(SAMPLE_S / once_s))
+            samples = min(repeats, BIG_REPEATS) if once_s > BIG_S else repeats
+            return statistics.median(_timed(op, inner) for _ in range(samples))
+        finally:
+            if case.kind == "conv":
+                torch.set_num_threads(before)
+
+
+def torch_version() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return str(torch.__version__)   # a TorchVersion, which YAML cannot write
+
+
+# ---- the arch and the provenance ------------------------------------------------------------------
+
+def arch_text(arch: str | None, threads: int) -> tuple[str, str]:
+    """(preset YAML, where it came from): the host's, with `threads` cores, unless --arch names one."""
+    from accelsim.arch import load_arch, load_arch_text, presets_dir
+
+    if arch is None:
+        from accelsim.host import preset_yaml, read_host
+
+        text = preset_yaml(read_host(), cores=threads)
+        load_arch_text(text, "detect-host", Path("detect-host.yaml"))
+        return text, f"accelsim arch detect-host, {threads} core(s) = the threads used"
+    load_arch(arch)   # a clear error for an unknown name or a bad file before anything is timed
+    if arch.endswith(".cfg"):
+        from accelsim.scalesim import convert
+
+        return convert(arch), f"{arch} (SCALE-Sim .cfg, converted)"
+    path = Path(arch) if arch.endswith((".yaml", ".yml")) or "/" in arch else presets_dir() / f"{arch}.yaml"
+    return path.read_text(), f"--arch {arch}"
+
+
+def _commit() -> str:
+    try:
+        proc = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                              cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else "unknown"
+
+
+def _blas() -> str:
+    from threadpoolctl import threadpool_info
+
+    blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
+    libs = [f"{i['internal_api']} {i.get('version') or ''}".strip() for i in blas]
+    return ", ".join(dict.fromkeys(libs)) or "unknown"
+
+
+def provenance(threads: int, repeats: int, arch_source: str) -> dict:
+    import numpy as np
+
+    from accelsim.host import read_host, vector_bytes
+
+    host = read_host()
+    simd = sorted(host.flags & {"avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx_vnni", "amx_tile", "neon"})
+    return {
+        "machine": {"model": host.model, "cores": host.cores, "clock_ghz": host.clock_ghz,
+                    "flags": f"{vector_bytes(host.flags)[1]} ({' '.join(simd) or 'no avx'})"},
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "commit": _commit(),
+        "software": {"python": platform.python_version(), "numpy": np.__version__, "blas": _blas(),
+                     "torch": torch_version() or "not installed"},
+        "threads": threads,
+        "repeats": repeats,
+        "arch": "arch.yaml",
+        "arch_source": arch_source,
+        "measurements": "measurements.csv",
+        "targets": TARGETS,
+    }
+
+
+# ---- the run --------------------------------------------------------------------------------------
+
+def _seconds(s: float) -> str:
+    return f"{s * 1e3:9.3f} ms" if s >= 1e-3 else f"{s * 1e6:9.1f} us"
+
+
+def run_suites(keys: dict[str, list[str]], arch, threads: int, repeats: int, out=sys.stdout) -> list[Row]:
+    rows = []
+    for suite, cases in keys.items():
+        if suite == "conv" and torch_version() is None:
+            print("conv: skipped: torch is not installed (pip install 'accelsim[torch]')", file=out)
+            continue
+        print(f"{suite}: {'case':38} {'measured':>12} {'predicted':>12}  error", file=out)
+        for key in cases:
+            case = parse(key)
+            row = Row(suite, case, threads, measure(case, threads, repeats), predict(case, arch))
+            print(f"  {key:44} {_seconds(row.measured_s)} {_seconds(row.predicted_s)} {row.error:+7.1%}",
+                  file=out, flush=True)
+            rows.append(row)
+    return rows
+
+
+def mape(rows: list[Row]) -> dict[str, float]:
+    """{suite: mean |predicted - measured| / measured}."""
+    suites = dict.fromkeys(r.suite for r in rows)
+    return {s: statistics.fmean(abs(r.error) for r in rows if r.suite == s) for s in suites}
+
+
+def write_csv(rows: list[Row], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["suite", "case", "threads", "measured_s", "predicted_s"])
+        for r in rows:
+            writer.writerow([r.suite, r.case.key, r.threads, f"{r.measured_s:.6e}", f"{r.predicted_s:.6e}"])
+
+
+def validate_cpu(suite: str, threads: int, repeats: int, out_dir: str | None, arch: str | None) -> dict[str, float]:
+    """Measure, predict, write the dataset folder and print the table; returns the MAPE per suite."""
+    import yaml
+
+    from accelsim.arch import load_arch_text
+    from accelsim.host import preset_name, read_host
+
+    if threads < 1 or repeats < 1:
+        raise UserError(f"--threads {threads} --repeats {repeats}: both must be positive integers")
+    keys = suite_keys(suite)
+    text, source = arch_text(arch, threads)
+    folder = Path(out_dir) if out_dir else Path("validation/cpu") / preset_name(read_host().model)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "arch.yaml").write_text(text)
+    except OSError as error:
+        raise UserError(f"{folder}: cannot write ({error.strerror})") from None
+    priced = load_arch_text(text, str(folder / "arch.yaml"), folder / "arch.yaml")
+    start = time.perf_counter()
+    rows = run_suites(keys, priced, threads, repeats)
+    write_csv(rows, folder / "measurements.csv")
+    dataset = provenance(threads, repeats, source)
+    (folder / "dataset.yaml").write_text(yaml.safe_dump(dataset, sort_keys=False, width=120))
+    scores = mape(rows)
+    for name, value in scores.items():
+        target = TARGETS[name].get("mape")
+        goal = f" (target {target:.0%})" if target else " (report only)"
+        print(f"{name}: MAPE {value:.1%} over {sum(r.suite == name for r in rows)} cases{goal}")
+    print(f"wrote {folder}/: measurements.csv, dataset.yaml, arch.yaml ({time.perf_counter() - start:.0f} s)")
+    return scores
