@@ -140,6 +140,7 @@ def test_readme_commands_run(tmp_path):
     assert len(commands) >= 6
     shutil.copytree(ROOT / "archs", tmp_path / "archs")
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    shutil.copytree(ROOT / "validation", tmp_path / "validation")
     env = dict(os.environ, PATH=f"{ACCELSIM.parent}:{os.environ['PATH']}")
     for command in commands:
         argv = command.replace(".venv/bin/accelsim", str(ACCELSIM)).split()
