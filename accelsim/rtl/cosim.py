@@ -112,7 +112,7 @@ def cosim(model, layer: str, arch, sim: str = "icarus", batch: int | None = None
         import shutil
 
         shutil.copy(rtl_run.waves, waves)
-    _per_tile_cycles(parts, model_out, [t for t in tiles], "cycle_model")
+    _per_tile_cycles(parts, model_out, tiles, "cycle_model")
     _per_tile_cycles(parts, rtl_run.outcome, tiles, "rtl")
     report.mismatch = _first_mismatch(parts, tiles, stim, depth, model_out, rtl_run.outcome)
     closed = sum(t.closed_form for t in tiles)
