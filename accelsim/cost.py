@@ -1,9 +1,13 @@
-"""The mapper's analytical cost: cycles = max(compute, traffic / bandwidth per level) + fill latency, with
-Timeloop-style reuse (a tile is refetched per iteration of the loops outside its innermost relevant one).
+"""The mapper's analytical cost: cycles = max(compute + the transfers on its dependency chain, traffic /
+bandwidth per level) + fill and drain, with Timeloop-style reuse (a tile is refetched per iteration of the
+loops outside its innermost relevant one) and ragged edges clipped as the engine clips them, so that the
+mapping it prefers is the one the tile engine (accelsim.tile) finds fastest.
 Invariant: traffic at every level >= the bytes the roofline counts there."""
 from __future__ import annotations
 
 import math
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 import numpy as np
@@ -36,6 +40,36 @@ def _fetches(nest, level: int, dims: tuple[str, ...]) -> tuple[int, int]:
     return math.prod(t for _, t in inside[:last + 1]), math.prod(t for d, t in inside if d in dims)
 
 
+def _segments(mapping: Mapping, level: int) -> dict[str, Counter]:
+    """Per dim, {extent: tiles} of the tiles mapping level `level` holds as the nest walks the op. A ragged outer
+    edge clips the tiles inside it, and inner tiles wholly past it are empty: the engine moves and computes
+    nothing there (compiler.codegen.nest), so 1024 in l2 tiles of 496 and steps of 16 is 64 steps of work,
+    not 3 x 31 = 93."""
+    out = {}
+    for d, extent in mapping.loops:
+        segments, outer = Counter({extent: 1}), extent
+        for lv in mapping.levels[:level + 1]:
+            tile = lv.extent(d)
+            trips = math.ceil(outer / tile)
+            inner = Counter()
+            for length, count in segments.items():
+                whole = min(trips, length // tile)
+                inner[tile] += whole * count
+                if whole < trips and length > whole * tile:
+                    inner[length - whole * tile] += count
+            segments, outer = +inner, tile
+        out[d] = segments
+    return out
+
+
+def _shapes(segments: dict[str, Counter], dims) -> Counter:
+    """{clipped tile over `dims` (extents in that order): tiles with it}."""
+    shapes = Counter({(): 1})
+    for d in dims:
+        shapes = Counter({shape + (length,): n * m for shape, n in shapes.items() for length, m in segments[d].items()})
+    return shapes
+
+
 class _Facts:
     """What costing one op on one arch needs that no mapping changes (the reporter keeps one per op)."""
 
@@ -49,63 +83,141 @@ class _Facts:
 def traffic(mapping: Mapping, op: IROp, arch, facts: _Facts | None = None) -> dict[str, int]:
     """Bytes each arch level moves for this op: loads read from a level (the tile the next level on the
     path holds, or the compute step), outputs are stored into it, partial sums spill and reload."""
+    facts = facts or _Facts(op, arch)
+    return _floored(_channels(mapping, op, arch, facts), facts)
+
+
+def _floored(channels: dict[str, _Channel], facts: _Facts) -> dict[str, int]:
+    # A strided conv (1x1, stride 2) skips rows its tiles never touch; the roofline still counts the
+    # whole tensor, and so does the DMA, which moves whole rows.
+    floor = facts.floor
+    return {name: max(ch.bytes, floor.get(name, 0)) for name, ch in channels.items() if ch.bytes or floor.get(name)}
+
+
+@dataclass
+class _Channel:
+    """What one mapping moves through one arch level's channel (loads read it, output stores write it)."""
+
+    bytes: int = 0              # all of it, ragged tiles clipped as the DMA moves them
+    tile_bytes: int = 0         # one tile of every operand it carries: a pipeline's fill and drain
+    walk: int = 1               # tiles the innermost of them takes to walk the op
+    input_bytes: int = 0        # of the inputs alone
+    stores: int = 0             # output tiles stored through it (final and partial)
+    store_bytes: int = 0
+    reloads: int = 0            # partial-sum tiles loaded back
+    reload_bytes: int = 0
+
+
+def _channels(mapping: Mapping, op: IROp, arch, facts: _Facts) -> dict[str, _Channel]:
     if not mapping.levels:
         return {}
-    facts = facts or _Facts(op, arch)
     sizes = facts.sizes
-    moved = {lv.name: 0 for lv in arch.memory}
+    channels = {lv.name: _Channel() for lv in arch.memory}
     nest = _nest(mapping)
     position = {lv.level: i for i, lv in enumerate(mapping.levels)}
     last = len(mapping.levels) - 1
     tiles = [dict(lv.tile) for lv in mapping.levels]
+    segments: dict[int, dict[str, Counter]] = {}
     for index, (operand, path) in enumerate(zip(sizes.operands, sizes.paths)):
         dims = facts.dims[index]
         for j, level in enumerate(path):
             # the transfer at path[j] carries the tile of the next level on the path (the step's after it)
             dest = position.get(arch.memory[path[j + 1]].name, last) if j + 1 < len(path) else last
             loads, distinct = _fetches(nest, dest, dims)
+            ch = channels[arch.memory[level].name]
+            # every distinct tile, clipped at ragged edges, brought back loads / distinct times
+            if dest not in segments:
+                segments[dest] = _segments(mapping, dest)
+            clipped = [(tiles[dest] | dict(zip(dims, shape)), n) for shape, n in _shapes(segments[dest], dims).items()]
+            final = sum(n * sizes.bytes(index, tile, partial=False) for tile, n in clipped)
+            one = sizes.bytes(index, tiles[dest], partial=False)
             if operand.role == Role.output:
-                final = sizes.bytes(index, tiles[dest], partial=False)
-                partial = sizes.bytes(index, tiles[dest], partial=True)
-                moved[arch.memory[level].name] += distinct * final + 2 * (loads - distinct) * partial
+                partial = sum(n * sizes.bytes(index, tile, partial=True) for tile, n in clipped)
+                revisits = (loads - distinct) * partial // distinct
+                ch.stores += loads
+                ch.store_bytes += final + revisits
+                ch.reloads += loads - distinct
+                ch.reload_bytes += revisits
+                ch.bytes += final + 2 * revisits
             else:
-                moved[arch.memory[level].name] += loads * sizes.bytes(index, tiles[dest], partial=False)
-    # A strided conv (1x1, stride 2) skips rows its tiles never touch; the roofline still counts the
-    # whole tensor, and so does the DMA, which moves whole rows.
-    floor = facts.floor
-    return {name: max(n, floor.get(name, 0)) for name, n in moved.items() if n or floor.get(name)}
+                ch.bytes += loads * final // distinct
+                ch.input_bytes += loads * final // distinct
+            ch.tile_bytes += one
+            ch.walk = max(ch.walk, math.prod(t for _, t, lv in nest if lv <= dest))
+    return channels
+
+
+def _compute_cycles(mapping: Mapping, op: IROp, arch, unit, dtype, compat) -> tuple[float, float]:
+    """(cycles of every step, the once-per-kernel launch): each step as the compute models price its row."""
+    steps = math.prod(math.prod(mapping.trips(i).values()) for i in range(len(mapping.levels)))
+    step = dict(mapping.levels[-1].tile) if mapping.levels else dict(mapping.loops)
+    if not isinstance(op, Einsum):
+        total = vector_extent(op)
+        work = math.ceil(op.ops * step["e"] / total) if total and op.ops else 0
+        # the vector model spreads a row over every instance itself; launch on the first row, as below
+        rows = compute.vector_cycles(np.full(2, work), unit, dtype, arch) if work else np.zeros(2)
+        return steps * float(rows[1]), float(rows[0] - rows[1])
+    # Each instance runs its share of the step (the mapping's units split it), all at once; a ragged step
+    # the smaller of its share and the clipped step, GEMM group by group (b folded into m, as in the
+    # Program), as the engine prices the row. Two equal rows first: a model adds a once-per-kernel cost
+    # (a GPU launch) to the first row only.
+    view = gemm_view(op)
+    groups = (view.b + view.m, view.n, view.k)
+    share = per_instance(step, units_spread(mapping))
+    whole = [math.prod(share[d] for d in dims) for dims in groups]
+    names = [d for d, _ in mapping.loops]
+    shapes = (_shapes(_segments(mapping, len(mapping.levels) - 1), names) if mapping.levels
+              else Counter({tuple(step[d] for d in names): steps}))
+    clipped = [[min(w, math.prod(dict(zip(names, shape))[d] for d in dims)) for shape in shapes]
+               for w, dims in zip(whole, groups)]
+    m, n, k = (np.array([w, w] + c, np.int64) for w, c in zip(whole, clipped))
+    rows = compute.matrix_cycles(m, n, k, unit, arch, mapping, dtype, compat)
+    return float(np.dot(np.array(list(shapes.values()), np.float64), rows[2:])), float(rows[0] - rows[1])
+
+
+def _on_the_chain(ch: _Channel, seconds_per_byte: float, latency_s: float) -> float:
+    """Seconds of a channel's output transfers that no compute overlaps (compiler.codegen.assemble's order and
+    dependencies, which the engine keeps). A partial-sum reload waits for the store before it, and the next
+    compute on the tile for the reload: both sit between two computes (epyc, 1024^3 fp32 with k outside n at
+    l1d: 16 K round trips of a 64 x 64 C tile through l1d and l2 stall the engine 18 M cycles). A channel that
+    also carries inputs serves in program order, so the next tile's inputs (a walk's share of them) queue
+    behind each store, which waits for its compute (npu4, alexnet fc6: 10 weight tiles of 3.5 MB from DRAM,
+    each behind a store)."""
+    shared = ch.input_bytes > 0
+    exposed = 0.0
+    if ch.reloads or shared:
+        exposed += ch.store_bytes * seconds_per_byte + ch.stores * latency_s
+    exposed += ch.reload_bytes * seconds_per_byte + ch.reloads * latency_s
+    if shared and ch.stores > 1:
+        exposed += (ch.stores - 1) * (ch.input_bytes / ch.walk * seconds_per_byte + latency_s)
+    return exposed
 
 
 def cycles(mapping: Mapping, op: IROp, arch, compat: str | None = None, facts: _Facts | None = None) -> float:
-    """Estimated arch cycles: the slower of compute and each level's traffic, plus one tile's latency.
-    The compute models (accelsim.compute) return arch cycles per step."""
+    """Estimated arch cycles: the slower of compute (with the transfers on its dependency chain) and each
+    level's traffic, plus the pipeline's fill and drain. The compute models (accelsim.compute) return arch
+    cycles per step."""
     facts = facts or _Facts(op, arch)
     unit = next(u for u in arch.compute if u.name == mapping.unit)
     dtype = DType(mapping.dtype) if mapping.dtype else unit.dtypes[0]
     parallel = max(1, min(unit.count, math.prod(units_spread(mapping).values())))
-    steps = math.prod(math.prod(mapping.trips(i).values()) for i in range(len(mapping.levels)))
-    step = dict(mapping.levels[-1].tile) if mapping.levels else dict(mapping.loops)
-    if isinstance(op, Einsum):
-        # Each instance runs its share of the step (the mapping's units split it), all at once. Two equal
-        # rows: a model adds a once-per-kernel cost (a GPU launch) to the first row only.
-        view = gemm_view(op)
-        share = per_instance(step, units_spread(mapping))
-        size = {g: math.prod(share[d] for d in getattr(view, g)) for g in "bmnk"}
-        rows = compute.matrix_cycles(np.full(2, size["b"] * size["m"]), np.full(2, size["n"]),
-                                     np.full(2, size["k"]), unit, arch, mapping, dtype, compat)
-        launch = float(rows[0] - rows[1])
-        per_step = rows[1]
-    else:
-        total = vector_extent(op)
-        work = math.ceil(op.ops * step["e"] / total) if total and op.ops else 0
-        # the vector model spreads a row over every instance itself; launch on the first row, as above
-        rows = compute.vector_cycles(np.full(2, work), unit, dtype, arch) if work else np.zeros(2)
-        launch, per_step = float(rows[0] - rows[1]), rows[1]
-    seconds = [(steps * float(per_step) + launch) / arch.clock_hz]
-    for name, nbytes in traffic(mapping, op, arch, facts).items():
-        level = facts.levels[name]
-        seconds.append(nbytes / (level.bandwidth_bytes_per_s * min(level.instances, parallel)))
+    busy, launch = _compute_cycles(mapping, op, arch, unit, dtype, compat)
+    found = _channels(mapping, op, arch, facts)
+    channels = _floored(found, facts)
+    per_byte = {name: 1 / (facts.levels[name].bandwidth_bytes_per_s * min(facts.levels[name].instances, parallel))
+                for name in channels}
+    chain = sum(_on_the_chain(found[name], per_byte[name], facts.levels[name].latency_s)
+                for name in channels if name in found)
+    seconds = [(busy + launch) / arch.clock_hz + chain] + [n * per_byte[name] for name, n in channels.items()]
     latency = sum(facts.levels[t.level].latency_s for t in mapping.levels)
+    # Fill and drain: N tiles through a channel take N x max(transfer, rest) + min(transfer, rest) per tile.
+    # The first tile waits for its transfer (the whole B of a GEMM whose llc tile is the whole op is loaded
+    # before any compute), and the last tile's work overlaps nothing (alexnet fc6 on xeon_spr: weights in 2
+    # llc tiles from DRAM leave half the compute after the last load).
+    for i, name in enumerate(channels):
+        ch = found.get(name, _Channel())
+        rest = max(seconds[:i + 1] + seconds[i + 2:])
+        latency += min(ch.tile_bytes * per_byte[name], rest / ch.walk)
     # Overlap is never perfect (the engine serializes each channel and waits on dependencies): of two
     # mappings with the same bottleneck, the one moving less elsewhere is faster. A small share of the
     # non-bottleneck time says so (TPU v1, 256x4096x4096: keeps partial sums in the accumulators).

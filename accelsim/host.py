@@ -1,11 +1,14 @@
 """`accelsim arch detect-host`: a simd preset (the archs/*.yaml format) for the machine it runs on.
-Reads (lscpu, /proc, sysfs) are kept apart from parsing, so tests feed recorded texts; every figure
-in the YAML says where it came from, and assumed ones carry [A] as in the hand-written presets."""
+Reads (lscpu, /proc, sysfs, and a timed clock probe where sysfs has no cpufreq) are kept apart from parsing,
+so tests feed recorded texts; every figure in the YAML says where it came from, measured ones carry [M] and
+assumed ones [A] as in the hand-written presets."""
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -16,6 +19,17 @@ CACHE_FILES = ("level", "type", "size", "shared_cpu_list")
 
 # Figures no file on the host tells us: all [A], the energies copied from archs/xeon_spr.yaml.
 FMA_PORTS = 2                       # AVX2 / AVX-512 cores issue two FMAs per cycle
+# FMA pipes narrower than the registers, by (vendor, CPU family): AMD family 19h (Zen 3, Zen 4) has two
+# 256-bit FMA pipes, and Zen 4 runs a 512-bit FMA as two 256-bit halves (AMD's Zen 4 software optimization
+# guide, 57647) [A]: 16 fp32 MACs per cycle, as with AVX2, not the 32 of two 512-bit pipes.
+FMA_PIPE_BYTES = {("AuthenticAMD", "25"): 32}
+# The clock probe, where sysfs has no cpufreq (a KVM guest): a chain of dependent integer adds and xors, one
+# cycle each on the x86-64 and Arm cores we know of, so CHAIN_OPS x iterations / seconds is the clock the core
+# runs at. On a 2-vCPU Zen 4 guest it read 3.65-3.68 GHz (BogoMIPS / 2: 2.60), and GEMMs priced at it came
+# within 10% of the least disturbed of three measured runs.
+CHAIN_OPS = 4
+PROBE_ITERATIONS = 5_000_000        # 20 M cycles: about 6 ms at 3.5 GHz
+PROBE_RUNS = 7
 DRAM_GBPS_PER_CORE, DRAM_GBPS_CAP = 12.8, 200.0
 DRAM_LATENCY_NS = 100
 L2_BYTES_PER_CYCLE, L3_BYTES_PER_CYCLE_PER_CORE = 64, 32
@@ -43,6 +57,7 @@ class Host:
     flags: frozenset
     caches: dict             # "l1d" / "l2" / "l3" -> Cache
     memory_bytes: int
+    fma_pipe_bytes: int | None = None    # an FMA pipe narrower than the registers (FMA_PIPE_BYTES)
 
 
 # ---- parsing: text in, figures out ---------------------------------------------------------------
@@ -126,10 +141,16 @@ def parse_cores(lscpu: dict[str, str]) -> int:
     return cores
 
 
-def parse_clock(lscpu: dict[str, str], cpuinfo: dict[str, str], max_freq_khz: str | None) -> tuple[float, str]:
-    """(GHz, source): cpufreq's max, then the model name's `@ 2.00GHz`, lscpu's max MHz, BogoMIPS / 2."""
+def parse_clock(lscpu: dict[str, str], cpuinfo: dict[str, str], max_freq_khz: str | None,
+                measured_ghz: float | None = None) -> tuple[float, str]:
+    """(GHz, source): cpufreq's max, then the clock the probe measured (`measure_clock_ghz`), the model name's
+    `@ 2.00GHz`, lscpu's max MHz, BogoMIPS / 2. A KVM guest has no cpufreq and its BogoMIPS are the host's
+    TSC: 2.45 GHz on an EPYC whose cores ran 1024^3 fp32 GEMMs at 44.8 GMAC/s, above 16 MACs x 2.45 GHz."""
     if max_freq_khz and max_freq_khz.strip().isdigit():
         return int(max_freq_khz) / 1e6, "sysfs cpufreq cpuinfo_max_freq"
+    if measured_ghz:
+        return measured_ghz, (f"a timed chain of dependent 1-cycle integer ops, fastest of {PROBE_RUNS} runs"
+                              " (no cpufreq in sysfs) [M]")
     model = lscpu.get("Model name") or cpuinfo.get("model name", "")
     match = re.search(r"@\s*([\d.]+)\s*GHz", model)
     if match:
@@ -151,16 +172,18 @@ def _number(text: str | None) -> float:
 
 
 def parse_host(lscpu_text: str, cpuinfo_text: str, meminfo_text: str, cache_records: list[dict[str, str]],
-               max_freq_khz: str | None = None) -> Host:
+               max_freq_khz: str | None = None, measured_ghz: float | None = None) -> Host:
     lscpu, cpuinfo = parse_lscpu(lscpu_text), parse_cpuinfo(cpuinfo_text)
     cores = parse_cores(lscpu)
     flags = frozenset((cpuinfo.get("flags") or lscpu.get("Flags", "")).split())
     caches = parse_sysfs_caches(cache_records) or parse_lscpu_caches(lscpu)
-    clock_ghz, clock_source = parse_clock(lscpu, cpuinfo, max_freq_khz)
+    clock_ghz, clock_source = parse_clock(lscpu, cpuinfo, max_freq_khz, measured_ghz)
     clock_ghz = round(clock_ghz, 2)   # the figure the YAML shows is the one every bandwidth uses
     model = lscpu.get("Model name") or cpuinfo.get("model name") or "unknown CPU"
+    family = (cpuinfo.get("vendor_id") or lscpu.get("Vendor ID", ""), cpuinfo.get("cpu family") or lscpu.get(
+        "CPU family", ""))
     return Host(model, cores, "lscpu Core(s) per socket x Socket(s)", clock_ghz, clock_source,
-                flags, caches, parse_meminfo(meminfo_text))
+                flags, caches, parse_meminfo(meminfo_text), FMA_PIPE_BYTES.get(family))
 
 
 # ---- reading: the live machine -------------------------------------------------------------------
@@ -191,8 +214,36 @@ def read_cache_records(root: Path = SYSFS_CPU) -> list[dict[str, str]]:
 
 def read_host() -> Host:
     freq = SYSFS_CPU / "cpu0/cpufreq/cpuinfo_max_freq"
+    max_freq = freq.read_text() if freq.is_file() else None
     return parse_host(_lscpu_text(), _read(Path("/proc/cpuinfo")), _read(Path("/proc/meminfo")),
-                      read_cache_records(), freq.read_text() if freq.is_file() else None)
+                      read_cache_records(), max_freq, None if max_freq else measure_clock_ghz())
+
+
+# ---- the clock probe: the one jitted kernel here, plain ints in and out ---------------------------
+
+def _chain(iterations: int, x: int, y: int) -> int:
+    for _ in range(iterations):
+        x = (x + y) ^ 0x5BD1E995    # add, then xor: each needs the one before, nothing overlaps them
+        x = (x + y) ^ 0x27D4EB2F
+    return x
+
+
+@functools.cache
+def measure_clock_ghz(iterations: int = PROBE_ITERATIONS, runs: int = PROBE_RUNS) -> float | None:
+    """GHz the core runs the probe's chain at (CHAIN_OPS dependent 1-cycle ops per iteration), the fastest of
+    `runs`: another tenant or an interrupt only ever slows a run down. Once per process, so a preset and its
+    dataset's provenance carry the same figure; None if the figure is implausible (then BogoMIPS)."""
+    from numba import njit
+
+    chain = njit(cache=True)(_chain)
+    chain(16, 1, 3)                     # compile (or load the cached machine code) outside the timing
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        chain(iterations, 12345, 7)
+        best = min(best, time.perf_counter() - start)
+    ghz = CHAIN_OPS * iterations / best / 1e9
+    return ghz if 0.5 <= ghz <= 7.0 else None
 
 
 # ---- the preset ----------------------------------------------------------------------------------
@@ -206,10 +257,12 @@ def vector_bytes(flags: frozenset) -> tuple[int, str]:
     return 16, "sse"   # SSE2 is baseline on x86-64; a 128-bit NEON core reads the same [A]
 
 
-def fp32_macs_per_cycle(flags: frozenset) -> int:
-    """FMA ports x fp32 lanes: AVX2 + FMA 2 x 8 = 16, AVX-512 2 x 16 = 32; one port without FMA [A]."""
+def fp32_macs_per_cycle(flags: frozenset, pipe_bytes: int | None = None) -> int:
+    """FMA ports x fp32 lanes: AVX2 + FMA 2 x 8 = 16, AVX-512 2 x 16 = 32; one port without FMA [A]. A pipe
+    narrower than the registers (`pipe_bytes`, Zen 4's 32 B) sets the lanes: 2 x 8 = 16 with AVX-512."""
     width, _ = vector_bytes(flags)
-    return (FMA_PORTS if "fma" in flags or "avx512f" in flags else 1) * width // 4
+    lanes = min(width, pipe_bytes or width) // 4
+    return (FMA_PORTS if "fma" in flags or "avx512f" in flags else 1) * lanes
 
 
 def _gbps(bytes_per_s: float) -> str:
@@ -225,7 +278,7 @@ def _size_text(n: int) -> str:
 
 def _compute(host: Host) -> list[str]:
     width, isa = vector_bytes(host.flags)
-    fp32 = fp32_macs_per_cycle(host.flags)
+    fp32 = fp32_macs_per_cycle(host.flags, host.fma_pipe_bytes)
     rows = 14 if width == 64 else 6   # accumulators: 14 x 2 of 32 zmm, 6 x 2 of 16 ymm/xmm
     n = host.cores
     units = [
@@ -268,6 +321,7 @@ def _level(name: str, capacity: str, bandwidth: str, latency: str, energy: str, 
 def _memory(host: Host) -> list[str]:
     hz = host.clock_ghz * 1e9
     width, _ = vector_bytes(host.flags)
+    width = min(width, host.fma_pipe_bytes or width)      # Zen 4 loads 2 x 32 B per cycle, not 2 x 64 B [A]
     dram = min(DRAM_GBPS_PER_CORE * host.cores, DRAM_GBPS_CAP) * 1e9
     lines = _level("dram", f"{_size_text(host.memory_bytes)}   # MemTotal", f"{_gbps(dram)}     # [A]",
                    f"{DRAM_LATENCY_NS} ns   # [A]", LEVEL_ENERGY["dram"])
@@ -296,17 +350,20 @@ def _header(host: Host) -> list[str]:
     simd_text = " ".join(simd) or "none of avx2/avx512f/amx"
     return [
         f"# {host.model}: written by `accelsim arch detect-host` on the machine itself.",
-        "# Tags: [V] read from the machine, [D] derived, [A] assumption (nothing on the host says it).",
+        "# Tags: [V] read from the machine, [M] measured on it, [D] derived, [A] assumption (nothing on the host"
+        " says it).",
         f"#   {host.cores} physical cores ({host.cores_source}) [V]",
         f"#   clock {host.clock_ghz:.2f} GHz from {host.clock_source}",
         f"#   SIMD flags (/proc/cpuinfo): {simd_text} -> {isa}, {width} B registers [V]",
-        f"#   {fp32_macs_per_cycle(host.flags)} fp32 MACs per cycle per core = FMA ports x {width // 4} lanes;"
-        f" {FMA_PORTS} FMA ports with FMA, else 1 [A]",
+        f"#   {fp32_macs_per_cycle(host.flags, host.fma_pipe_bytes)} fp32 MACs per cycle per core = FMA ports x"
+        f" {min(width, host.fma_pipe_bytes or width) // 4} lanes; {FMA_PORTS} FMA ports with FMA, else 1 [A]"
+        + (f"; {host.fma_pipe_bytes} B FMA pipes on this CPU family (FMA_PIPE_BYTES) [A]" if host.fma_pipe_bytes
+           else ""),
         f"#   caches: {caches} [V]",
         "#   the LLC's slices are summed into one shared level [D]",
         f"#   DRAM capacity from /proc/meminfo MemTotal [V]; bandwidth {DRAM_GBPS_PER_CORE} GB/s per core capped at"
         f" {DRAM_GBPS_CAP:.0f} GB/s,",
-        f"#   latency {DRAM_LATENCY_NS} ns [A]. Cache bandwidths per cycle: L1 2 x register width, L2"
+        f"#   latency {DRAM_LATENCY_NS} ns [A]. Cache bandwidths per cycle: L1 2 x register (or FMA pipe) width, L2"
         f" {L2_BYTES_PER_CYCLE} B, LLC {L3_BYTES_PER_CYCLE_PER_CORE} B per core [A];",
         f"#   latencies L1 {LATENCY_CYCLES['l1d']}, L2 {LATENCY_CYCLES['l2']}, LLC {LATENCY_CYCLES['llc']} cycles"
         f" [A]. TDP {WATTS_PER_CORE} W per core [A].",

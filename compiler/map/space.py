@@ -35,11 +35,12 @@ def _einsum(op: Einsum, arch) -> Iterator[Mapping]:
     levels = op_levels(sizes.paths)
     signature = op_signature(op)
     tilings, seen, problem = [], set(), None
+    align = _micro_blocks(unit, groups, dtype)
     for flow, targets, inner_first in _targets(unit, op):
         if targets is None and tilings:
             break
-        step = _shrink_to_fit(sizes, levels[1:], _split(groups, extents, targets or {}), groups, inner_first,
-                              extents)
+        step = _shrink_to_fit(sizes, levels[1:], _split(groups, extents, targets or {}, align), groups, inner_first,
+                              extents, align)
         if isinstance(step, Overflow):
             problem = step if targets is None else problem or step     # report the smallest tile's
             continue
@@ -84,9 +85,33 @@ def _targets(unit, op: Einsum):
     yield (unit.dataflows[0].value if unit.dataflows else None), None, ()
 
 
-def _split(groups, extents, targets) -> dict[str, int]:
+def _micro_blocks(unit, groups, dtype) -> dict[str, int]:
+    """{dim: rows or columns of the SIMD micro-kernel} for the m and n groups that are one dim each (a conv's m
+    is a product of dims, left as it is): a CPU BLAS sizes its blocks in whole micro-tiles, as OpenBLAS does.
+    The micro-tile is accelsim.compute.simd's: rows x register rows by cols x accumulators per register."""
+    micro = getattr(unit, "micro_kernel", None)
+    if micro is None:
+        return {}
+    accumulators = max(1, micro.register_bytes // (8 if dtype.bits == 64 else 4))
+    sizes = {"m": micro.rows * micro.register_rows, "n": micro.cols * accumulators}
+    return {groups[g][0]: size for g, size in sizes.items() if len(groups[g]) == 1}
+
+
+def _aligned(extent: int, room: int, block: int | None) -> int | None:
+    """The largest multiple of `block` (a micro-kernel's rows or columns) at most `room`, where `extent` must
+    be split: 1024 rows of a 6-row micro-kernel in blocks of at most 64 are 17 blocks of 60 and one of 4
+    (1,026 rows run, 0.2% padding), where blocks of 64 run 66 rows each (3%) and balanced ones of 57 run 60
+    (5%). The cost model prices the ragged last block as the engine does, clipped."""
+    if block is None or room < block or extent <= room:
+        return None
+    return block * (room // block)
+
+
+def _split(groups, extents, targets, align=None) -> dict[str, int]:
     """Per-dim tiles whose product per group is at most its target: inner dims whole first, then a
-    balanced share of the next (56 rows in tiles of 19: 3 trips, 1 padded row), then what room is left."""
+    balanced share of the next (56 rows in tiles of 19: 3 trips, 1 padded row), then what room is left;
+    a SIMD micro-kernel's rows and columns in whole micro-tiles (`_aligned`)."""
+    align = align or {}
     tile = {}
     for g, dims in groups.items():
         room = targets.get(g, 1 if not targets else None)
@@ -96,12 +121,12 @@ def _split(groups, extents, targets) -> dict[str, int]:
                 tile[d] = e
                 room = None if room is None else room // e
             else:
-                tile[d] = _fit(e, max(room, 1))
+                tile[d] = _aligned(e, room, align.get(d)) or _fit(e, max(room, 1))
                 room //= tile[d]
     return tile
 
 
-def _shrink_to_fit(sizes, levels, step, groups, inner_first, extents):
+def _shrink_to_fit(sizes, levels, step, groups, inner_first, extents, align=None):
     """Halve the step, `inner_first` groups first, until every on-chip level on the operands' paths holds
     it (each level's tile is at least the step: a strided conv's input halo may not fit where the
     innermost level's outputs do)."""
@@ -114,7 +139,7 @@ def _shrink_to_fit(sizes, levels, step, groups, inner_first, extents):
         dim = next((d for g in order for d in groups[g] if step[d] > 1), None)
         if dim is None:
             return problem
-        step[dim] = _smaller(extents[dim], step[dim])
+        step[dim] = _aligned(extents[dim], step[dim] // 2, (align or {}).get(dim)) or _smaller(extents[dim], step[dim])
 
 
 def _fit(extent: int, room: int) -> int:
@@ -181,7 +206,11 @@ def _shrink_dim(sizes, level, tile, d, outer, floor, spread) -> None:
             lo = mid
         else:
             hi = mid - 1
-    tile[d] = min(outer, floor * lo)
+    # As few trips as the largest fit allows, balanced: 1024 in multiples of 16 with room for 496 is
+    # 3 trips of 352 (the last 320), not 496 + 496 + 32 (a smaller tile still fits).
+    units = math.ceil(outer / floor)
+    trips = math.ceil(units / lo)
+    tile[d] = min(outer, floor * math.ceil(units / trips))
 
 
 def _orders(op: Einsum, tiles, groups) -> Iterator[tuple[tuple[str, ...], ...]]:

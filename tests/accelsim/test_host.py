@@ -148,3 +148,45 @@ def test_cli_on_this_machine(tmp_path, capsys):
     assert arch.kind.value == "simd" and arch.name.startswith("host_") and arch.matrix.count >= 1
     assert f"wrote {out}" in capsys.readouterr().out
     assert main(["arch", "detect-host"]) == 0 and capsys.readouterr().out.startswith("# ")
+
+
+# Recorded on a 2-core AMD EPYC KVM guest of the same kind on a Zen 4 host (family 25, model 17: AVX-512 on
+# 256-bit FMA pipes), BogoMIPS 5192.28, no cpufreq; the probe measured 3.65 GHz there.
+ZEN4_FLAGS = EPYC_FLAGS + " avx512f avx512dq avx512bw avx512vl avx512_bf16 avx512_vnni"
+ZEN4_CPUINFO = (EPYC_CPUINFO.replace(EPYC_FLAGS, ZEN4_FLAGS).replace("4890.85", "5192.28")
+                .replace("vendor_id\t: AuthenticAMD\n", "vendor_id\t: AuthenticAMD\ncpu family\t: 25\n"))
+
+
+def test_a_measured_clock_wins_over_bogomips_but_not_over_cpufreq():
+    h = host.parse_host(EPYC_LSCPU_TEXT, EPYC_CPUINFO, EPYC_MEMINFO, EPYC_SYSFS, measured_ghz=3.6512)
+    assert h.clock_ghz == 3.65 and h.clock_source.endswith("[M]") and "dependent" in h.clock_source
+    assert "clock: 3.65 GHz     # a timed chain" in host.preset_yaml(h)
+    assert host.parse_host(EPYC_LSCPU_TEXT, EPYC_CPUINFO, EPYC_MEMINFO, EPYC_SYSFS, max_freq_khz="3500000",
+                           measured_ghz=3.65).clock_source == "sysfs cpufreq cpuinfo_max_freq"
+    assert epyc().clock_ghz == 2.45                      # nothing measured: BogoMIPS / 2, as before
+
+
+def test_the_probe_takes_the_fastest_run(monkeypatch):
+    # perf_counter readings in pairs (start, end): runs of 8, 6 and 7 ms. The chain does CHAIN_OPS dependent ops
+    # per iteration, so 4 x 5 M ops in the fastest 6 ms is 3.33 GHz; a run another tenant slowed is ignored.
+    ticks = iter([0.0, 0.008, 1.0, 1.006, 2.0, 2.007])
+    monkeypatch.setattr(host.time, "perf_counter", lambda: next(ticks))
+    ghz = host.measure_clock_ghz.__wrapped__(iterations=5_000_000, runs=3)
+    assert ghz == pytest.approx(host.CHAIN_OPS * 5e6 / 0.006 / 1e9)
+    ticks = iter([0.0, 1e-6])                            # 20,000 GHz: not a clock
+    assert host.measure_clock_ghz.__wrapped__(iterations=5_000_000, runs=1) is None
+
+
+def test_the_probe_reads_a_plausible_clock_on_this_machine():
+    ghz = host.measure_clock_ghz()
+    assert ghz is None or 0.5 <= ghz <= 7.0
+    assert host.measure_clock_ghz() == ghz               # once per process: preset and provenance agree
+
+
+def test_zen4_runs_avx512_on_256_bit_pipes():
+    h = host.parse_host(EPYC_LSCPU_TEXT, ZEN4_CPUINFO, EPYC_MEMINFO, EPYC_SYSFS, measured_ghz=3.65)
+    assert h.fma_pipe_bytes == 32 and host.vector_bytes(h.flags) == (64, "avx512")
+    arch = load(host.preset_yaml(h))
+    assert arch.matrix.name == "avx512_fma" and arch.matrix.peak_per_cycle(arch.native_dtype) == 16   # not 32
+    assert arch.level("l1d").bandwidth_bytes_per_s == pytest.approx(64 * 3.65e9)   # 2 x 32 B loads per cycle
+    assert host.fp32_macs_per_cycle(h.flags) == 32       # an AVX-512 core with 512-bit pipes (Xeon)
