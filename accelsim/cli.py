@@ -11,7 +11,9 @@ import sys
 import traceback
 from pathlib import Path
 
-from accelsim.validate.cli import add_score_parser
+from accelsim.explain.cli import add_explain_parser
+from accelsim.report.cli import add_compare_parser, report_run
+from accelsim.validate.cli import add_cuda_parser, add_score_parser
 from compiler.errors import UserError
 
 EXIT_MISMATCH, EXIT_USAGE, EXIT_INTERNAL = 1, 2, 3
@@ -60,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--limit", type=int, metavar="N", help="show only the first N ops in the table")
     run.add_argument("--compat", choices=["scalesim"], help="price matrix ops' compute_cycles as another "
                      "simulator does (scalesim: SCALE-Sim v3's total minus stall cycles, per layer)")
+    run.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (works offline)")
+    run.add_argument("--plot", metavar="DIR", help="write the report's figures as PNG files into DIR")
     run.set_defaults(handler=_run)
 
     ev = sub.add_parser("eval", help="run a model's numerics in the numpy reference interpreter")
@@ -95,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     co.add_argument("--tiles", type=int, default=12, metavar="N", help="tiles to list (default 12; totals cover all)")
     co.set_defaults(handler=_cosim)
 
+    add_compare_parser(sub)
     sub.add_parser("archs", help="list the hardware presets").set_defaults(handler=_archs)
     arch = sub.add_parser("arch", help="work with arch files").add_subparsers(dest="arch_command",
                                                                              metavar="ACTION", required=True)
@@ -106,9 +111,11 @@ def _parser() -> argparse.ArgumentParser:
     detect.add_argument("--out", metavar="FILE.yaml", help="where to write it (default: stdout)")
     detect.set_defaults(handler=_arch_detect_host)
     sub.add_parser("models", help="list the built-in models").set_defaults(handler=_models)
+    add_explain_parser(sub)
     validate = sub.add_parser("validate", help="measure real hardware and score the model against it") \
         .add_subparsers(dest="validate_command", metavar="ACTION", required=True)
     add_score_parser(validate)
+    add_cuda_parser(validate)
     cpu = validate.add_parser("cpu", help="time GEMMs (numpy) and convolutions (torch) on this machine and write "
                               "them beside accelsim's predictions")
     cpu.add_argument("--suite", default="all", help="gemm, conv or all (default: all)")
@@ -176,6 +183,8 @@ def _run(args) -> int:
         write_trace(result, args.trace)
     if "-" not in (args.json, args.csv):
         print(result.table(args.limit), end="")
+    if args.html or args.plot:
+        report_run(result, args)
     return 0
 
 

@@ -1,8 +1,10 @@
 """Cycle-level runs of the systolic core of docs/rtl.md: check a Stimulus, hand it to the numba kernel
-(accelsim/engine/systolic_cycle.py), pack its arrays into an Outcome and Waves, and write a VCD of the ports.
+(accelsim/engine/systolic_cycle.py), pack its arrays into an Outcome and Waves (and, for teaching, a Probe of
+every PE in every cycle), and write a VCD of the ports.
 
 Invariant: `run` returns what the RTL bench records for the same Stimulus (accept cycles, output cycles and values),
 all of it stepped by the kernel, or raises ValueError naming what is wrong with the stimulus.
+`run_os` / `probe_os` step an output-stationary array (accelsim/engine/systolic_os_cycle.py; no RTL) the same way.
 """
 from __future__ import annotations
 
@@ -11,11 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelsim.engine import systolic_cycle as kernel
+from accelsim.engine import systolic_os_cycle as os_kernel
 from accelsim.rtl.stimulus import Outcome, Stimulus
 from accelsim.vcd import VcdWriter
 
 PORT_BITS = ("w_valid", "w_ready", "x_valid", "x_ready", "x_last", "x_acc", "y_valid", "y_last")
 CLOCK_NS = 10           # the 100 MHz teaching clock: one cycle is 10 ns, clk rises at its start
+_NO_PROBE = np.zeros((0, 6, 1), np.int32)   # a probe of 0 cycles: the kernel records nothing
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ def run(stim: Stimulus, acc_depth: int = 512, waves: bool = False, values: bool 
     hint = len(stim.w_rows) + len(stim.x_rows) + int(stim.w_delay.sum() + stim.x_delay.sum()) + 2 * stim.rows
     status, cycles, w_accept, x_accept, y_cycle, y_data, y_last, wave_bits, wave_rows, stuck = kernel.simulate(
         stim.rows, stim.cols, bool(stim.ternary), acc_depth, stim.w_rows, stim.w_delay, stim.w_wait, stim.x_rows,
-        stim.x_last, stim.x_acc, stim.x_delay, waves, hint + stim.cols + 16, bool(values))
+        stim.x_last, stim.x_acc, stim.x_delay, waves, hint + stim.cols + 16, bool(values), _NO_PROBE)
     if status == kernel.STUCK:
         raise ValueError(_stuck_message(stim, *stuck))
     if not values:
@@ -64,6 +68,132 @@ def run(stim: Stimulus, acc_depth: int = 512, waves: bool = False, values: bool 
     bits = {name: (wave_bits >> i) & 1 for i, name in enumerate(PORT_BITS)}
     return outcome, Waves(**bits, w_row=wave_rows[:, 0].copy(), x_row=wave_rows[:, 1].copy(),
                           y_row=wave_rows[:, 2].copy())
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What every PE holds during every cycle, copied out of the kernel's registers (int32 [cycles, ROWS, COLS]
+    each): the activation register (`value`; `bank`: the weight bank it multiplies with; `valid`), the psum
+    register (`psum`: what the PE registered at the edge before, valid when `valid` was the cycle before) and the
+    two weight registers (`w0`, `w1`)."""
+    value: np.ndarray
+    bank: np.ndarray
+    valid: np.ndarray
+    psum: np.ndarray
+    w0: np.ndarray
+    w1: np.ndarray
+
+
+def probe(stim: Stimulus, acc_depth: int = 512):
+    """`run(stim, acc_depth, waves=True)` that also records every PE in every cycle: (Outcome, Waves, Probe).
+    The same kernel, the same results; for small arrays (it keeps 6 * ROWS * COLS values per cycle)."""
+    cycles = run(stim, acc_depth, values=False).cycles         # timing only, to size the record exactly
+    record = np.zeros((cycles, 6, stim.rows * stim.cols), np.int32)
+    status, n, w_accept, x_accept, y_cycle, y_data, y_last, wave_bits, wave_rows, _ = kernel.simulate(
+        stim.rows, stim.cols, bool(stim.ternary), acc_depth, stim.w_rows, stim.w_delay, stim.w_wait, stim.x_rows,
+        stim.x_last, stim.x_acc, stim.x_delay, True, cycles, True, record)
+    assert status == kernel.DONE and n == cycles, (status, n, cycles)   # run() above finished in `cycles`
+    bits = {name: (wave_bits >> i) & 1 for i, name in enumerate(PORT_BITS)}
+    waves = Waves(**bits, w_row=wave_rows[:, 0].copy(), x_row=wave_rows[:, 1].copy(), y_row=wave_rows[:, 2].copy())
+    grid = record.reshape(cycles, 6, stim.rows, stim.cols)
+    fields = (kernel.P_VALUE, kernel.P_BANK, kernel.P_VALID, kernel.P_PSUM, kernel.P_W0, kernel.P_W1)
+    return (Outcome(w_accept, x_accept, y_cycle, y_data, y_last, int(n)), waves,
+            Probe(*(grid[:, f].copy() for f in fields)))
+
+
+# The OS model in the closed form's terms (accelsim.compute.systolic.native_cycles): two accumulator banks and
+# 2 io registers. The same registers as the WS core's 3 (PE input register, PE sum register, output register)
+# count as 2 here because the closed form's OS drain term X = ROWS already holds the cycle in which the first
+# drained row leaves the grid, the cycle after the PE sum register takes its last MAC.
+OS_BANKS = 2
+OS_IO_REGISTERS = 2
+
+
+@dataclass(frozen=True)
+class OsRun:
+    """An OS GEMM C[m, n] = A[m, k] @ B[k, n] on a ROWS x COLS array. Fold f computes the output tile at
+    folds[f] = (i0, j0) (m-major); its k-steps are f * k .. f * k + k - 1, step s carrying A[i0:i0+ROWS, s] and
+    B[s, j0:j0+COLS] (zero-padded past m and n). Output row y (y_cycle, y_data, in order of appearance) is tile
+    row ROWS - 1 - y % ROWS of fold y // ROWS: each fold drains from its bottom row up."""
+    rows: int
+    cols: int
+    banks: int
+    k: int
+    folds: tuple
+    s_accept: np.ndarray     # int64 [folds * k]: the cycle each k-step was accepted
+    y_cycle: np.ndarray      # int64 [folds * ROWS]
+    y_data: np.ndarray       # int32 [folds * ROWS, COLS]
+    cycles: int              # the last output appears in cycle cycles - 1
+
+    def place(self, y: int):
+        """(fold, tile row) of output row y."""
+        return y // self.rows, self.rows - 1 - y % self.rows
+
+    def product(self, m: int, n: int) -> np.ndarray:
+        """C as the output rows left it (int32 [m, n])."""
+        c = np.zeros((len(self.folds) * self.rows + m, n + self.cols), np.int32)
+        for y, row in enumerate(self.y_data):
+            f, r = self.place(y)
+            i0, j0 = self.folds[f]
+            c[i0 + r, j0:j0 + self.cols] = row
+        return c[:m, :n]
+
+
+@dataclass(frozen=True)
+class OsProbe:
+    """What every PE of the OS model holds during every cycle (int32 [cycles, ROWS, COLS] each): the A register
+    (`a`, `a_valid`: passing east), the B register (`b`, `b_valid`: passing south), `bank`: the accumulator the
+    pair in it adds into, and the accumulators (`acc0`, `acc1`; with one bank, acc1 is acc0)."""
+    a: np.ndarray
+    a_valid: np.ndarray
+    b: np.ndarray
+    b_valid: np.ndarray
+    bank: np.ndarray
+    acc0: np.ndarray
+    acc1: np.ndarray
+
+
+def run_os(a, b, rows: int, cols: int, banks: int = OS_BANKS) -> OsRun:
+    """Run the int8 GEMM a @ b on an output-stationary rows x cols array with `banks` accumulators per PE.
+    Raises ValueError for bad sizes or operands outside int8."""
+    return _os(a, b, rows, cols, banks, 0)[0]
+
+
+def probe_os(a, b, rows: int, cols: int, banks: int = OS_BANKS):
+    """`run_os` that also records every PE in every cycle: (OsRun, OsProbe). The same kernel, the same results."""
+    cycles = run_os(a, b, rows, cols, banks).cycles
+    return _os(a, b, rows, cols, banks, cycles)
+
+
+def _os(a, b, rows: int, cols: int, banks: int, probe_cycles: int):
+    a, b = np.asarray(a), np.asarray(b)
+    if rows < 1 or cols < 1:
+        raise ValueError(f"the array must be at least 1 x 1, got {rows} x {cols}")
+    if banks not in (1, 2):
+        raise ValueError(f"banks must be 1 or 2, got {banks}")
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or 0 in a.shape + b.shape:
+        raise ValueError(f"cannot multiply A {a.shape} by B {b.shape}: need non-empty [m, k] @ [k, n]")
+    for name, x in (("A", a), ("B", b)):
+        if x.min() < -128 or x.max() > 127:
+            raise ValueError(f"{name} holds values outside int8 (-128..127)")
+    (m, k), n = a.shape, b.shape[1]
+    folds = tuple((i0, j0) for i0 in range(0, m, rows) for j0 in range(0, n, cols))
+    a_pad = np.zeros((-(-m // rows) * rows, k), np.int8)
+    b_pad = np.zeros((k, -(-n // cols) * cols), np.int8)
+    a_pad[:m], b_pad[:, :n] = a, b
+    a_steps = np.concatenate([a_pad[i0:i0 + rows].T for i0, _ in folds])          # [folds * k, rows]
+    b_steps = np.concatenate([b_pad[:, j0:j0 + cols] for _, j0 in folds])         # [folds * k, cols]
+    s_last = np.tile((np.arange(k) == k - 1).astype(np.uint8), len(folds))
+    record = np.zeros((probe_cycles, os_kernel.PROBE_FIELDS, rows * cols), np.int32)
+    cycles, s_accept, y_cycle, y_data = os_kernel.simulate(rows, cols, banks, np.ascontiguousarray(a_steps),
+                                                           np.ascontiguousarray(b_steps), s_last, record)
+    if cycles < 0:
+        raise RuntimeError("the OS model lost an output row (a handshake defect in systolic_os_cycle.py)")
+    run = OsRun(rows, cols, banks, k, folds, s_accept, y_cycle, y_data, int(cycles))
+    if not probe_cycles:
+        return run, None
+    grid = record.reshape(probe_cycles, os_kernel.PROBE_FIELDS, rows, cols)
+    return run, OsProbe(*(grid[:, f].copy() for f in range(os_kernel.PROBE_FIELDS)))
 
 
 def write_vcd(path, stim: Stimulus, outcome: Outcome, waves: Waves, reset_cycles: int = 1,

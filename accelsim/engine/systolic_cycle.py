@@ -4,6 +4,7 @@ de-skew, accumulator and handshake each take their next value at every clock edg
 Invariant: values come out of the registers, never from a closed form. One loop iteration is one cycle: what is
 visible during it (ports, outputs), then the edge that ends it, computed from the registers as they were during it.
 A delay line of depth D is a ring of D slots indexed by cycle % D: what D chained registers do, without the copying.
+A probe (teaching, `accelsim explain systolic`) only copies registers out; it never changes what is stepped.
 """
 import numpy as np
 from numba import njit
@@ -18,6 +19,8 @@ VALUE, BANK, VALID = range(3)
 # fields of a weight skew stage and of a row tag
 WS_ROW, WS_BANK, WS_VALID = range(3)
 T_VALID, T_ROW, T_ACC, T_LAST = range(4)
+# fields of a probe snapshot: what each PE holds during one cycle (see _probe)
+P_VALUE, P_BANK, P_VALID, P_PSUM, P_W0, P_W1 = range(6)
 
 
 @njit(cache=True, inline='always')
@@ -111,6 +114,19 @@ def _deskew_accumulate(dsk, ds, psum, bottom, acc, tags, tag, y_reg):
             y_reg[c] = v
 
 
+@njit(cache=True)   # not inlined: the stepping loop stays as small as without a probe
+def _probe(probe, k, act, p, psum, now, wbank, cols):
+    """Copy what PE(r, c) (i = r * COLS + c) holds during cycle k into probe[k, :, i]: its activation register
+    {VALUE, BANK, VALID}, its psum register and its two weight registers. Read-only: no register changes."""
+    for i in range(np.uint64(wbank.shape[1])):   # uint64, as p: no mixed-sign index arithmetic
+        probe[k, P_VALUE, i] = act[VALUE, p + i]
+        probe[k, P_BANK, i] = act[BANK, p + i]
+        probe[k, P_VALID, i] = act[VALID, p + i]
+        probe[k, P_PSUM, i] = psum[now + cols + i]
+        probe[k, P_W0, i] = wbank[0, i]
+        probe[k, P_W1, i] = wbank[1, i]
+
+
 @njit(cache=True)
 def _grow(wave_bits, wave_rows):
     cap = wave_bits.shape[0]
@@ -123,12 +139,14 @@ def _grow(wave_bits, wave_rows):
 
 @njit(cache=True)
 def simulate(rows, cols, ternary, acc_depth, w_rows, w_delay, w_wait, x_rows, x_last, x_acc, x_delay, waves,
-             wave_capacity, values=True):
+             wave_capacity, values, probe):
     """rows, cols, acc_depth: int; ternary, waves, values: bool; w_rows int8[NW, cols]; w_delay, w_wait int64[NW];
     x_rows int8[NX, rows]; x_last, x_acc uint8[NX]; x_delay int64[NX]; wave_capacity: first size of the wave
     arrays (they double when full). Not `values`: timing only, O(1) per cycle: the datapath registers (weight
     banks and skew data, activation registers and skew, psums, de-skew, accumulator) are never stepped, only the
     handshake, pointers, counters, row tags and driver, which alone decide every cycle; y_data has no rows.
+    probe: int32[P, 6, rows * cols], filled for cycles k < P with what every PE holds during cycle k (_probe);
+    P = 0 (the usual case) records nothing. Only meaningful with `values`.
 
     Returns (status, cycles, w_accept, x_accept, y_cycle, y_data, y_last, wave_bits, wave_rows, stuck):
     status DONE or STUCK; cycles simulated (DONE: the last output appears in cycle cycles - 1); accept cycles
@@ -175,6 +193,7 @@ def simulate(rows, cols, ternary, acc_depth, w_rows, w_delay, w_wait, x_rows, x_
     last_w_take, last_x_take = -lat, -lat   # cycles of the latest acceptances
     xs, cs, ts = 0, 0, 0        # k % ROWS, k % COLS, k % LAT
     status = DONE
+    probing = values and probe.shape[0] > 0
     k = 0
     while True:
         # ---------------- during cycle k: outputs, offers, readies
@@ -212,6 +231,8 @@ def simulate(rows, cols, ternary, acc_depth, w_rows, w_delay, w_wait, x_rows, x_
             wave_rows[k, 0] = wi if w_valid else -1
             wave_rows[k, 1] = xi if x_valid else -1
             wave_rows[k, 2] = y_now
+        if probing and k < probe.shape[0]:
+            _probe(probe, k, act, p, psum, now, wbank, np.uint64(cols))
         if n_out == nx:
             break
         # ---------------- the edge that ends cycle k, from the registers as they are during cycle k

@@ -1,13 +1,20 @@
-"""A validation case: one operator with its shape, written as a short text key, and what accelsim predicts for it.
+"""A validation case: one operator (or one fused pattern) with its shape, written as a short text key, and what
+accelsim predicts for it.
 
-    gemm 512 512 512 fp32                   C[M, N] = A[M, K] @ B[K, N]         (gemm M N K DTYPE)
-    conv 1 64 56 56 64 3 3 1 1 1 fp32       NCHW conv, K filters of R x S      (conv N C H W K R S STRIDE PAD GROUPS DTYPE)
+    gemm 512 512 512 fp32                   C[M, N] = A[M, K] @ B[K, N]                 (gemm M N K DTYPE)
+    bgemm 12 128 128 64 bf16                B independent GEMMs, as attention heads    (bgemm B M N K DTYPE)
+    conv 1 64 56 56 64 3 3 1 1 1 fp32       NCHW conv, K filters of R x S              (conv N C H W K R S STRIDE PAD GROUPS DTYPE)
+    attention 1 12 128 128 64 bf16          softmax(Q K^T / sqrt D) V per head         (attention B H SQ SKV D DTYPE)
+    softmax 1536 128 bf16                   along the last axis of [ROWS, COLS]        (softmax ROWS COLS DTYPE)
+    layernorm 128 768 bf16                  along the last axis, with scale and bias   (layernorm ROWS COLS DTYPE)
+    gelu 128 3072 bf16                      element-wise over [ROWS, COLS]; also relu, sigmoid, tanh, add, mul
 
-Invariant: the same key always builds the same one-op Graph, so a measured dataset can be re-predicted by any later
+Invariant: the same key always builds the same small Graph, so a measured dataset can be re-predicted by any later
 version of the model (tests/accelsim/test_validation.py does, on every commit).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from compiler.builder import Builder
@@ -15,7 +22,13 @@ from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.graph import Graph
 
-KINDS = {"gemm": ("m", "n", "k"), "conv": ("n", "c", "h", "w", "k", "r", "s", "stride", "pad", "groups")}
+# Element-wise kinds: frontend op and arity. Binary ones take two same-shaped inputs (a residual add).
+ELEMENTWISE = {"gelu": ("Gelu", 1), "relu": ("Relu", 1), "sigmoid": ("Sigmoid", 1), "tanh": ("Tanh", 1),
+               "add": ("Add", 2), "mul": ("Mul", 2)}
+KINDS = {"gemm": ("m", "n", "k"), "bgemm": ("b", "m", "n", "k"),
+         "conv": ("n", "c", "h", "w", "k", "r", "s", "stride", "pad", "groups"),
+         "attention": ("b", "h", "sq", "skv", "d"), "softmax": ("rows", "cols"), "layernorm": ("rows", "cols"),
+         **{kind: ("rows", "cols") for kind in ELEMENTWISE}}
 
 
 @dataclass(frozen=True)
@@ -29,25 +42,65 @@ class Case:
         return " ".join([self.kind, *map(str, self.dims), self.dtype.value])
 
     @property
+    def size(self) -> dict[str, int]:
+        """The dims by name: {"m": 512, "n": 512, "k": 512}."""
+        return dict(zip(KINDS[self.kind], self.dims))
+
+    @property
+    def conv_out(self) -> tuple[int, int]:
+        """(P, Q): a conv case's output height and width."""
+        d = self.size
+        return ((d["h"] + 2 * d["pad"] - d["r"]) // d["stride"] + 1,
+                (d["w"] + 2 * d["pad"] - d["s"]) // d["stride"] + 1)
+
+    @property
     def macs(self) -> int:
-        d = dict(zip(KINDS[self.kind], self.dims))
-        if self.kind == "gemm":
-            return d["m"] * d["n"] * d["k"]
-        p = (d["h"] + 2 * d["pad"] - d["r"]) // d["stride"] + 1
-        q = (d["w"] + 2 * d["pad"] - d["s"]) // d["stride"] + 1
-        return d["n"] * d["k"] * p * q * (d["c"] // d["groups"]) * d["r"] * d["s"]
+        """Multiply-accumulates of the case's matrix work (0 for vector-only kinds)."""
+        d = self.size
+        if self.kind in ("gemm", "bgemm"):
+            return d.get("b", 1) * d["m"] * d["n"] * d["k"]
+        if self.kind == "attention":
+            return 2 * d["b"] * d["h"] * d["sq"] * d["skv"] * d["d"]    # Q K^T, then P V
+        if self.kind == "conv":
+            p, q = self.conv_out
+            return d["n"] * d["k"] * p * q * (d["c"] // d["groups"]) * d["r"] * d["s"]
+        return 0
 
     def graph(self) -> Graph:
-        """The one-op model this case is: shape-only (the simulator needs no weight values)."""
-        d = dict(zip(KINDS[self.kind], self.dims))
+        """The small model this case is: shape-only (the simulator needs no weight values). Input names are
+        the operands' names in accelsim.validate.torch_ops, which feeds the same tensors to the vendor library."""
+        d = self.size
         b = Builder(self.key.replace(" ", "_"), dtype=self.dtype, weights=False)
         if self.kind == "gemm":
             out = b.node("MatMul", [b.input("a", (d["m"], d["k"])), b.weight("b", (d["k"], d["n"]))], name="gemm")
-        else:
+        elif self.kind == "bgemm":
+            out = b.node("MatMul", [b.input("a", (d["b"], d["m"], d["k"])), b.input("b", (d["b"], d["k"], d["n"]))],
+                         name="bgemm")
+        elif self.kind == "conv":
             x = b.input("x", (d["n"], d["c"], d["h"], d["w"]))
             w = b.weight("w", (d["k"], d["c"] // d["groups"], d["r"], d["s"]))
             out = b.node("Conv", [x, w], name="conv", strides=[d["stride"]] * 2, pads=[d["pad"]] * 4,
                          group=d["groups"], kernel_shape=[d["r"], d["s"]])
+        elif self.kind == "attention":
+            # Q arrives scaled by 1 / sqrt(D) and K transposed, so the graph is the three ops accelsim prices
+            # (scores, softmax, weighted sum), not a scale or a transpose the vendor kernel never runs.
+            heads = (d["b"], d["h"])
+            q = b.input("q", (*heads, d["sq"], d["d"]))
+            kt = b.input("kt", (*heads, d["d"], d["skv"]))
+            v = b.input("v", (*heads, d["skv"], d["d"]))
+            scores = b.node("MatMul", [q, kt], name="scores")
+            probs = b.node("Softmax", [scores], name="softmax", axis=-1)
+            out = b.node("MatMul", [probs, v], name="context")
+        elif self.kind == "softmax":
+            out = b.node("Softmax", [b.input("x", (d["rows"], d["cols"]))], name="softmax", axis=-1)
+        elif self.kind == "layernorm":
+            x = b.input("x", (d["rows"], d["cols"]))
+            out = b.node("LayerNormalization", [x, b.weight("gamma", (d["cols"],)), b.weight("beta", (d["cols"],))],
+                         name="layernorm", axis=-1, epsilon=1e-5)
+        else:
+            op, arity = ELEMENTWISE[self.kind]
+            inputs = [b.input(name, (d["rows"], d["cols"])) for name in ("x", "y")[:arity]]
+            out = b.node(op, inputs, name=self.kind)
         return b.build([out])
 
 
@@ -65,9 +118,16 @@ def parse(key: str) -> Case:
         dtype = DType.parse(words[-1])
     except (ValueError, UserError) as e:
         raise UserError(f"validation case {key!r}: expected {form} ({e})") from None
-    if min(dims) < (0 if words[0] == "conv" else 1) or (words[0] == "conv" and dims[names.index("stride")] < 1):
+    d = dict(zip(names, dims))
+    zero_ok = {"pad"} if words[0] == "conv" else set()
+    if any(v < (0 if n in zero_ok else 1) for n, v in d.items()):
         raise UserError(f"validation case {key!r}: extents must be positive")
-    return Case(words[0], dims, dtype)
+    if words[0] == "conv" and (d["c"] % d["groups"] or d["k"] % d["groups"]):
+        raise UserError(f"validation case {key!r}: C and K must be multiples of GROUPS ({d['groups']})")
+    case = Case(words[0], dims, dtype)
+    if case.kind == "conv" and min(case.conv_out) < 1:
+        raise UserError(f"validation case {key!r}: the filter is larger than the padded image")
+    return case
 
 
 def predict(case: Case, arch) -> float:
@@ -75,4 +135,4 @@ def predict(case: Case, arch) -> float:
     from accelsim.api import run
 
     result = run(case.graph(), arch=arch, dtype=case.dtype)
-    return float(sum(op.seconds for op in result.ops))
+    return float(math.fsum(op.seconds for op in result.ops))

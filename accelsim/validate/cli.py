@@ -1,12 +1,15 @@
-"""`accelsim validate score`: a table per dataset and suite, and exit 1 when a target is missed (like a failed test).
+"""`accelsim validate score` and `validate cuda`: score prints a table per dataset and suite and exits 1 when a
+target is missed (like a failed test); cuda exits 1 when a generated kernel disagrees with the vendor library.
 
-accelsim/cli.py adds this under its `validate` group with add_score_parser(validate); bad input is a UserError there
-(exit 2).
+accelsim/cli.py adds these under its `validate` group (add_score_parser, add_cuda_parser); bad input is a UserError
+there (exit 2).
 """
 from __future__ import annotations
 
 import argparse
 import math
+
+from compiler.errors import UserError
 
 EXIT_MISSED = 1
 
@@ -53,3 +56,37 @@ def table(suites) -> str:
     right = {1, 2, 3, 4, 6}   # numbers align right
     return "\n".join("  " + "  ".join(cell.rjust(w) if i in right else cell.ljust(w)
                                       for i, (cell, w) in enumerate(zip(line, widths))).rstrip() for line in lines)
+
+
+def add_cuda_parser(group) -> argparse.ArgumentParser:
+    """`cuda` under the `validate` subparsers group."""
+    from accelsim.validate.cuda_dataset import DEFAULT_BUDGET_S
+    from accelsim.validate.cuda_suites import SUITES
+
+    p = group.add_parser("cuda", help="time cases on an NVIDIA GPU through the vendor library (PyTorch) and "
+                         "through accelsim's generated Triton kernels, beside accelsim's predictions")
+    p.add_argument("--arch", default="h200", help="the simt preset or YAML file the predictions are for "
+                   "(default: h200)")
+    p.add_argument("--suite", default="all", help=f"{', '.join(SUITES)} or all (default: all; smoke is a "
+                   "handful of small cases for checking the harness)")
+    p.add_argument("--case", action="append", default=[], metavar="KEY", help="measure this case instead of a suite "
+                   "(repeatable; suite 'custom'), e.g. --case 'gemm 4096 4096 4096 bf16' (keys: docs/validation.md)")
+    p.add_argument("--out", required=True, metavar="DIR", help="dataset folder: measurements.csv, dataset.yaml, "
+                   "arch.yaml")
+    p.add_argument("--repeats", type=int, default=25, help="timed runs per case and library after 5 warm-ups, "
+                   "median kept (default 25)")
+    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS", help="stop starting new "
+                   f"cases after this long; every finished case is kept (default {DEFAULT_BUDGET_S})")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu-interpreter"], help="cuda (default), or "
+                   "cpu-interpreter: the same harness on this host under Triton's interpreter, to check it "
+                   "without a GPU (its times mean nothing)")
+    p.set_defaults(handler=cuda_command)
+    return p
+
+
+def cuda_command(args) -> int:
+    from accelsim.validate.cuda_dataset import validate_cuda
+
+    if args.budget is not None and not args.budget > 0:
+        raise UserError(f"--budget {args.budget}: must be a positive number of seconds")
+    return validate_cuda(args.suite, args.arch, args.out, args.repeats, args.budget, args.device, args.case)

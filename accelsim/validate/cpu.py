@@ -18,14 +18,14 @@ from pathlib import Path
 from compiler.errors import UserError
 from accelsim.validate.cases import Case, parse, predict
 
-_ALEXNET = [   # batch 1, 224 x 224 input; conv2, 4 and 5 are split in two groups as in the paper's two GPUs
+ALEXNET_CONVS = [   # batch 1, 224 x 224 input; conv2, 4 and 5 are split in two groups as in the paper's two GPUs
     "conv 1 3 224 224 96 11 11 4 2 1 fp32",       # conv1 -> 55 x 55
     "conv 1 96 27 27 256 5 5 1 2 2 fp32",         # conv2
     "conv 1 256 13 13 384 3 3 1 1 1 fp32",        # conv3
     "conv 1 384 13 13 384 3 3 1 1 2 fp32",        # conv4
     "conv 1 384 13 13 256 3 3 1 1 2 fp32",        # conv5
 ]
-_RESNET50 = [  # the distinct shapes of torchvision's ResNet-50 (stride on the 3 x 3), one per kind per stage
+RESNET50_CONVS = [  # the distinct shapes of torchvision's ResNet-50 (stride on the 3 x 3), one per kind per stage
     "conv 1 3 224 224 64 7 7 2 3 1 fp32",         # stem
     "conv 1 64 56 56 64 1 1 1 0 1 fp32",          # layer1 reduce
     "conv 1 64 56 56 64 3 3 1 1 1 fp32",          # layer1 3 x 3
@@ -45,7 +45,7 @@ SUITES = {
     "gemm": [f"gemm {n} {n} {n} fp32" for n in (64, 96, 128, 256, 384, 512, 1000, 1024, 2048)]
     + ["gemm 1024 64 1024 fp32", "gemm 64 1024 1024 fp32", "gemm 4096 256 256 fp32"]
     + [f"gemm {n} {n} {n} fp64" for n in (256, 512, 1024)],
-    "conv": _ALEXNET + _RESNET50,
+    "conv": ALEXNET_CONVS + RESNET50_CONVS,
 }
 TARGETS = {"gemm": {"mape": 0.15}, "conv": {"report_only": True}}
 SAMPLE_S = 0.02      # a timed sample repeats the op until it lasts this long: evens out timer and scheduler noise
@@ -162,7 +162,7 @@ def arch_text(arch: str | None, threads: int) -> tuple[str, str]:
     return path.read_text(), f"--arch {arch}"
 
 
-def _commit() -> str:
+def git_commit() -> str:
     try:
         proc = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
                               cwd=Path(__file__).resolve().parent)
@@ -190,7 +190,7 @@ def provenance(threads: int, repeats: int, arch_source: str) -> dict:
         "machine": {"model": host.model, "cores": host.cores, "clock_ghz": host.clock_ghz,
                     "flags": f"{vector_bytes(host.flags)[1]} ({' '.join(simd) or 'no avx'})"},
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "commit": _commit(),
+        "commit": git_commit(),
         "software": {"python": platform.python_version(), "numpy": np.__version__, "blas": _blas(),
                      "torch": torch_version() or "not installed"},
         "threads": threads,

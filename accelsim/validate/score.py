@@ -1,6 +1,7 @@
 """Scoring a validation dataset: how far accelsim's predicted times are from measured ones, per suite, against targets.
 
-A dataset is a folder with measurements.csv (suite,case,threads,measured_s,predicted_s), dataset.yaml (provenance and
+A dataset is a folder with measurements.csv (suite,case,measured_s,predicted_s, and threads on a CPU; any other
+columns, as `validate cuda` writes, are kept for people and ignored here), dataset.yaml (provenance and
 `targets:` per suite) and arch.yaml (the preset the predictions are for). Invariant: with repredict=True the CSV's
 predicted_s is ignored and every case is predicted again by the current model on the dataset's own arch.yaml, so a
 change that makes the model less accurate misses a committed target (tests/accelsim/test_validation.py).
@@ -18,7 +19,7 @@ import yaml
 
 from compiler.errors import UserError
 
-COLUMNS = ("suite", "case", "threads", "measured_s", "predicted_s")
+COLUMNS = ("suite", "case", "measured_s", "predicted_s")   # required; "threads" is optional (1 without it)
 TARGET_KEYS = ("mape", "spearman", "report_only")
 
 
@@ -159,7 +160,8 @@ def _rows(csv_path: Path) -> tuple[Row, ...]:
                 if not value > 0:
                     raise UserError(f"{csv_path}: line {line}: column {column}: must be positive, got {value}")
                 return value
-            rows.append(Row(record["suite"], record["case"], number("threads", int), number("measured_s"),
+            threads = number("threads", int) if "threads" in record else 1
+            rows.append(Row(record["suite"], record["case"], threads, number("measured_s"),
                             number("predicted_s")))
     if not rows:
         raise UserError(f"{csv_path}: no rows")

@@ -34,3 +34,38 @@ def test_bad_keys_are_named(key, words):
     with pytest.raises(UserError) as e:
         parse(key)
     assert all(w in str(e.value) for w in words) and repr(key) in str(e.value)
+
+
+@pytest.mark.parametrize("key, macs, ops", [
+    ("bgemm 12 128 64 32 bf16", 12 * 128 * 64 * 32, ["MatMul"]),
+    ("attention 1 4 16 32 8 bf16", 2 * 4 * 16 * 32 * 8, ["MatMul", "Softmax", "MatMul"]),
+    ("softmax 64 128 fp16", 0, ["Softmax"]),
+    ("layernorm 64 768 bf16", 0, ["LayerNormalization"]),
+    ("gelu 4 3072 bf16", 0, ["Gelu"]),
+    ("add 4 3072 fp32", 0, ["Add"]),
+    ("gemm 256 256 256 fp8", 256 ** 3, ["MatMul"]),
+    ("gemm 256 256 256 tf32", 256 ** 3, ["MatMul"]),
+])
+def test_gpu_kinds_build_the_ops_they_name(key, macs, ops):
+    import accelsim
+
+    case = parse(key)
+    result = accelsim.run(case.graph(), arch="h100", dtype=case.dtype)
+    assert case.key == key and case.macs == macs == sum(op.macs for op in result.ops)
+    assert [op.op for op in result.ops] == ops and predict(case, "h100") > 0
+
+
+def test_tf32_is_priced_between_fp32_and_bf16():
+    fp32, tf32, bf16 = (predict(parse(f"gemm 4096 4096 4096 {d}"), "h100") for d in ("fp32", "tf32", "bf16"))
+    assert fp32 > tf32 > bf16
+
+
+@pytest.mark.parametrize("key, words", [
+    ("conv 1 6 8 8 4 3 3 1 1 4 fp32", ["multiples of GROUPS"]),
+    ("conv 1 4 2 2 4 5 5 1 0 1 fp32", ["larger than the padded image"]),
+    ("attention 1 2 3 4 fp16", ["expected attention B H SQ SKV D DTYPE"]),
+])
+def test_bad_gpu_keys_are_named(key, words):
+    with pytest.raises(UserError) as e:
+        parse(key)
+    assert all(w in str(e.value) for w in words)

@@ -1,0 +1,113 @@
+"""`accelsim validate cuda`: its suites, the zoo's ops as cases, and the whole harness end to end on this host
+under Triton's CPU interpreter (--device cpu-interpreter): vendor call, generated kernels, numerics check, CSV."""
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from accelsim.validate.cases import parse
+from accelsim.validate.cuda import Row
+from accelsim.validate.torch_ops import TOLERANCE
+from accelsim.validate.cuda_suites import GEMM_DTYPES, SUITES, suite_keys
+from accelsim.validate.zoo_cases import case_key, model_cases
+from compiler.dtypes import DType
+from compiler.pipeline import Options, compile_graph
+
+
+def test_every_suite_key_parses_and_the_gemm_suite_spans_the_issue():
+    for keys in SUITES.values():
+        for key in keys:
+            assert parse(key).key == key
+    gemm = [parse(k) for k in SUITES["gemm"]]
+    assert {c.dims[0] for c in gemm} == {256, 512, 1024, 2048, 4096, 8192, 16384}
+    assert {c.dtype.value for c in gemm} == set(GEMM_DTYPES) == {"bf16", "fp16", "tf32", "fp32", "fp8"}
+    assert {parse(k).dims[0] for k in SUITES["decode"]} == {1, 2, 4, 8, 16}
+    assert {parse(k).kind for k in SUITES["attention"]} >= {"attention", "softmax", "layernorm", "gelu"}
+    assert len(SUITES["conv"]) == 5 + 2 * 14     # AlexNet's five, ResNet-50's fourteen at batch 1 and 32
+
+
+def test_fp8_cases_only_where_the_gpu_has_them():
+    with_fp8, without = suite_keys("gemm", fp8=True)["gemm"], suite_keys("gemm", fp8=False)["gemm"]
+    assert len(with_fp8) - len(without) == 7 and not any(k.endswith("fp8") for k in without)
+    assert "smoke" not in suite_keys("all", fp8=True)
+
+
+@pytest.mark.parametrize("model, options", [("alexnet", {}), ("bert_base", {"seq": 16, "layers": 1})])
+def test_zoo_ops_become_cases_with_the_same_work(model, options):
+    """Each Einsum of the model turned into a key builds a one-op model with exactly the op's MACs."""
+    from accelsim.model import load_model
+
+    ir = compile_graph(load_model(model, **options), Options(dtype=DType.bf16))
+    einsums = [op for op in ir.ops if op.kind.value == "einsum"]
+    assert einsums
+    for op in einsums:
+        key = case_key(op, DType.bf16)
+        assert key is not None and parse(key).macs == op.macs, (op.name, key)
+
+
+def test_zoo_model_counts_repeats_and_names_what_it_skips():
+    cases = model_cases("resnet18", DType.bf16, "h200", image=64)
+    assert cases.counts["conv 1 64 16 16 64 3 3 1 1 1 bf16"] == 4     # layer1: two blocks of two 3x3 convs
+    assert "MaxPool" in cases.skipped and "BatchNormalization" in cases.skipped
+    assert 0 < cases.covered_s < cases.total_s
+
+
+def test_a_kernel_off_by_more_than_its_dtype_allows_is_a_mismatch():
+    row = Row("gemm", parse("gemm 8 8 8 bf16"), 1, 1e-5, 1e-5, 1e-5, 3e-2, "", "cuBLAS")
+    assert row.mismatch and not Row(**{**row.__dict__, "triton_error": 1e-3}).mismatch
+    assert not Row(**{**row.__dict__, "triton_error": None}).mismatch   # no kernel ran: nothing to compare
+
+
+def _accelsim(*args, env_extra=None):
+    env = {**os.environ, "TRITON_INTERPRET": "1", **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "accelsim.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def test_harness_end_to_end_under_the_interpreter(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    out = tmp_path / "smoke"
+    proc = _accelsim("validate", "cuda", "--device", "cpu-interpreter", "--suite", "smoke", "--arch", "h100",
+                     "--repeats", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = list(csv.DictReader((out / "measurements.csv").open()))
+    assert [r["case"] for r in rows] == SUITES["smoke"]
+    for r in rows:
+        tolerance = TOLERANCE[parse(r["case"]).dtype]          # fp32 1e-4: the kernels compute what the library does
+        assert r["triton_s"] and float(r["triton_error"]) < tolerance and not r["note"], r
+        assert float(r["predicted_s"]) > 0 and r["triton_kernel"], r
+    meta = yaml.safe_load((out / "dataset.yaml").read_text())
+    assert meta["cases_measured"] == len(rows) and meta["device"]["software"]["triton"]
+    assert meta["targets"] == {"smoke": {"report_only": True}}
+    score = _accelsim("validate", "score", str(out))
+    assert score.returncode == 0 and "smoke" in score.stdout, score.stdout + score.stderr
+
+
+def test_budget_stops_between_cases_and_keeps_what_it_measured(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    out = tmp_path / "short"
+    proc = _accelsim("validate", "cuda", "--device", "cpu-interpreter", "--suite", "smoke", "--repeats", "1",
+                     "--budget", "0.001", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "cases not run" in proc.stdout
+    rows = list(csv.DictReader((out / "measurements.csv").open()))
+    meta = yaml.safe_load((out / "dataset.yaml").read_text())
+    assert len(rows) == meta["cases_measured"] == 1 and meta["cases_not_reached"] == len(SUITES["smoke"]) - 1
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--suite", "nope"], ["--suite 'nope'", "gemm", "smoke"]),
+    (["--repeats", "0"], ["--repeats 0"]),
+    (["--budget", "-1"], ["--budget -1"]),
+    (["--suite", "smoke"], ["no CUDA device", "cpu-interpreter"]),     # this machine has no GPU
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
+    pytest.importorskip("torch")
+    proc = _accelsim("validate", "cuda", "--out", str(tmp_path / "x"), *args)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert all(w in proc.stderr for w in words), proc.stderr
