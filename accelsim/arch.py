@@ -293,6 +293,12 @@ def load_arch_text(text: str, shown: str, source: Path) -> Arch:
     return build_arch(data, shown, source)
 
 
+def arch_document(arch: Arch) -> dict:
+    """The mapping a YAML preset was parsed from, read again from its file: for tools that derive new archs
+    from it by key path (accelsim.sweep) and hand each back to build_arch."""
+    return yaml.safe_load(arch.source_file.read_text())
+
+
 def _shown(path: Path) -> str:
     """The file as messages name it: relative to the working directory when inside it."""
     try:

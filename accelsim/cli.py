@@ -13,6 +13,7 @@ from pathlib import Path
 
 from accelsim.explain.cli import add_explain_parser
 from accelsim.report.cli import add_compare_parser, report_run
+from accelsim.sweep.cli import add_sweep_parser
 from accelsim.validate.cli import add_cuda_parser, add_score_parser
 from compiler.errors import UserError
 
@@ -112,6 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     detect.set_defaults(handler=_arch_detect_host)
     sub.add_parser("models", help="list the built-in models").set_defaults(handler=_models)
     add_explain_parser(sub)
+    add_sweep_parser(sub)
     validate = sub.add_parser("validate", help="measure real hardware and score the model against it") \
         .add_subparsers(dest="validate_command", metavar="ACTION", required=True)
     add_score_parser(validate)

@@ -14,14 +14,14 @@ def describe(film: Film) -> str:
     """What runs where, and the cycle counts: the model's, the last output's and docs/rtl.md's closed form."""
     rows, cols = film.rows, film.cols
     if film.dataflow is Dataflow.WS:
-        roles = (f"B stays in the PEs (PE(r, c) holds a weight B[k, n]), A's rows flow east, partial sums "
-                 f"flow south; C comes out a row at a time")
+        roles = ("B stays in the PEs (PE(r, c) holds a weight B[k, n]), A's rows flow east, partial sums "
+                 "flow south; C comes out a row at a time")
     elif film.dataflow is Dataflow.OS:
-        roles = (f"C stays in the PEs (PE(r, c) accumulates C[m, n] in place), A's columns flow east, B's rows "
-                 f"flow south; each tile's finished sums drain south, a row at a time")
+        roles = ("C stays in the PEs (PE(r, c) accumulates C[m, n] in place), A's columns flow east, B's rows "
+                 "flow south; each tile's finished sums drain south, a row at a time")
     else:
-        roles = (f"A stays in the PEs (PE(r, c) holds an input A[m, k], as A.T), B's columns flow east, partial "
-                 f"sums flow south; C comes out a column at a time")
+        roles = ("A stays in the PEs (PE(r, c) holds an input A[m, k], as A.T), B's columns flow east, partial "
+                 "sums flow south; C comes out a column at a time")
     pe_cycles = rows * cols * film.cycles
     macs = film.m * film.k * film.n
     if film.dataflow is Dataflow.OS:

@@ -26,7 +26,8 @@ def os_frames(run: OsRun, probe: OsProbe, m: int, n: int) -> tuple:
         if now in appears:                                   # an output row appears: C fills in
             y = appears[now]
             f, r = run.place(y)
-            (i0, j0), i = run.folds[f], run.folds[f][0] + r
+            (i0, j0) = run.folds[f]
+            i = i0 + r
             if i < m:
                 for c in range(min(run.cols, n - j0)):
                     out[i][j0 + c], final[i][j0 + c] = int(run.y_data[y, c]), True

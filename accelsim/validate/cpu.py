@@ -8,7 +8,6 @@ import csv
 import math
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from compiler.errors import UserError
 from accelsim.validate.cases import Case, parse, predict
+from accelsim.validate.dataset import arch_text, git_commit, write_arch
 
 ALEXNET_CONVS = [   # batch 1, 224 x 224 input; conv2, 4 and 5 are split in two groups as in the paper's two GPUs
     "conv 1 3 224 224 96 11 11 4 2 1 fp32",       # conv1 -> 55 x 55
@@ -143,34 +143,6 @@ def torch_version() -> str | None:
 
 # ---- the arch and the provenance ------------------------------------------------------------------
 
-def arch_text(arch: str | None, threads: int) -> tuple[str, str]:
-    """(preset YAML, where it came from): the host's, with `threads` cores, unless --arch names one."""
-    from accelsim.arch import load_arch, load_arch_text, presets_dir
-
-    if arch is None:
-        from accelsim.host import preset_yaml, read_host
-
-        text = preset_yaml(read_host(), cores=threads)
-        load_arch_text(text, "detect-host", Path("detect-host.yaml"))
-        return text, f"accelsim arch detect-host, {threads} core(s) = the threads used"
-    load_arch(arch)   # a clear error for an unknown name or a bad file before anything is timed
-    if arch.endswith(".cfg"):
-        from accelsim.scalesim import convert
-
-        return convert(arch), f"{arch} (SCALE-Sim .cfg, converted)"
-    path = Path(arch) if arch.endswith((".yaml", ".yml")) or "/" in arch else presets_dir() / f"{arch}.yaml"
-    return path.read_text(), f"--arch {arch}"
-
-
-def git_commit() -> str:
-    try:
-        proc = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                              cwd=Path(__file__).resolve().parent)
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else "unknown"
-
-
 def _blas() -> str:
     from threadpoolctl import threadpool_info
 
@@ -242,7 +214,6 @@ def validate_cpu(suite: str, threads: int, repeats: int, out_dir: str | None, ar
     """Measure, predict, write the dataset folder and print the table; returns the MAPE per suite."""
     import yaml
 
-    from accelsim.arch import load_arch_text
     from accelsim.host import preset_name, read_host
 
     if threads < 1 or repeats < 1:
@@ -250,12 +221,7 @@ def validate_cpu(suite: str, threads: int, repeats: int, out_dir: str | None, ar
     keys = suite_keys(suite)
     text, source = arch_text(arch, threads)
     folder = Path(out_dir) if out_dir else Path("validation/cpu") / preset_name(read_host().model)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "arch.yaml").write_text(text)
-    except OSError as error:
-        raise UserError(f"{folder}: cannot write ({error.strerror})") from None
-    priced = load_arch_text(text, str(folder / "arch.yaml"), folder / "arch.yaml")
+    priced = write_arch(folder, text)
     start = time.perf_counter()
     rows = run_suites(keys, priced, threads, repeats)
     write_csv(rows, folder / "measurements.csv")

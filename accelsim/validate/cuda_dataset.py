@@ -16,7 +16,7 @@ from pathlib import Path
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from accelsim.validate.cases import parse
-from accelsim.validate.cpu import arch_text, git_commit
+from accelsim.validate.dataset import arch_text, git_commit, write_arch
 from accelsim.validate.cuda_suites import SUITES, TARGETS, ZOO, suite_keys
 
 DEFAULT_BUDGET_S = 480    # the default run fits in 8 minutes
@@ -54,7 +54,6 @@ def validate_cuda(suite: str, arch: str, out_dir: str, repeats: int, budget_s: f
     """Measure, predict and write the dataset folder; returns 1 when a generated kernel disagrees with the vendor."""
     import yaml
 
-    from accelsim.arch import load_arch_text
     from accelsim.validate.cuda import CsvOut, mape, run_cases
     from accelsim.validate.cuda_device import CudaClock, InterpreterClock, device_info, has_fp8
 
@@ -73,12 +72,7 @@ def validate_cuda(suite: str, arch: str, out_dir: str, repeats: int, budget_s: f
     clock = (InterpreterClock if device == "cpu-interpreter" else CudaClock)(repeats)
     text, source = arch_text(arch, 1)
     folder = Path(out_dir)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "arch.yaml").write_text(text)
-    except OSError as error:
-        raise UserError(f"{folder}: cannot write ({error.strerror})") from None
-    priced = load_arch_text(text, str(folder / "arch.yaml"), folder / "arch.yaml")
+    priced = write_arch(folder, text)
     if priced.kind.value != "simt" and device == "cuda":
         raise UserError(f"--arch {arch}: a {priced.kind.value} preset; a GPU is validated against a simt one "
                         f"(h200, h100, a100, v100, gtx580)")
