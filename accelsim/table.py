@@ -18,6 +18,18 @@ def si(value: float, unit: str = "") -> str:
     return f"{value:.3g} {unit}".strip()
 
 
+def engineering(value: float, unit: str) -> str:
+    """4 significant digits and an SI prefix: 0.001052 s -> '1.052 ms', 3.178e6 cells -> '3.178 M cells'."""
+    if value == 0:
+        return f"0 {unit}"
+    for factor, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"),
+                           (1e-12, "p")):
+        if abs(value) >= factor:
+            break
+    joined = f"{prefix} {unit}" if unit == "cells" else f"{prefix}{unit}"
+    return f"{value / factor:.4g} {joined}".replace("  ", " ").strip()
+
+
 def binary(nbytes: float) -> str:
     """Capacities the way datasheets give them: 24 MiB, 768 KiB, 141 GiB."""
     for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):

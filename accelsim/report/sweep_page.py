@@ -15,6 +15,7 @@ from accelsim.report import html as markup
 from accelsim.report.figures import Figure, canvas, png
 from accelsim.report.html import Cell
 from accelsim.report.run_page import write_pngs, write_text
+from accelsim.table import engineering
 from compiler.errors import UserError
 
 FIXED = ("model", "status", "reason")      # row keys that are not the point's parameters
@@ -54,13 +55,15 @@ def parameters(rows: list[dict], objectives: list[str]) -> list[str]:
 
 
 def _summary(rows: list[dict], front: list[bool], objectives: list[str]) -> str:
+    from accelsim.sweep.spec import OBJECTIVES   # the units of the objectives a sweep knows
+
     ok = [row for row in rows if row.get("status") == "ok"]
     items = [("points", str(len(rows))), ("valid", str(len(ok))), ("invalid", str(len(rows) - len(ok))),
              ("on the front", str(sum(front))), ("models", str(len({row.get("model") for row in rows})))]
     for o in objectives:
         values = [row[o] for row in ok if number(row.get(o))]
         if values:
-            items.append((f"best {o}", f"{min(values):.4g}"))
+            items.append((f"best {o}", engineering(min(values), OBJECTIVES[o][0] if o in OBJECTIVES else "")))
     reasons: dict[str, int] = {}
     for row in rows:
         if row.get("status") != "ok":

@@ -86,6 +86,7 @@ def _report_hook(args):
 def pareto_table(spec, rows: list[dict], best: list[dict]) -> str:
     """Per model: how many rows are valid, then its Pareto-optimal points, axis values and objectives."""
     from accelsim.sweep.spec import OBJECTIVES
+    from accelsim.table import engineering
 
     names = short_names([axis.key for axis in spec.axes])
     out = []
@@ -122,18 +123,6 @@ def short_names(keys: list[str]) -> list[str]:
                 break
         out.append(suffix)
     return out
-
-
-def engineering(value: float, unit: str) -> str:
-    """4 significant digits and an SI prefix: 0.001052 s -> '1.052 ms', 3.178e6 cells -> '3.178 M cells'."""
-    if value == 0:
-        return f"0 {unit}"
-    for factor, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"),
-                           (1e-12, "p")):
-        if abs(value) >= factor:
-            break
-    joined = f"{prefix} {unit}" if unit == "cells" else f"{prefix}{unit}"
-    return f"{value / factor:.4g} {joined}".replace("  ", " ").strip()
 
 
 def _value(value) -> str:
