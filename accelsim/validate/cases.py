@@ -8,6 +8,8 @@ accelsim predicts for it.
     softmax 1536 128 bf16                   along the last axis of [ROWS, COLS]        (softmax ROWS COLS DTYPE)
     layernorm 128 768 bf16                  along the last axis, with scale and bias   (layernorm ROWS COLS DTYPE)
     gelu 128 3072 bf16                      element-wise over [ROWS, COLS]; also relu, sigmoid, tanh, add, mul
+    addrow 128 768 bf16                     [ROWS, COLS] + a [COLS] row (a bias); mulrow scales by one
+    batchnorm 1 64 56 56 bf16               inference batch norm of NCHW, per-channel statistics (batchnorm N C H W DTYPE)
 
 Invariant: the same key always builds the same small Graph, so a measured dataset can be re-predicted by any later
 version of the model (tests/accelsim/test_validation.py does, on every commit).
@@ -25,10 +27,11 @@ from compiler.graph import Graph
 # Element-wise kinds: frontend op and arity. Binary ones take two same-shaped inputs (a residual add).
 ELEMENTWISE = {"gelu": ("Gelu", 1), "relu": ("Relu", 1), "sigmoid": ("Sigmoid", 1), "tanh": ("Tanh", 1),
                "add": ("Add", 2), "mul": ("Mul", 2)}
+ROW_BROADCAST = {"addrow": "Add", "mulrow": "Mul"}   # x[ROWS, COLS] with a [COLS] operand broadcast down the rows
 KINDS = {"gemm": ("m", "n", "k"), "bgemm": ("b", "m", "n", "k"),
          "conv": ("n", "c", "h", "w", "k", "r", "s", "stride", "pad", "groups"),
          "attention": ("b", "h", "sq", "skv", "d"), "softmax": ("rows", "cols"), "layernorm": ("rows", "cols"),
-         **{kind: ("rows", "cols") for kind in ELEMENTWISE}}
+         "batchnorm": ("n", "c", "h", "w"), **{kind: ("rows", "cols") for kind in (*ELEMENTWISE, *ROW_BROADCAST)}}
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,13 @@ class Case:
             x = b.input("x", (d["rows"], d["cols"]))
             out = b.node("LayerNormalization", [x, b.weight("gamma", (d["cols"],)), b.weight("beta", (d["cols"],))],
                          name="layernorm", axis=-1, epsilon=1e-5)
+        elif self.kind == "batchnorm":
+            x = b.input("x", (d["n"], d["c"], d["h"], d["w"]))
+            stats = [b.weight(name, (d["c"],)) for name in ("scale", "bias", "mean", "var")]
+            out = b.node("BatchNormalization", [x, *stats], name="batchnorm", epsilon=1e-5)
+        elif self.kind in ROW_BROADCAST:
+            x = b.input("x", (d["rows"], d["cols"]))
+            out = b.node(ROW_BROADCAST[self.kind], [x, b.weight("row", (d["cols"],))], name=self.kind)
         else:
             op, arity = ELEMENTWISE[self.kind]
             inputs = [b.input(name, (d["rows"], d["cols"])) for name in ("x", "y")[:arity]]

@@ -42,7 +42,7 @@ SUITES = {
     "zoo": [],   # filled per model by accelsim.validate.zoo_cases at run time: suites zoo_<model>
     "smoke": ["gemm 64 48 40 fp32", "gemm 1 64 32 bf16", "bgemm 2 16 24 32 fp32", "conv 1 8 10 10 16 3 3 2 1 2 fp32",
               "attention 1 2 16 16 16 fp32", "softmax 8 50 fp32", "layernorm 8 40 fp32", "gelu 4 33 fp32",
-              "add 4 33 fp32"],
+              "add 4 33 fp32", "addrow 6 40 fp32", "batchnorm 1 8 5 7 fp32"],
 }
 TARGETS = {"gemm": {"mape": 0.10, "spearman": 0.95}}   # the rest are reported beside it
 

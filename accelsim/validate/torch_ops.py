@@ -13,7 +13,7 @@ from typing import Callable
 
 from compiler.dtypes import DType
 from compiler.errors import UserError
-from accelsim.validate.cases import ELEMENTWISE, Case
+from accelsim.validate.cases import ELEMENTWISE, ROW_BROADCAST, Case
 
 TOLERANCE = {DType.fp32: 1e-4, DType.tf32: 5e-3, DType.fp16: 1e-2, DType.bf16: 2e-2, DType.fp8: 8e-2}
 
@@ -78,6 +78,8 @@ def vendor(case: Case, device: str, seed: int = 0) -> Vendor:
     shapes = {t: graph.tensors[t].shape for t in (*graph.inputs, *graph.weights)}
     x = {name: _random(shape, dt, device, gen, 1.0 if name != "q" else d.get("d", 1) ** -0.5)
          for name, shape in shapes.items()}
+    if "var" in x:   # a variance is positive
+        x["var"] = (x["var"].float().abs() + 0.5).to(x["var"].dtype)
     if case.kind == "gemm" and dt == DType.fp8:
         if device == "cpu":   # no fp8 GEMM library on a CPU: the harness check multiplies the same values
             return Vendor(x, lambda: x["a"].float() @ x["b"].float(), "torch.matmul on fp8 values widened (CPU)")
@@ -101,6 +103,12 @@ def vendor(case: Case, device: str, seed: int = 0) -> Vendor:
         cols = d["cols"]
         return Vendor(x, lambda: F.layer_norm(x["x"], (cols,), x["gamma"], x["beta"], 1e-5),
                       "torch.nn.functional.layer_norm")
+    if case.kind == "batchnorm":
+        return Vendor(x, lambda: F.batch_norm(x["x"], x["mean"], x["var"], x["scale"], x["bias"], training=False,
+                                              eps=1e-5), f"{on('cuDNN')} (torch.nn.functional.batch_norm, inference)")
+    if case.kind in ROW_BROADCAST:
+        fn = {"addrow": torch.add, "mulrow": torch.mul}[case.kind]
+        return Vendor(x, lambda: fn(x["x"], x["row"]), f"torch.{fn.__name__} (a row broadcast)")
     fn = {"gelu": F.gelu, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
           "add": torch.add, "mul": torch.mul}[case.kind]
     names = ("x", "y")[:ELEMENTWISE[case.kind][1]]

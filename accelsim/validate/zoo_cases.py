@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from compiler.dtypes import DType
 from compiler.ir import Einsum, IROp, Kind
 from compiler.mapping import gemm_view
-from accelsim.validate.cases import ELEMENTWISE
+from accelsim.validate.cases import ELEMENTWISE, ROW_BROADCAST
 
 _MAP_KINDS = {op: kind for kind, (op, _) in ELEMENTWISE.items()}
+_ROW_KINDS = {op: kind for kind, op in ROW_BROADCAST.items()}
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,11 @@ def _key(op: IROp, dtype: DType) -> tuple[str | None, str]:
         if tuple(op.axes) != (len(op.inputs[0].shape) - 1,):
             return None, f"reduces axes {op.axes}, not the last one"
         return f"{op.op.lower().replace('normalization', 'norm')} {rows} {cols} {tail}", ""
+    if op.kind == Kind.map and op.op == "BatchNormalization" and len(shape) == 4:
+        return f"batchnorm {' '.join(map(str, shape))} {tail}", ""
+    if op.kind == Kind.map and op.op in _ROW_KINDS and len(op.inputs) == 2 and op.inputs[0].shape == shape \
+            and math.prod(op.inputs[1].shape) == cols == (op.inputs[1].shape or (1,))[-1]:
+        return f"{_ROW_KINDS[op.op]} {rows} {cols} {tail}", ""
     if op.kind == Kind.map and op.op in _MAP_KINDS:
         if any(i.shape != shape for i in op.inputs) or len(op.inputs) != ELEMENTWISE[_MAP_KINDS[op.op]][1]:
             return None, "an operand is broadcast (a bias or a scale), which the element-wise cases do not express"

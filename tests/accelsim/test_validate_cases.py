@@ -43,6 +43,9 @@ def test_bad_keys_are_named(key, words):
     ("layernorm 64 768 bf16", 0, ["LayerNormalization"]),
     ("gelu 4 3072 bf16", 0, ["Gelu"]),
     ("add 4 3072 fp32", 0, ["Add"]),
+    ("addrow 4 768 bf16", 0, ["Add"]),
+    ("mulrow 4 4096 bf16", 0, ["Mul"]),
+    ("batchnorm 1 64 56 56 bf16", 0, ["BatchNormalization"]),
     ("gemm 256 256 256 fp8", 256 ** 3, ["MatMul"]),
     ("gemm 256 256 256 tf32", 256 ** 3, ["MatMul"]),
 ])
