@@ -112,3 +112,16 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
     proc = _accelsim("validate", "cuda", "--out", str(tmp_path / "x"), *args)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert all(w in proc.stderr for w in words), proc.stderr
+
+
+def test_a_case_met_again_reuses_its_measurement(tmp_path):
+    """A zoo op that an earlier suite already timed is written again with the same figures, not re-timed."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    out = tmp_path / "twice"
+    proc = _accelsim("validate", "cuda", "--device", "cpu-interpreter", "--repeats", "1", "--out", str(out),
+                     "--case", "add 4 33 fp32", "--case", "gelu 4 33 fp32", "--case", "add 4 33 fp32")
+    assert proc.returncode == 0, proc.stderr
+    first, _, again = csv.DictReader((out / "measurements.csv").open())
+    assert again["case"] == first["case"] and again["measured_s"] == first["measured_s"]
+    assert again["triton_s"] == first["triton_s"]
