@@ -291,7 +291,8 @@ def _arch_convert(args) -> int:
 
 def _arch_detect_host(args) -> int:
     from accelsim.arch import load_arch, load_arch_text
-    from accelsim.host import preset_yaml, read_host
+    from accelsim.host import read_host
+    from accelsim.host_preset import preset_yaml
 
     if args.out and not args.out.endswith((".yaml", ".yml")):
         raise UserError(f"--out {args.out}: an arch file must end in .yaml")

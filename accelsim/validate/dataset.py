@@ -17,7 +17,8 @@ def arch_text(arch: str | None, threads: int) -> tuple[str, str]:
     from accelsim.arch import load_arch, load_arch_text, presets_dir
 
     if arch is None:
-        from accelsim.host import preset_yaml, read_host
+        from accelsim.host import read_host
+        from accelsim.host_preset import preset_yaml
 
         text = preset_yaml(read_host(), cores=threads)
         load_arch_text(text, "detect-host", Path("detect-host.yaml"))

@@ -1,10 +1,10 @@
-"""accelsim.host: recorded lscpu / /proc / sysfs texts -> figures -> a preset that loads and simulates."""
+"""accelsim.host and host_preset: recorded lscpu / /proc / sysfs texts -> figures -> a preset that loads and simulates."""
 import json
 from pathlib import Path
 
 import pytest
 
-from accelsim import host
+from accelsim import host, host_preset
 from accelsim.api import run
 from accelsim.arch import load_arch, load_arch_text
 from accelsim.cli import main
@@ -76,7 +76,7 @@ def test_epyc_figures(lscpu):
     h = epyc(lscpu)
     assert (h.model, h.cores, h.clock_ghz) == ("AMD EPYC", 2, 2.45)   # BogoMIPS 4890.85 / 2
     assert "BogoMIPS" in h.clock_source and h.memory_bytes == 24684092 * 1024
-    assert host.vector_bytes(h.flags) == (32, "avx2") and host.fp32_macs_per_cycle(h.flags) == 16
+    assert host_preset.vector_bytes(h.flags) == (32, "avx2") and host_preset.fp32_macs_per_cycle(h.flags) == 16
     assert {k: (c.capacity_bytes, c.instances) for k, c in h.caches.items()} == {
         "l1d": (32 << 10, 2), "l2": (512 << 10, 2), "l3": (32 << 20, 1)}
 
@@ -87,7 +87,7 @@ def test_lscpu_caches_when_sysfs_is_missing():
 
 
 def test_epyc_preset_loads_and_simulates():
-    arch = load(host.preset_yaml(epyc()))
+    arch = load(host_preset.preset_yaml(epyc()))
     assert arch.name == "host_amd_epyc" and arch.clock_hz == 2.45e9 and arch.native_dtype.value == "fp32"
     assert [u.name for u in arch.compute] == ["avx2_fma", "avx2"]
     assert arch.matrix.count == 2 and arch.matrix.peak_per_cycle(arch.native_dtype) == 16
@@ -106,7 +106,7 @@ def test_sapphire_rapids_gets_avx512_and_amx():
     assert (h.cores, h.clock_ghz, h.clock_source) == (56, 3.8, "lscpu CPU max MHz")
     assert h.caches["l2"] == host.Cache(2 << 20, 56, "lscpu")
     assert h.caches["l1d"] == host.Cache(48 << 10, 56, "lscpu")   # lscpu's rounded "2.6 MiB" / 56
-    text = host.preset_yaml(h)
+    text = host_preset.preset_yaml(h)
     arch = load(text)
     assert arch.name == "host_intel_xeon_platinum_8480"
     assert [u.name for u in arch.compute] == ["avx512_fma", "amx", "avx512"]
@@ -160,7 +160,7 @@ ZEN4_CPUINFO = (EPYC_CPUINFO.replace(EPYC_FLAGS, ZEN4_FLAGS).replace("4890.85", 
 def test_a_measured_clock_wins_over_bogomips_but_not_over_cpufreq():
     h = host.parse_host(EPYC_LSCPU_TEXT, EPYC_CPUINFO, EPYC_MEMINFO, EPYC_SYSFS, measured_ghz=3.6512)
     assert h.clock_ghz == 3.65 and h.clock_source.endswith("[M]") and "dependent" in h.clock_source
-    assert "clock: 3.65 GHz     # a timed chain" in host.preset_yaml(h)
+    assert "clock: 3.65 GHz     # a timed chain" in host_preset.preset_yaml(h)
     assert host.parse_host(EPYC_LSCPU_TEXT, EPYC_CPUINFO, EPYC_MEMINFO, EPYC_SYSFS, max_freq_khz="3500000",
                            measured_ghz=3.65).clock_source == "sysfs cpufreq cpuinfo_max_freq"
     assert epyc().clock_ghz == 2.45                      # nothing measured: BogoMIPS / 2, as before
@@ -185,8 +185,8 @@ def test_the_probe_reads_a_plausible_clock_on_this_machine():
 
 def test_zen4_runs_avx512_on_256_bit_pipes():
     h = host.parse_host(EPYC_LSCPU_TEXT, ZEN4_CPUINFO, EPYC_MEMINFO, EPYC_SYSFS, measured_ghz=3.65)
-    assert h.fma_pipe_bytes == 32 and host.vector_bytes(h.flags) == (64, "avx512")
-    arch = load(host.preset_yaml(h))
+    assert h.fma_pipe_bytes == 32 and host_preset.vector_bytes(h.flags) == (64, "avx512")
+    arch = load(host_preset.preset_yaml(h))
     assert arch.matrix.name == "avx512_fma" and arch.matrix.peak_per_cycle(arch.native_dtype) == 16   # not 32
     assert arch.level("l1d").bandwidth_bytes_per_s == pytest.approx(64 * 3.65e9)   # 2 x 32 B loads per cycle
-    assert host.fp32_macs_per_cycle(h.flags) == 32       # an AVX-512 core with 512-bit pipes (Xeon)
+    assert host_preset.fp32_macs_per_cycle(h.flags) == 32       # an AVX-512 core with 512-bit pipes (Xeon)
