@@ -1,4 +1,4 @@
-"""The `accelsim` command: run, eval, export, map, archs, models.
+"""The `accelsim` command: run, eval, export, map, cosim, compare, archs, arch, models, explain, sweep, validate.
 
 Bad input ends in one line on stderr and exit status 2; never a traceback (an internal error says so,
 exit 3, with the traceback behind ACCELSIM_DEBUG=1).
