@@ -171,8 +171,10 @@ def _compute_cycles(mapping: Mapping, op: IROp, arch, unit, dtype, compat) -> tu
     clipped = [[min(w, math.prod(dict(zip(names, shape))[d] for d in dims)) for shape in shapes]
                for w, dims in zip(whole, groups)]
     m, n, k = (np.array([w, w] + c, np.int64) for w, c in zip(whole, clipped))
-    rows = compute.matrix_cycles(m, n, k, unit, arch, mapping, dtype, compat)
-    return float(np.dot(np.array(list(shapes.values()), np.float64), rows[2:])), float(rows[0] - rows[1])
+    rows, tail = compute.matrix_split(m, n, k, unit, arch, mapping, dtype, compat)
+    # steps issued back to back overlap each one's tail (a systolic array's skew and drain) with the next
+    steady = np.dot(np.array(list(shapes.values()), np.float64), (rows - tail)[2:])
+    return float(steady + tail[2:].max(initial=0)), float(rows[0] - rows[1])
 
 
 def _on_the_chain(ch: _Channel, seconds_per_byte: float, latency_s: float) -> float:

@@ -78,13 +78,16 @@ def simulate(ir: IR, arch: Arch, mappings: dict[str, Mapping] | None = None, bud
     latency_cycles = np.array([lv.latency_cycles for lv in arch.memory], np.int64)
     safe = np.where(transfer, level, 0)
     bytes_per_cycle = _bandwidths(ir, arch, code, rates)[program["op"], safe]
+    # A compute holds its unit for its steady cycles; its tail (skew and drain) runs under the next compute
     occupancy = np.where(transfer, np.ceil(program["bytes"] / bytes_per_cycle - 1e-9).astype(np.int64),
-                         program["cycles"])
-    latency = np.where(transfer, latency_cycles[safe], 0)
+                         program["cycles"] - program["tail"])
+    latency = np.where(transfer, latency_cycles[safe], program["tail"])
     resource = np.where(transfer, level, n_levels + program["unit"].astype(np.int64))
     dep = program["dep"].astype(np.int64)
+    # a load waiting on a compute waits for its buffer slot: free once the compute has read it
+    on_release = (kind[:, None] == LOAD) & (dep >= 0) & (kind[np.maximum(dep, 0)] == COMPUTE)
     start, end = schedule(resource, occupancy, latency, dep, program["op"].astype(np.int64),
-                          n_levels + len(arch.compute))
+                          n_levels + len(arch.compute), on_release)
     span, busy, other, stall = attribute(kind, level, start, end, dep, code.op_rows, n_levels)
     per_level = _per_op_level(program, len(ir.ops), n_levels, occupancy)
     results = [_op_result(i, op, arch, code, rates[i], span, busy, stall, per_level, start)
@@ -115,7 +118,8 @@ def _bandwidths(ir: IR, arch: Arch, code: Code, rates) -> np.ndarray:
 
 
 def fill_cycles(ir: IR, arch: Arch, code: Code, rates, compat: str | None) -> None:
-    """The compute model prices each compute row (its folds, fill and drain) in arch cycles."""
+    """The compute model prices each compute row (its folds, fill and drain) in arch cycles, and says how much
+    of that the unit overlaps with its next row (`tail`)."""
     program = code.program
     for i, op in enumerate(ir.ops):
         tiles = code.tiles[i]
@@ -124,11 +128,13 @@ def fill_cycles(ir: IR, arch: Arch, code: Code, rates, compat: str | None) -> No
         rows = program[tiles.rows]
         unit, rate = rates[i]
         if op.kind == Kind.einsum:
-            cycles = compute.matrix_cycles(rows["m"], rows["n"], rows["k"], unit, arch, code.mappings[op.name],
-                                           rate, compat)
+            cycles, tail = compute.matrix_split(rows["m"], rows["n"], rows["k"], unit, arch,
+                                                code.mappings[op.name], rate, compat)
         else:
             cycles = compute.vector_cycles(rows["work"], unit, rate, arch)
+            tail = np.zeros_like(cycles)
         program["cycles"][tiles.rows] = cycles
+        program["tail"][tiles.rows] = tail
 
 
 def _per_op_level(program: np.ndarray, n_ops: int, n_levels: int, occupancy: np.ndarray) -> dict[str, np.ndarray]:

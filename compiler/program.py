@@ -26,6 +26,8 @@ INSTRUCTION = np.dtype([
     ("work", np.int64),          # MACs or vector ops this compute performs, ragged padding included
     ("useful", np.int64),        # the same without padding
     ("cycles", np.int64),        # compute cycles, filled by accelsim's compute model before simulation
+    ("tail", np.int64),          # of `cycles`, the pipeline tail (a systolic array's skew and drain) the unit
+                                 # overlaps with its next compute: it delays this row's end, not the unit
     ("dep", np.int32, (MAX_DEPS,)),  # rows this one waits for; -1 = none
 ])
 

@@ -12,7 +12,13 @@ DATAFLOWS = ("ws", "is", "os")
 
 
 def matrix_cycles(m, n, k, unit, arch, mapping, dtype, compat=None) -> np.ndarray:
-    """Cycles of tile GEMMs (numpy arrays m, n, k) on `unit.array` under `mapping.dataflow`, in arch cycles.
+    """Cycles of tile GEMMs (numpy arrays m, n, k), each from an idle array to its last output (the
+    `matrix_split` docstring has the model)."""
+    return matrix_split(m, n, k, unit, arch, mapping, dtype, compat)[0]
+
+
+def matrix_split(m, n, k, unit, arch, mapping, dtype, compat=None) -> tuple[np.ndarray, np.ndarray]:
+    """(cycles, tail) of tile GEMMs (numpy arrays m, n, k) on `unit.array` under `mapping.dataflow`, in arch cycles.
 
     The dataflow decides which operand stays in the PEs (the stationary tile, mapped rows x cols) and which
     streams through them, one vector per cycle:
@@ -48,6 +54,9 @@ def matrix_cycles(m, n, k, unit, arch, mapping, dtype, compat=None) -> np.ndarra
     load, no drain of the finished sums), then reports "Total Cycles" as the index of the last line, i.e.
     the count minus one. Its "Stall Cycles" are memory waits on top; "Total Cycles" - "Stall Cycles" is what
     `compat_cycles` returns: the columns of COMPUTE_REPORT.csv we match (tests/golden/scalesim_v3.csv).
+
+    tail: the part of `cycles` the array overlaps with the next GEMM it runs (`steady_and_tail`), which the
+    engine charges as latency (it delays this GEMM's end, not the array); 0 with compat="scalesim".
     """
     array = unit.array
     dataflow = _dataflow(unit, mapping)
@@ -56,16 +65,19 @@ def matrix_cycles(m, n, k, unit, arch, mapping, dtype, compat=None) -> np.ndarra
         m, n, k = share   # several arrays side by side (TPU v4's 8 MXUs): each runs its share at once
     if compat == "scalesim":
         cycles = compat_cycles(m, n, k, array.rows, array.cols, dataflow)
+        tail = np.zeros_like(cycles)      # SCALE-Sim overlaps nothing across its folds or layers
     elif compat is None:
         per_cycle = dict(unit.per_cycle).get(dtype, array.pes) if dtype is not None else array.pes
         slow = -(-array.pes // per_cycle)
-        cycles = native_cycles(m, n, k, array.rows, array.cols, dataflow, array.weight_buffers, slow,
-                               array.io_registers)
+        args = (m, n, k, array.rows, array.cols, dataflow, array.weight_buffers, slow, array.io_registers)
+        cycles = native_cycles(*args)
+        tail = cycles - steady_and_tail(*args)[0]
     else:
         raise ValueError(f"unknown compat {compat!r}; known: 'scalesim'")
     if unit.clock_hz == arch.clock_hz:
-        return cycles
-    return to_arch_cycles(cycles, unit, arch)
+        return cycles, tail
+    whole = to_arch_cycles(cycles, unit, arch)
+    return whole, whole - np.minimum(to_arch_cycles(cycles - tail, unit, arch), whole)
 
 
 def folds_and_stream(m, n, k, rows: int, cols: int, dataflow: str):
@@ -99,6 +111,29 @@ def native_cycles(m, n, k, rows: int, cols: int, dataflow: str, weight_buffers: 
     else:
         cycles = folds * (load + stream + pipeline)
     return np.where(empty, 0, cycles).astype(np.int64)
+
+
+def steady_and_tail(m, n, k, rows: int, cols: int, dataflow: str, weight_buffers: int = 1, slow: int = 1,
+                    io_registers: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """`native_cycles` split as a stream of GEMMs pays it: (steady, tail), steady + tail = native_cycles.
+
+    steady: cycles the GEMM holds the array, folds * max(T*slow, X); tail: min(T*slow, X) + skew + drain
+    + io_registers, which the next GEMM on the array overlaps. Double-buffered, the next GEMM's first
+    stationary tile loads while this one's last fold streams, its first vector follows this one's last, and
+    this one's drain runs under it: rtl/systolic_core.v accepts tile i+1's first activation row max(T_i, R)
+    cycles after tile i's (docs/rtl.md, weight banks: the load of tile i+1 waits only for bank i-1 to free),
+    whatever the GEMM boundaries, so GEMMs issued back to back end where the cycle-level model's last output
+    of the same tiles appears. Worked example, TPU v1, alexnet fc6 at batch 1 (m = 1, 576 tiles of one fold
+    each): 576 x 767 = 441,792 cycles one by one; streamed 576 x 256 + (1 + 510) = 147,967, as the one
+    GEMM of 576 folds the closed form prices. IS runs the same core; the OS model (no RTL) spaces folds by
+    the next fold's k, so it agrees for GEMMs of equal k. Single-buffered the next load waits for this
+    GEMM's bank, and the closed form overlaps nothing: tail 0."""
+    cycles = native_cycles(m, n, k, rows, cols, dataflow, weight_buffers, slow, io_registers)
+    if weight_buffers < 2:
+        return cycles, np.zeros_like(cycles)
+    folds, stream = folds_and_stream(m, n, k, rows, cols, dataflow)
+    steady = np.where(cycles == 0, 0, folds * np.maximum(stream * slow, rows)).astype(np.int64)
+    return steady, cycles - steady
 
 
 def compat_cycles(m, n, k, rows: int, cols: int, dataflow: str) -> np.ndarray:

@@ -63,7 +63,9 @@ def attribute(kind, level, start, end, dep, op_rows, n_levels):
                     stall[o, lv] += start[i] - prev
                 else:
                     other[o] += start[i] - prev
-            busy[o] += end[i] - start[i]
+            # busy is the union of the computes' spans: a systolic row's tail overlaps the next row
+            if end[i] > max(start[i], prev):
+                busy[o] += end[i] - max(start[i], prev)
             if end[i] > prev:
                 prev = end[i]
         if end[last] > prev:
