@@ -65,15 +65,10 @@ def layer_times(results: list[Result], names: list[str]) -> Figure:
     if len(nodes) > MAX_BARS // 2:
         longest = set(sorted(nodes, key=lambda n: -max(s.get(n, 0.0) for s in per_arch))[:MAX_BARS // 2])
         nodes = [n for n in nodes if n in longest]
-    height = 0.8 / len(results)
     figure = canvas(8.0, max(2.5, 0.8 + 0.12 * len(nodes) * len(results) + 0.1 * len(nodes)))
     ax = figure.add_subplot()
     scale, unit = time_scale(max((s.get(n, 0.0) for s in per_arch for n in nodes), default=0.0))
-    for i, (name, seconds) in enumerate(zip(names, per_arch)):
-        ax.barh([j + i * height for j in range(len(nodes))], [seconds.get(n, 0.0) / scale for n in nodes],
-                height=height, color=ARCH_COLOURS[i % len(ARCH_COLOURS)], label=name)
-    ax.set_yticks([j + height * (len(results) - 1) / 2 for j in range(len(nodes))], nodes, fontsize=7)
-    ax.invert_yaxis()
+    _grouped_bars(ax, nodes, per_arch, names, scale, fontsize=7)
     ax.set_xlabel(f"time ({unit})")
     ax.set_title("Time per layer, per arch", fontsize=10)
     outside_legend(ax)
@@ -109,17 +104,22 @@ def traffic(results: list[Result], names: list[str], colours: dict[str, str]) ->
     """Per memory level (by name), one bar per arch."""
     totals = [r.totals()["bytes_by_level"] for r in results]
     levels = memory_levels(results)
-    height = 0.8 / len(results)
     figure = canvas(8.0, max(2.2, 0.6 + len(levels) * (0.15 + 0.12 * len(results))))
     ax = figure.add_subplot()
     scale, unit = byte_scale(max((n for t in totals for n in t.values()), default=0.0))
-    for i, (name, t) in enumerate(zip(names, totals)):
-        ax.barh([j + i * height for j in range(len(levels))], [t.get(lv, 0) / scale for lv in levels],
-                height=height, color=ARCH_COLOURS[i % len(ARCH_COLOURS)], label=name)
-    ax.set_yticks([j + height * (len(results) - 1) / 2 for j in range(len(levels))], levels, fontsize=8)
-    ax.invert_yaxis()
+    _grouped_bars(ax, levels, totals, names, scale, fontsize=8)
     ax.set_xlabel(f"bytes ({unit})")
     ax.set_title("Traffic per memory level, per arch", fontsize=10)
     outside_legend(ax)
     return Figure("compare_traffic", "Traffic per arch", "Bytes crossing each memory level (a level one arch "
                   "lacks has no bar).", png(figure))
+
+
+def _grouped_bars(ax, labels: list[str], per_arch: list[dict], names: list[str], scale: float, fontsize: int) -> None:
+    """One horizontal bar per arch for each label, grouped, first label on top; a label an arch lacks is 0."""
+    height = 0.8 / len(per_arch)
+    for i, (name, values) in enumerate(zip(names, per_arch)):
+        ax.barh([j + i * height for j in range(len(labels))], [values.get(label, 0) / scale for label in labels],
+                height=height, color=ARCH_COLOURS[i % len(ARCH_COLOURS)], label=name)
+    ax.set_yticks([j + height * (len(per_arch) - 1) / 2 for j in range(len(labels))], labels, fontsize=fontsize)
+    ax.invert_yaxis()
