@@ -70,8 +70,8 @@ def matrix_split(m, n, k, unit, arch, mapping, dtype, compat=None) -> tuple[np.n
         per_cycle = dict(unit.per_cycle).get(dtype, array.pes) if dtype is not None else array.pes
         slow = -(-array.pes // per_cycle)
         args = (m, n, k, array.rows, array.cols, dataflow, array.weight_buffers, slow, array.io_registers)
-        cycles = native_cycles(*args)
-        tail = cycles - steady_and_tail(*args)[0]
+        steady, tail = steady_and_tail(*args)   # native_cycles, split: computed once
+        cycles = steady + tail
     else:
         raise ValueError(f"unknown compat {compat!r}; known: 'scalesim'")
     if unit.clock_hz == arch.clock_hz:

@@ -68,7 +68,7 @@ class TritonCase:
                 continue
             kernel = triton_kernel(op, arch, report=report)
             self.steps.append((op, load(kernel, folder), out))
-            described.append(f"{op.name}: {describe(kernel)}")
+            described.append(f"{op.name}: {kernel.describe()}")
         self.description = "; ".join(described)
 
     def __call__(self):
@@ -77,19 +77,6 @@ class TritonCase:
             args = [tensors[operand.tensor] for operand in op.inputs]
             tensors[op.output.tensor] = args[0].reshape(out.shape) if module is None else module.launch(*args, out)
         return tensors[self.output]
-
-
-def describe(kernel) -> str:
-    """block 128x64x32, 4 warps, 4 stages: the kernel's launch shape as the mapping gave it."""
-    if hasattr(kernel, "describe"):
-        return kernel.describe()
-    block = "x".join(map(str, getattr(kernel, "block", ()) or ()))
-    parts = [f"block {block}"] if block else []
-    for name in ("num_warps", "num_stages"):
-        value = getattr(kernel, name, None)
-        if value is not None:
-            parts.append(f"{value} {name.removeprefix('num_')}")
-    return " ".join(parts) or type(kernel).__name__
 
 
 def measure(suite: str, case: Case, count: int, arch, clock, folder: Path) -> Row:

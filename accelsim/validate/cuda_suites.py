@@ -6,7 +6,6 @@ for checking the harness itself (tests run it under Triton's CPU interpreter).
 """
 from __future__ import annotations
 
-from compiler.dtypes import DType
 from compiler.errors import UserError
 from accelsim.validate.cpu import ALEXNET_CONVS, RESNET50_CONVS
 
@@ -47,12 +46,10 @@ SUITES = {
 TARGETS = {"gemm": {"mape": 0.10, "spearman": 0.95}}   # the rest are reported beside it
 
 
-def suite_keys(suite: str, fp8: bool, dtype: DType | None = None) -> dict[str, list[str]]:
+def suite_keys(suite: str, fp8: bool) -> dict[str, list[str]]:
     """{suite: case keys} for one suite or `all` (every suite but smoke); fp8 cases only when `fp8`."""
     names = [s for s in SUITES if s != "smoke"] if suite == "all" else [suite]
     if any(n not in SUITES for n in names):
         raise UserError(f"--suite {suite!r}: expected one of {', '.join([*SUITES, 'all'])}")
     keep = {n: [k for k in SUITES[n] if fp8 or not k.endswith(" fp8")] for n in names}
-    if dtype is not None:   # --dtype narrows the dtype-swept GEMM suite to one dtype
-        keep = {n: [k for k in keys if n != "gemm" or k.endswith(" " + dtype.value)] for n, keys in keep.items()}
     return keep
