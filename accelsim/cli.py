@@ -169,7 +169,7 @@ def _positive(name: str, value: int | None) -> None:
 
 
 def _run(args) -> int:
-    from accelsim.api import run
+    from accelsim.sim.api import run
 
     _positive("batch", args.batch)
     _positive("seq", args.seq)
@@ -180,7 +180,7 @@ def _run(args) -> int:
     if args.csv:
         _write(args.csv, result.to_csv())
     if args.trace:
-        from accelsim.trace import write_trace
+        from accelsim.out.trace import write_trace
 
         write_trace(result, args.trace)
     if "-" not in (args.json, args.csv):
@@ -193,7 +193,7 @@ def _run(args) -> int:
 def _eval(args) -> int:
     import numpy as np
 
-    from accelsim.api import evaluate
+    from accelsim.sim.api import evaluate
 
     _positive("batch", args.batch)
     inputs = None
@@ -219,7 +219,7 @@ def _eval(args) -> int:
 
 def _export(args) -> int:
     from compiler.export import save_onnx
-    from accelsim.model import load_model
+    from accelsim.sim.model import load_model
 
     graph = load_model(args.model, batch=args.batch, weights=True, **_model_options(args))
     save_onnx(graph, args.out)
@@ -231,9 +231,9 @@ def _export(args) -> int:
 def _map(args) -> int:
     import difflib
 
-    from accelsim.arch import load_arch
-    from accelsim.cost import reporter, traffic
-    from accelsim.model import load_model
+    from accelsim.sim.model import load_arch
+    from accelsim.price.cost import reporter, traffic
+    from accelsim.sim.model import load_model
     from compiler.dtypes import DType
     from compiler.codegen import vector_unit
     from compiler.codegen.vector import vector_rows
@@ -275,8 +275,8 @@ def _cosim(args) -> int:
 
 
 def _arch_convert(args) -> int:
-    from accelsim.arch import load_arch
-    from accelsim.scalesim import convert
+    from accelsim.sim.model import load_arch
+    from accelsim.importers.scalesim import convert
 
     if args.out and not args.out.endswith((".yaml", ".yml")):
         raise UserError(f"--out {args.out}: an arch file must end in .yaml")
@@ -291,8 +291,8 @@ def _arch_convert(args) -> int:
 
 def _arch_detect_host(args) -> int:
     from accelsim.arch import load_arch, load_arch_text
-    from accelsim.host import read_host
-    from accelsim.host_preset import preset_yaml
+    from accelsim.importers.host import read_host
+    from accelsim.importers.host_preset import preset_yaml
 
     if args.out and not args.out.endswith((".yaml", ".yml")):
         raise UserError(f"--out {args.out}: an arch file must end in .yaml")
@@ -317,7 +317,7 @@ def _validate_cpu(args) -> int:
 
 def _archs(args) -> int:
     from accelsim.arch import load_arch, preset_names
-    from accelsim.table import binary, si
+    from accelsim.out.table import binary, si
 
     for name in preset_names():
         arch = load_arch(name)

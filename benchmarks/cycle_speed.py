@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from accelsim import cycle
+from accelsim.sim import cycle
 from accelsim.rtl import runner
 from accelsim.rtl.stimulus import gemm
 

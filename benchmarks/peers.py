@@ -6,7 +6,7 @@ theirs is imported here or kept in the repository; their inputs are written to a
   python3 -m venv /tmp/scalesim-venv && /tmp/scalesim-venv/bin/pip install scalesim 'numpy<2.4'
   .venv/bin/python benchmarks/peers.py [--quick] [--skip-zigzag] [--skip-scalesim] [--limit S] [--keep]
 wall s: the child process from start to exit (interpreter, imports, file parsing, search, simulation, its
-output files); core s: the tool's own call inside it (accelsim.api.run, ZigZag's get_hardware_performance_zigzag,
+output files); core s: the tool's own call inside it (accelsim.sim.api.run, ZigZag's get_hardware_performance_zigzag,
 SCALE-Sim's run_scale); peak MiB: the child's high-water RSS (os.wait4). The speed-up is the peer's time over
 the accelsim row it is set against ("vs"), wall / core. accelsim's numba cache is warmed by one untimed run first.
 Workloads: ResNet-18 b1 as accelsim exports it to ONNX (ZigZag: a 32x32 int8 WS array with the preset's SRAM
@@ -60,7 +60,7 @@ ACCELSIM_PY = ROOT / ".venv" / "bin" / "python"
 # (H, W, R, S, C, K, stride) with H = (out - 1) * stride + R, so SCALE-Sim's out = ceil((H - R + s) / s) is ONNX's.
 SETUP = r"""
 import json, sys
-from accelsim.model import load_model
+from accelsim.sim.model import load_model
 from compiler.builder import Builder
 from compiler.export import save_onnx
 folder, size = sys.argv[1], int(sys.argv[2])
@@ -82,7 +82,7 @@ print(json.dumps(layers))
 
 ACCELSIM = r"""
 import json, sys, time
-from accelsim.api import run
+from accelsim.sim.api import run
 model, arch, compat = sys.argv[1:4]
 start = time.perf_counter()
 result = run(model, arch=arch, compat=compat or None)

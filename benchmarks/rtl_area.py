@@ -2,7 +2,7 @@
 
 Runs rtl/synth/core_area.ys (`synth -flatten`, ACC_DEPTH = 1) for int8 and ternary weights at several array
 sizes and records total cells, cells by type, flip-flops, the exact script, the Yosys version and its wall time;
-accelsim/area.py fits the totals. Run from anywhere: .venv/bin/python benchmarks/rtl_area.py
+accelsim/arch/area.py fits the totals. Run from anywhere: .venv/bin/python benchmarks/rtl_area.py
 """
 from __future__ import annotations
 

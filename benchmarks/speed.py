@@ -15,8 +15,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from accelsim.arch import load_arch, preset_names  # noqa: E402
-from accelsim.model import load_model  # noqa: E402
-from accelsim.tile import mappings_for, simulate  # noqa: E402
+from accelsim.sim.model import load_model  # noqa: E402
+from accelsim.sim.tile import mappings_for, simulate  # noqa: E402
 from compiler.builder import Builder  # noqa: E402
 from compiler.pipeline import Options, compile_graph  # noqa: E402
 

@@ -60,7 +60,7 @@ def grid_run(folder: Path, db: Path) -> tuple:
 
 def compile_cost() -> float:
     """What each point would pay without the per-worker IR cache: build and compile ResNet-18 once."""
-    from accelsim.model import load_model
+    from accelsim.sim.model import load_model
     from compiler.dtypes import DType
     from compiler.pipeline import Options, compile_graph
 

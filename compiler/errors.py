@@ -15,3 +15,7 @@ class ModelError(UserError):
 
 class MissingWeightsError(ModelError):
     """Numerics asked for weights the model does not carry (simulation needs only shapes)."""
+
+
+class MappingError(UserError):
+    """An op the target cannot run, or no mapping of it fits: names the op, the operand, the level and the bytes."""

@@ -1,10 +1,5 @@
-"""The tile-level engine: numba kernels over the Program's plain arrays (no Graph, no Arch, no Python objects).
+"""The numba kernels: plain ints and arrays in, arrays out; no Graph, no Arch, no Python objects.
 
-schedule: start and end cycle of every row (DMA channels per memory level, compute units, dependencies).
-stalls: per op, compute-busy cycles and the idle cycles blamed on each memory level.
-Invariant: kernels take ints and arrays only; accelsim.tile unpacks the Arch and Program for them.
+tile/: the event engine that runs a Program (DMA channels, compute units, dependencies) and blames stalls.
+cycle/: the systolic PE grid stepped cycle by cycle (the RTL's model). Imports only numpy and numba.
 """
-from accelsim.engine.schedule import schedule
-from accelsim.engine.stalls import attribute
-
-__all__ = ["schedule", "attribute"]

@@ -13,8 +13,8 @@ def add_explain_parser(sub) -> None:
     explain = sub.add_parser("explain", help="teaching views drawn from the models (an animated systolic array)")
     actions = explain.add_subparsers(dest="explain_command", metavar="WHAT", required=True)
     sy = actions.add_parser("systolic", help="a small GEMM C = A @ B moving through a systolic array, cycle by "
-                            "cycle, from the cycle-level model (accelsim/engine/systolic_cycle.py; OS: "
-                            "systolic_os_cycle.py)")
+                            "cycle, from the cycle-level model (accelsim/engine/cycle/systolic.py; OS: "
+                            "systolic_os.py)")
     sy.add_argument("--rows", type=int, required=True, help="PE rows (WS, IS: the k extent of one stationary "
                     "tile; OS: the m extent of one output tile)")
     sy.add_argument("--cols", type=int, required=True, help="PE columns")

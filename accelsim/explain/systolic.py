@@ -1,8 +1,8 @@
 """A small GEMM C = A @ B through the systolic core of docs/rtl.md, cycle by cycle: the frames that
 `accelsim explain systolic` draws (as text, HTML or GIF). WS and IS run the core's cycle-level model; OS runs the
-output-stationary one (accelsim/engine/systolic_os_cycle.py, no RTL), named in accelsim/explain/systolic_os.py.
+output-stationary one (accelsim/engine/cycle/systolic_os.py, no RTL), named in accelsim/explain/systolic_os.py.
 
-Invariant: every number in a frame is a register of the cycle-level model (accelsim.cycle.probe: the kernel's
+Invariant: every number in a frame is a register of the cycle-level model (accelsim.sim.cycle.probe: the kernel's
 weight, activation and psum registers; probe_os: its A, B and accumulator registers) or an output row it
 produced; this module only names them (which element of A, B or C a value is), from the cycles in which the
 model accepted each row.
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim import cycle
+from accelsim.sim import cycle
 from accelsim.arch import Dataflow
-from accelsim.compute.systolic import folds_and_stream, native_cycles
+from accelsim.price.systolic import folds_and_stream, native_cycles
 from accelsim.rtl.stimulus import gemm
 from compiler.errors import UserError
 
@@ -71,7 +71,7 @@ class Film:
     folds: int               # stationary tiles, F
     stream: int              # rows streamed per tile, T (OS: k-steps per output tile)
     cycles: int              # the cycle-level model's total: the last output appears in cycle `cycles - 1`
-    closed_form: int         # docs/rtl.md / accelsim.compute.systolic.native_cycles for the same GEMM
+    closed_form: int         # docs/rtl.md / accelsim.price.systolic.native_cycles for the same GEMM
     busy: int                # PE-cycles holding a valid activation (OS: A value) (padding included)
     frames: tuple
 

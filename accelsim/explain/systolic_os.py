@@ -1,5 +1,5 @@
 """The frames of `accelsim explain systolic --dataflow os`: a GEMM on the output-stationary cycle-level model
-(accelsim.cycle.probe_os, accelsim/engine/systolic_os_cycle.py), each PE's A, B and accumulator registers named.
+(accelsim.sim.cycle.probe_os, accelsim/engine/cycle/systolic_os.py), each PE's A, B and accumulator registers named.
 
 Invariant: every number is a register of the model or an output row it produced; the names come only from the
 cycles in which the model accepted each k-step and the timing of docs/rtl.md ("An output-stationary model"),
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from accelsim.cycle import OsProbe, OsRun
+from accelsim.sim.cycle import OsProbe, OsRun
 from accelsim.explain.systolic import PAD, Cell, Frame
 
 

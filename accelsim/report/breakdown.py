@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accelsim.arch import Arch
-from accelsim.result import OpResult, Result
+from accelsim.out.result import OpResult, Result
 
 COMPUTE = "compute"      # the key of the time spent computing, beside the level names
 OTHER = "other"          # tile: idle time no transfer explains

@@ -29,7 +29,7 @@ def add_compare_parser(sub) -> None:
 
 def _compare(args: argparse.Namespace) -> int:
     from accelsim import cli
-    from accelsim.arch import load_arch
+    from accelsim.sim.model import load_arch
     from accelsim.report.compare import compare, compare_report, compare_text
 
     cli._positive("batch", args.batch)
@@ -53,7 +53,7 @@ def _compare(args: argparse.Namespace) -> int:
 def report_run(result, args: argparse.Namespace) -> None:
     """`run --html FILE --plot DIR`: the page and/or the figures of a finished run."""
     from accelsim import cli
-    from accelsim.arch import load_arch
+    from accelsim.sim.model import load_arch
     from accelsim.report.run_page import run_report
 
     arch = load_arch(args.arch)

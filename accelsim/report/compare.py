@@ -21,14 +21,14 @@ from accelsim.report.compare_figures import arch_labels, compare_figures
 from accelsim.report.figures import joules
 from accelsim.report.html import Cell
 from accelsim.report.run_page import layer_table, summary, write_pngs, write_text
-from accelsim.result import Result
-from accelsim.table import seconds, si
+from accelsim.out.result import Result
+from accelsim.out.table import seconds, si
 
 
 def compare(model, archs: list[Arch], batch: int | None = None, dtype: str | None = None,
             **model_options) -> list[Result]:
     """`accelsim.run` of `model` on each arch, in order."""
-    from accelsim.api import run
+    from accelsim.sim.api import run
 
     return [run(model, arch=arch, batch=batch, dtype=dtype, **model_options) for arch in archs]
 

@@ -9,7 +9,7 @@ from accelsim.report.breakdown import COMPUTE, Ceilings, layers, parts, total_sp
 from accelsim.report.breakdown import levels as memory_levels
 from accelsim.report.figures import (MAX_BARS, Figure, byte_scale, canvas, energy_scale, outside_legend, palette,
                                      png, roofline, time_scale, unit_colour)
-from accelsim.result import Result
+from accelsim.out.result import Result
 
 ARCH_COLOURS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
 

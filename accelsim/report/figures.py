@@ -13,7 +13,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
 from accelsim.report.breakdown import COMPUTE, OTHER, Ceilings, attained, intensity, layers, parts
-from accelsim.result import Result
+from accelsim.out.result import Result
 
 MAX_BARS = 40            # layers drawn in a per-layer figure; the longest ones, kept in execution order
 DPI = 110

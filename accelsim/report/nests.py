@@ -1,7 +1,7 @@
 """Each op's mapping as a loop nest (Mapping.text(), `accelsim map`'s view) for the reports.
 
 Invariant: the nests are the mappings the tile engine simulated: the same mapper, budget and cost model
-(accelsim.tile.mappings_for), so in the same process they come out of the mapper's cache.
+(accelsim.sim.tile.mappings_for), so in the same process they come out of the mapper's cache.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ def loop_nests(model: str | os.PathLike | Graph, arch: Arch, batch: int | None =
                dtype: str | DType | None = None, compat: str | None = None, **model_options) -> dict[str, str]:
     """Op name -> its loop nest as text, in execution order."""
     # imported here: `from accelsim.report import sweep_report` should not load the engine
-    from accelsim.model import load_model
-    from accelsim.tile import mappings_for
+    from accelsim.sim.model import load_model
+    from accelsim.sim.tile import mappings_for
     from compiler.codegen import vector_unit
     from compiler.codegen.vector import vector_rows
     from compiler.ir import Kind

@@ -13,8 +13,8 @@ from accelsim.report import html
 from accelsim.report.breakdown import COMPUTE, ceilings, parts, time_shares, total_split
 from accelsim.report.figures import Figure, joules, label, run_figures
 from accelsim.report.html import Cell
-from accelsim.result import Result
-from accelsim.table import seconds, si
+from accelsim.out.result import Result
+from accelsim.out.table import seconds, si
 from compiler.errors import UserError
 
 

@@ -56,7 +56,7 @@ async def run_stimulus(dut):
     check = os.environ.get("ACCELSIM_CHECK", "0") == "1"
     expected = model = None
     if check:
-        from accelsim import cycle
+        from accelsim.sim import cycle
 
         expected = expected_outputs(stim, acc_depth)
         model = cycle.run(stim, acc_depth=acc_depth)

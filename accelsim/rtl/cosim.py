@@ -4,7 +4,7 @@ cycle.
 
 Invariant: every compute instruction of the layer's Program becomes one GEMM on the core, started on a drained
 core, so its cycles are its own; the same GEMMs offered back to back (the cycle-level model, undrained) end where
-the closed form streams them (accelsim.compute.systolic.steady_and_tail), the least the tile-level engine can
+the closed form streams them (accelsim.price.systolic.steady_and_tail), the least the tile-level engine can
 charge the layer's compute (it adds what the array waits on memory); the layer's output is assembled from the
 tiles' outputs (k tiles accumulated in int32, as the output SRAM does) and compared with numpy's integer GEMM of
 the same operands.
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from accelsim import cycle
-from accelsim.compute.systolic import native_cycles, steady_and_tail
+from accelsim.sim import cycle
+from accelsim.price.systolic import native_cycles, steady_and_tail
 from accelsim.rtl import runner
 from accelsim.rtl.stimulus import Outcome, Stimulus, assemble, chain, expected_outputs, gemm
 from compiler.errors import UserError
@@ -72,9 +72,9 @@ class Report:
 
 def cosim(model, layer: str, arch, sim: str = "icarus", batch: int | None = None, seed: int = 0,
           waves: str | None = None, vcd: str | None = None, workdir=None, **model_options) -> Report:
-    from accelsim.arch import load_arch
-    from accelsim.model import load_model
-    from accelsim.tile import mappings_for, simulate_ops
+    from accelsim.sim.model import load_arch
+    from accelsim.sim.model import load_model
+    from accelsim.sim.tile import mappings_for, simulate_ops
     from compiler.codegen import unit_index
     from compiler.codegen.einsum import einsum_rows
     from compiler.pipeline import Options, compile_graph

@@ -1,7 +1,7 @@
 """The axes and derived keys of a sweep spec, checked against the base arch before anything runs.
 
 Invariant: every axis key path resolves in the base arch YAML, and every axis value, set alone on the base
-(derived keys applied), passes accelsim.arch_schema at its own key; what fails only in combination with other
+(derived keys applied), passes accelsim.arch.schema at its own key; what fails only in combination with other
 values is left to the points. `fail(key, message)` builds the spec's error (file and key named).
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accelsim.arch import ArchError
-from accelsim.arch_schema import build_arch
+from accelsim.arch.schema import build_arch
 from accelsim.sweep.derive import DeriveError, Derived, parse_derived
 from accelsim.sweep.keypath import KeyPathError, Location, locate
 from compiler.dtypes import DType

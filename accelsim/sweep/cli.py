@@ -86,7 +86,7 @@ def _report_hook(args):
 def pareto_table(spec, rows: list[dict], best: list[dict]) -> str:
     """Per model: how many rows are valid, then its Pareto-optimal points, axis values and objectives."""
     from accelsim.sweep.spec import OBJECTIVES
-    from accelsim.table import engineering
+    from accelsim.out.table import engineering
 
     names = short_names([axis.key for axis in spec.axes])
     out = []

@@ -13,7 +13,7 @@ import math
 import operator
 from dataclasses import dataclass, field
 
-from accelsim import units
+from accelsim.arch import units
 from accelsim.sweep.keypath import KeyPathError, Location, locate
 
 # (parser, SI unit written back, whole number?) per kind of quantity, tried in this order.

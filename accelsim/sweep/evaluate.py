@@ -54,7 +54,7 @@ def identity(task: Task) -> dict:
 
 
 def measure(task: Task) -> dict:
-    from accelsim.arch_schema import build_arch
+    from accelsim.arch.schema import build_arch
     from compiler.map import CACHE
 
     # Mappings are cached per arch; no two points share one, so a long-lived worker would only pile them up.
@@ -63,11 +63,11 @@ def measure(task: Task) -> dict:
     dtype = DType.parse(task.dtype) if task.dtype else arch.native_dtype
     ir = compiled(task.model.name, task.model.options, dtype)
     if task.fidelity == "tile":
-        from accelsim.tile import simulate_ops
+        from accelsim.sim.tile import simulate_ops
 
         ops = simulate_ops(ir, arch)
     else:
-        from accelsim.roofline import estimate
+        from accelsim.price.roofline import estimate
 
         ops = estimate(ir, arch)
     latency = sum(op.seconds for op in ops)
@@ -98,15 +98,15 @@ def code_fingerprint() -> str:
 @lru_cache(maxsize=32)
 def compiled(model: str, options: tuple, dtype: DType):
     """The model's IR for `dtype`, built once per process and reused by every point (shapes only)."""
-    from accelsim.model import load_model
+    from accelsim.sim.model import load_model
     from compiler.pipeline import Options, compile_graph
 
     return compile_graph(load_model(model, **dict(options)), Options(dtype=dtype))
 
 
 def array_area(arch: Arch) -> float | None:
-    """Cells of the arch's PE arrays (accelsim.area's RTL fit, times each unit's count); None without arrays."""
-    from accelsim.area import area_cells
+    """Cells of the arch's PE arrays (accelsim.arch.area's RTL fit, times each unit's count); None without arrays."""
+    from accelsim.arch.area import area_cells
 
     arrays = [u for u in arch.matrix_units if u.array is not None]
     if not arrays:

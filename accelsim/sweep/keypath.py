@@ -2,7 +2,7 @@
 
 A segment names a mapping key, or a list element by its `name` (`pe_array`) or its index (`0`). Invariant:
 `locate` either returns where the path lands (and the schema's spelling of it, `compute[0].array.rows`, the
-one accelsim.arch_schema's messages use) or raises KeyPathError saying which segment is wrong and what
+one accelsim.arch.schema's messages use) or raises KeyPathError saying which segment is wrong and what
 exists there; it never creates anything but a missing last key of a mapping, which the schema then judges.
 """
 from __future__ import annotations

@@ -25,7 +25,7 @@ SPEC_VERSION = 1
 OBJECTIVES = {   # name -> (unit, what; all are minimised)
     "latency": ("s", "simulated seconds per inference"),
     "energy": ("J", "joules per inference"),
-    "area": ("cells", "PE arrays' Yosys cell count, accelsim.area's RTL fit (systolic and ternary arrays)"),
+    "area": ("cells", "PE arrays' Yosys cell count, accelsim.arch.area's RTL fit (systolic and ternary arrays)"),
     "edp": ("J s", "energy-delay product"),
 }
 STRATEGIES = ("grid", "random", "adaptive")

@@ -142,7 +142,7 @@ def parse(key: str) -> Case:
 
 def predict(case: Case, arch) -> float:
     """Seconds accelsim's tile-level engine predicts for the case on `arch` (an Arch, preset name or YAML path)."""
-    from accelsim.api import run
+    from accelsim.sim.api import run
 
     result = run(case.graph(), arch=arch, dtype=case.dtype)
     return float(math.fsum(op.seconds for op in result.ops))

@@ -154,8 +154,8 @@ def _blas() -> str:
 def provenance(threads: int, repeats: int, arch_source: str) -> dict:
     import numpy as np
 
-    from accelsim.host import read_host
-    from accelsim.host_preset import vector_bytes
+    from accelsim.importers.host import read_host
+    from accelsim.importers.host_preset import vector_bytes
 
     host = read_host()
     simd = sorted(host.flags & {"avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx_vnni", "amx_tile", "neon"})
@@ -215,8 +215,8 @@ def validate_cpu(suite: str, threads: int, repeats: int, out_dir: str | None, ar
     """Measure, predict, write the dataset folder and print the table; returns the MAPE per suite."""
     import yaml
 
-    from accelsim.host import read_host
-    from accelsim.host_preset import preset_name
+    from accelsim.importers.host import read_host
+    from accelsim.importers.host_preset import preset_name
 
     if threads < 1 or repeats < 1:
         raise UserError(f"--threads {threads} --repeats {repeats}: both must be positive integers")

@@ -48,7 +48,7 @@ class TritonCase:
     def __init__(self, case: Case, arch, inputs: dict, folder: Path):
         import torch
 
-        from accelsim.cost import reporter
+        from accelsim.price.cost import reporter
         from compiler.codegen.triton import load, triton_kernel
         from compiler.dtypes import DType
         from compiler.pipeline import Options, compile_graph

@@ -17,15 +17,15 @@ def arch_text(arch: str | None, threads: int) -> tuple[str, str]:
     from accelsim.arch import load_arch, load_arch_text, presets_dir
 
     if arch is None:
-        from accelsim.host import read_host
-        from accelsim.host_preset import preset_yaml
+        from accelsim.importers.host import read_host
+        from accelsim.importers.host_preset import preset_yaml
 
         text = preset_yaml(read_host(), cores=threads)
         load_arch_text(text, "detect-host", Path("detect-host.yaml"))
         return text, f"accelsim arch detect-host, {threads} core(s) = the threads used"
     load_arch(arch)   # a clear error for an unknown name or a bad file before anything is timed
     if arch.endswith(".cfg"):
-        from accelsim.scalesim import convert
+        from accelsim.importers.scalesim import convert
 
         return convert(arch), f"{arch} (SCALE-Sim .cfg, converted)"
     path = Path(arch) if arch.endswith((".yaml", ".yml")) or "/" in arch else presets_dir() / f"{arch}.yaml"

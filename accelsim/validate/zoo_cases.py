@@ -80,8 +80,8 @@ def _conv_key(op: Einsum, tail: str) -> tuple[str | None, str]:
 
 def model_cases(model: str, dtype: DType, arch, **options) -> ModelCases:
     """The cases of zoo `model` (built with `options`) at `dtype`, and how much of it they cover on `arch`."""
-    from accelsim.api import run
-    from accelsim.model import load_model
+    from accelsim.sim.api import run
+    from accelsim.sim.model import load_model
     from compiler.pipeline import Options, compile_graph
 
     graph = load_model(model, **options)

@@ -1,6 +1,6 @@
 """An Einsum and its Mapping -> Program rows: a compute per innermost tile, loads and stores at every level.
 
-Invariant: each operand crosses exactly the levels of its role path (compiler.placement, as the roofline
+Invariant: each operand crosses exactly the levels of its role path (compiler.target.placement, as the roofline
 counts them); the load reading level p carries the tile the next level on the path holds (the compute step
 for the innermost), so bytes per level >= the operand's bytes, with halos and partial-sum spills on top.
 """
@@ -12,7 +12,7 @@ from compiler.codegen.assemble import OUTPUT, Stream, assemble
 from compiler.codegen.nest import Nest
 from compiler.ir import Axis, Einsum, Role
 from compiler.mapping import Mapping, gemm_view
-from compiler.placement import op_home, role_path
+from compiler.target import op_home, role_path
 
 
 def footprint(axes: tuple[Axis, ...], shape: tuple[int, ...], dims: tuple[str, ...], start: np.ndarray,

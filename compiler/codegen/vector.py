@@ -14,7 +14,7 @@ from compiler.codegen.assemble import OUTPUT, Stream, assemble
 from compiler.codegen.nest import Nest
 from compiler.ir import IROp, Kind, Move, Reduce, Role
 from compiler.mapping import LevelTile, Mapping
-from compiler.placement import op_home, role_path
+from compiler.target import op_home, role_path
 
 MIN_CHUNKS = 4      # enough to overlap loading chunk i+1 with computing chunk i and storing chunk i-1
 # Frontend ops lowered to a Map that is a recurrence, not element-wise (an ONNX Scan steps through time):

@@ -1,11 +1,11 @@
 """The mapper: for each IR op, the cheapest legal Mapping a budgeted search finds, cached by signature.
 
-`report` is the cost model bound to the target (accelsim.cost.reporter); the compiler never imports it.
+`report` is the cost model bound to the target (accelsim.price.cost.reporter); the compiler never imports it.
 """
 from __future__ import annotations
 
 from compiler.ir import IR, IROp
-from compiler.map.legal import MappingError
+from compiler.errors import MappingError
 from compiler.map.search import CACHE, DEFAULT_BUDGET, Cache, Report, arch_key, search
 from compiler.map.space import candidates
 from compiler.mapping import Mapping, op_signature

@@ -7,7 +7,8 @@ import math
 from typing import Iterator
 
 from compiler.ir import Einsum, IROp
-from compiler.map.legal import Footprints, Overflow, nothing_fits, op_levels, per_instance, pick_unit, vector_extent
+from compiler.map.legal import nothing_fits
+from compiler.target import Footprints, Overflow, op_levels, per_instance, pick_unit, vector_extent
 from compiler.mapping import LevelTile, Mapping, Spatial, gemm_view, op_signature
 
 # Which GEMM group a systolic array lays on its rows, its columns, and streams through in time
@@ -88,7 +89,7 @@ def _targets(unit, op: Einsum):
 def _micro_blocks(unit, groups, dtype) -> dict[str, int]:
     """{dim: rows or columns of the SIMD micro-kernel} for the m and n groups that are one dim each (a conv's m
     is a product of dims, left as it is): a CPU BLAS sizes its blocks in whole micro-tiles, as OpenBLAS does.
-    The micro-tile is accelsim.compute.simd's: rows x register rows by cols x accumulators per register."""
+    The micro-tile is accelsim.price.simd's: rows x register rows by cols x accumulators per register."""
     micro = getattr(unit, "micro_kernel", None)
     if micro is None:
         return {}

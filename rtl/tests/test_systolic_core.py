@@ -6,7 +6,7 @@ simulation; the drained parts' cycle counts must also equal the closed form the 
 import numpy as np
 import pytest
 
-from accelsim.compute.systolic import native_cycles
+from accelsim.price.systolic import native_cycles
 from accelsim.rtl import runner
 from accelsim.rtl.stimulus import chain
 from accelsim.rtl.workloads import suite, wraparound

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from accelsim import area
+from accelsim.arch import area
 
 ROOT = Path(__file__).resolve().parents[2]
 

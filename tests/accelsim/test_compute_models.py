@@ -9,8 +9,10 @@ import pytest
 
 import accelsim
 from accelsim.arch import ArchError, Kind, load_arch, preset_names
-from accelsim.compute import gemm_parts, matrix_cycles, simd, simt, vector_cycles, widen
-from compiler.map.legal import pick_unit
+from accelsim.price import simd, simt
+from accelsim.price.compute import matrix_cycles, vector_cycles
+from compiler.target import gemm_parts, widen
+from compiler.target import pick_unit
 from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.ir import Kind as OpKind

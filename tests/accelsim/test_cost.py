@@ -3,15 +3,15 @@ from dataclasses import replace
 
 import pytest
 
-from accelsim import roofline
+from accelsim.price import roofline
 from accelsim.arch import load_arch, preset_names
 from accelsim.cli import main
-from accelsim.cost import cycles, reporter, traffic
-from accelsim.model import load_model
+from accelsim.price.cost import cycles, reporter, traffic
+from accelsim.sim.model import load_model
 from compiler.map import map_ir, map_op
 from compiler.dtypes import DType
 from compiler.errors import UserError
-from compiler.map.legal import pick_unit
+from compiler.target import pick_unit
 from compiler.mapping import LevelTile
 from compiler.pipeline import Options, compile_graph
 from tests.compiler.test_map import gemm
@@ -58,7 +58,7 @@ def test_traffic_and_cycles_bound_by_the_roofline(arch_name):
 
 
 def test_unit_choice_widens_as_the_hardware_would():
-    # one rule for the roofline, the mapper and the engine (compiler.map.legal.pick_unit)
+    # one rule for the roofline, the mapper and the engine (compiler.target.pick_unit)
     ternary = gemm(64, 64, 64, DType.ternary)
     assert pick_unit(ternary, load_arch("fpga_ternary"))[1] == DType.ternary
     assert pick_unit(ternary, load_arch("h100"))[1] == DType.int8          # no ternary path: int8 tensor cores
@@ -116,7 +116,7 @@ def test_ragged_outer_tiles_leave_empty_inner_steps_unpriced():
     # 1024 in l2 tiles of 496 (496 + 496 + 32) and l1d steps of 16: the engine computes 64 steps of 16 in k, not
     # 3 x 31 = 93 (compiler.codegen.nest gives the 29 steps past the edge no work), and moves 1,024 rows of B, not
     # 1,488: the cost model counts the same.
-    from accelsim.cost import _segments
+    from accelsim.price.cost import _segments
 
     arch = load_arch(EPYC)
     op = fp32_gemm(1024, 1024, 1024)
@@ -137,7 +137,7 @@ def test_partial_sum_round_trips_are_priced_on_the_chain():
     # with k outside n, the 64 x 64 C tile in l1d changes every step and crosses l1d and l2 both ways (240
     # round trips in 256 steps), and the compute waits each time. The cost model must say so, and so prefer
     # keeping C in l1d over a whole K panel.
-    from accelsim.tile import simulate
+    from accelsim.sim.tile import simulate
     from compiler.ir import IR
 
     arch = load_arch(EPYC)
@@ -165,7 +165,7 @@ def test_the_mappers_pick_is_the_engines_best_candidate(arch_name, model, layer)
     # by the engine, as the best of the candidates the search saw (within 2%).
     import itertools
 
-    from accelsim.tile import simulate
+    from accelsim.sim.tile import simulate
     from compiler.ir import IR
     from compiler.map import DEFAULT_BUDGET
     from compiler.map.space import candidates

@@ -1,4 +1,4 @@
-"""The cycle-level model of rtl/systolic_core.v (accelsim.cycle, accelsim/engine/systolic_cycle.py) against
+"""The cycle-level model of rtl/systolic_core.v (accelsim.sim.cycle, accelsim/engine/cycle/systolic.py) against
 docs/rtl.md: values against numpy, cycles against the closed form, the handshake rules re-derived from the accept
 cycles alone, the driver's offer rule, and the VCD it writes."""
 from types import SimpleNamespace
@@ -6,10 +6,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from accelsim import compute
+from accelsim.price import compute
 from accelsim.arch import load_arch
-from accelsim.compute.systolic import native_cycles
-from accelsim.cycle import run, write_vcd
+from accelsim.price.systolic import native_cycles
+from accelsim.sim.cycle import run, write_vcd
 from accelsim.rtl.stimulus import Stimulus, assemble, chain, expected_outputs, gemm, with_gaps
 from compiler.dtypes import DType
 
@@ -186,8 +186,8 @@ def test_tile_gemms_back_to_back_stream_as_the_cycle_model_runs_them(rows, cols)
     weights while the last one streams and drains (docs/rtl.md): N independent rows end where the cycle-level
     model's last output of the same tiles appears, about N x steady + one skew and drain, not N x their own
     cycles (the tile engine charged every row its skew and drain: TPU v1's alexnet fc6, 576 x 767 cycles)."""
-    from accelsim.compute.systolic import steady_and_tail
-    from accelsim.engine import schedule
+    from accelsim.price.systolic import steady_and_tail
+    from accelsim.engine.tile import schedule
 
     rng = np.random.default_rng(rows * cols)
     shapes = [(5, 9, 7), (1, 4, 3), (12, 3, 10), (4, 4, 4), (1, 2 * rows, 2 * cols), (2 * rows, rows, cols),

@@ -1,4 +1,4 @@
-"""The output-stationary cycle-level model (accelsim.cycle.run_os, accelsim/engine/systolic_os_cycle.py; no RTL)
+"""The output-stationary cycle-level model (accelsim.sim.cycle.run_os, accelsim/engine/cycle/systolic_os.py; no RTL)
 against docs/rtl.md's OS timing: values against numpy, each output row's cycle against its fold's last k-step,
 and its total against the tile-level engine's closed form (DESIGN.md: the tile-level systolic compute time
 equals the cycle-level model's)."""
@@ -8,11 +8,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from accelsim import compute
+from accelsim.price import compute
 from accelsim.arch import load_arch
-from accelsim.compute import systolic
-from accelsim.compute.systolic import native_cycles
-from accelsim.cycle import OS_IO_REGISTERS, probe_os, run_os
+from accelsim.price import systolic
+from accelsim.price.systolic import native_cycles
+from accelsim.sim.cycle import OS_IO_REGISTERS, probe_os, run_os
 from compiler.dtypes import DType
 
 # (rows, cols, m, k, n): one fold; k < ROWS (the drain sets the pace); ragged m and n; tall k; 1 x 1; wide
@@ -51,7 +51,7 @@ def test_values_equal_numpy_and_rows_leave_as_docs_rtl_md_says(shape, banks):
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_cycles_equal_the_closed_form_with_two_accumulator_banks(shape):
-    """The tile-level engine's OS formula (accelsim/compute/systolic.py, weight_buffers = 2 accumulators,
+    """The tile-level engine's OS formula (accelsim/price/systolic.py, weight_buffers = 2 accumulators,
     io_registers = 2) is the cycle-level model's total, ragged folds included."""
     rows, cols, m, k, n = shape
     a, b = operands(0, m, k, n)

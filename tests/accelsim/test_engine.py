@@ -4,8 +4,8 @@ barrier, stall attribution; and double buffering through codegen."""
 import numpy as np
 
 from accelsim.arch import load_arch
-from accelsim.engine import attribute, schedule
-from accelsim.tile import simulate
+from accelsim.engine.tile import attribute, schedule
+from accelsim.sim.tile import simulate
 from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.mapping import LevelTile, Mapping

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from accelsim import cycle
+from accelsim.sim import cycle
 from accelsim.explain.render_gif import write_gif
 from accelsim.explain.render_html import film_data, write_html
 from accelsim.explain.systolic import PAD, explain
@@ -96,7 +96,7 @@ def test_os_last_output_appears_in_the_models_last_cycle_as_the_closed_form_says
     assert film.last_output_cycle == film.cycles - 1 == film.closed_form - 1
     f, t = film.folds, film.stream
     assert (f, t) == (-(-m // rows) * -(-n // cols), k)
-    # accelsim/compute/systolic.py for OS, two accumulator banks, 2 io registers (docs/rtl.md)
+    # accelsim/price/systolic.py for OS, two accumulator banks, 2 io registers (docs/rtl.md)
     assert film.cycles == rows + (f - 1) * max(t, rows) + t + (rows - 1) + (cols - 1) + 2
     last = film.frames[-1]
     np.testing.assert_array_equal(np.array(last.out), film.a @ film.b)

@@ -1,11 +1,11 @@
-"""accelsim.host and host_preset: recorded lscpu / /proc / sysfs texts -> figures -> a preset that loads and simulates."""
+"""accelsim.importers.host and host_preset: recorded lscpu / /proc / sysfs texts -> figures -> a preset that loads and simulates."""
 import json
 from pathlib import Path
 
 import pytest
 
-from accelsim import host, host_preset
-from accelsim.api import run
+from accelsim.importers import host; from accelsim.importers import host_preset
+from accelsim.sim.api import run
 from accelsim.arch import load_arch, load_arch_text
 from accelsim.cli import main
 from compiler.dtypes import DType

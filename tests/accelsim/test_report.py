@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from accelsim.api import run
+from accelsim.sim.api import run
 from accelsim.arch import load_arch
 from accelsim.cli import main
 from accelsim.report import loop_nests, sweep_report

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accelsim.api import run, scalesim_layers
+from accelsim.sim.api import run, scalesim_layers
 from accelsim.arch import ArchError, load_arch
-from accelsim.compute import systolic
-from accelsim.scalesim import CfgError, compat_layer_cycles, convert, read_cfg
+from accelsim.price import systolic
+from accelsim.importers.scalesim import CfgError, compat_layer_cycles, convert, read_cfg
 from compiler.errors import UserError
 from compiler.topology import TopologyError, load_topology
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 import accelsim
-from accelsim.area import area_cells
+from accelsim.arch.area import area_cells
 from accelsim.sweep import load_spec, run_sweep, sweep_rows
 from accelsim.sweep.evaluate import CRASH_ENV, DELAY_ENV, LOG_ENV
 

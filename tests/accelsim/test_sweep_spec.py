@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from accelsim import units
+from accelsim.arch import units
 from accelsim.cli import main
 from accelsim.sweep import load_spec, pareto
 from accelsim.sweep.derive import DeriveError, parse_derived

@@ -5,9 +5,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from accelsim import compute
+from accelsim.price import compute
 from accelsim.arch import load_arch, preset_names
-from accelsim.compute import systolic
+from accelsim.price import systolic
 from compiler.dtypes import DType
 
 

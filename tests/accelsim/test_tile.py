@@ -116,7 +116,7 @@ def test_trace_needs_the_tile_fidelity(tmp_path, capsys):
 ])
 def test_op_by_op_equals_the_whole_program(model, arch, options):
     # The default path simulates one op at a time and repeated ops once; it must change no number.
-    from accelsim.tile import simulate, simulate_ops
+    from accelsim.sim.tile import simulate, simulate_ops
     from compiler.pipeline import Options, compile_graph
 
     hw = load_arch(arch)

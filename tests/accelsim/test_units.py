@@ -1,7 +1,7 @@
 """Strict unit parsing: each kind accepts its own units, in SI, and rejects everything else."""
 import pytest
 
-from accelsim import units
+from accelsim.arch import units
 
 
 @pytest.mark.parametrize("text, expected", [

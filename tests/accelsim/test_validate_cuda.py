@@ -38,7 +38,7 @@ def test_fp8_cases_only_where_the_gpu_has_them():
 @pytest.mark.parametrize("model, options", [("alexnet", {}), ("bert_base", {"seq": 16, "layers": 1})])
 def test_zoo_ops_become_cases_with_the_same_work(model, options):
     """Each Einsum of the model turned into a key builds a one-op model with exactly the op's MACs."""
-    from accelsim.model import load_model
+    from accelsim.sim.model import load_model
 
     ir = compile_graph(load_model(model, **options), Options(dtype=DType.bf16))
     einsums = [op for op in ir.ops if op.kind.value == "einsum"]

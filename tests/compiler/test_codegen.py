@@ -5,7 +5,7 @@ import pytest
 
 import accelsim
 from accelsim.arch import load_arch
-from accelsim.tile import mappings_for
+from accelsim.sim.tile import mappings_for
 from compiler.builder import Builder
 from compiler.codegen import generate
 from compiler.codegen.execute import einsum_tiled, vector_tiled
@@ -45,7 +45,7 @@ def compiled(graph, arch_name, dtype=None):
 
 def feeds_for(graph, seed=0):
     """Random floats; integer inputs (token ids, token types) zero, valid for any embedding table."""
-    feeds = accelsim.api.random_inputs(graph, seed)
+    feeds = accelsim.sim.api.random_inputs(graph, seed)
     return {k: v if v.dtype.kind == "f" else np.zeros_like(v) for k, v in feeds.items()}
 
 

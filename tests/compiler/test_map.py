@@ -11,11 +11,12 @@ from dataclasses import replace
 import pytest
 
 from accelsim.arch import load_arch, preset_names
-from accelsim.model import load_model
+from accelsim.sim.model import load_model
 from compiler.dtypes import DType
 from compiler.ir import Axis, Einsum, Operand, Role
 from compiler.map import Cache, MappingError, map_ir, map_op
-from compiler.map.legal import Overflow, check
+from compiler.map.legal import check
+from compiler.target import Overflow
 from compiler.map.space import candidates
 from compiler.mapping import LevelTile
 from compiler.pipeline import Options, compile_graph
@@ -140,7 +141,7 @@ def test_cache_hits_share_the_search():
 
 
 def test_search_is_deterministic_across_processes():
-    script = ("from accelsim.arch import load_arch; from accelsim.cost import reporter; "
+    script = ("from accelsim.arch import load_arch; from accelsim.price.cost import reporter; "
               "from compiler.map import map_ir; from tests.compiler.test_map import ir_of; "
               "a = load_arch('h100'); ir = ir_of('resnet18', a); "
               "print('\\n'.join(m.text() for m in map_ir(ir, a, reporter(a, ir)).values()))")
@@ -172,7 +173,7 @@ def test_resnet18_maps_quickly():
     # 80 ms on h100, idle); 1 s leaves room for a loaded CI machine and still catches a 10x slip.
     import time
 
-    from accelsim.cost import reporter
+    from accelsim.price.cost import reporter
     arch = load_arch("h100")
     ir = ir_of("resnet18", arch)
     map_ir(ir, arch, reporter(arch, ir), cache=Cache())          # imports and numba warm-up
@@ -187,7 +188,7 @@ def test_no_layer_falls_back_to_tiny_steps(arch_name):
     # tiles for one ResNet-18 layer on a 32x32 array. Every step must fit every level, and stay coarse.
     import math
 
-    from accelsim.cost import reporter
+    from accelsim.price.cost import reporter
     from compiler.pipeline import Options, compile_graph
 
     arch = load_arch(arch_name)

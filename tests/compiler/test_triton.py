@@ -13,8 +13,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from accelsim.arch import load_arch  # noqa: E402
-from accelsim.compute import gemm_sizes, simt  # noqa: E402
-from accelsim.cost import reporter  # noqa: E402
+from accelsim.price import simt  # noqa: E402
+from compiler.target import gemm_sizes  # noqa: E402
+from accelsim.price.cost import reporter  # noqa: E402
 from compiler.builder import Builder  # noqa: E402
 from compiler.codegen.triton import NoTritonKernel, load, triton_gemm, triton_kernel  # noqa: E402
 from compiler.dtypes import DType  # noqa: E402
@@ -105,7 +106,7 @@ def mapped(arch_name, op):
 
 
 def priced(op, arch, mapping):
-    """What accelsim.compute.simt prices the whole op as: one kernel over its GEMM view (batch folded into M)."""
+    """What accelsim.price.simt prices the whole op as: one kernel over its GEMM view (batch folded into M)."""
     unit = next(u for u in arch.compute if u.name == mapping.unit)
     return unit, simt.kernel(*gemm_sizes(mapping), unit, arch, mapping, DType(mapping.dtype))
 

@@ -8,7 +8,7 @@ import pytest
 from test_triton import assert_blocks_as_priced, check, first, one_op, torch  # noqa: F401  (sets TRITON_INTERPRET)
 
 from accelsim.arch import load_arch
-from accelsim.cost import reporter
+from accelsim.price.cost import reporter
 from compiler.codegen.triton import load, triton_gemm, triton_kernel
 from compiler.dtypes import DType
 from compiler.map import map_op

@@ -25,7 +25,7 @@ SUPPORTED = {"einsum": ("any 2-operand Einsum: MatMul, Gemm, batched MatMul, Con
 def triton_kernel(op: IROp, arch, mapping: Mapping | None = None, report=None) -> TritonKernel:
     """The Triton kernel of `op` on SIMT `arch`. `mapping` is the op's mapping (compiler.codegen.Code.mappings
     holds both kinds); without one, an Einsum is mapped by compiler.map.map_op with `report` (the cost model,
-    accelsim.cost.reporter(arch, [op]) when None) and a vector op gets its chunk plan."""
+    accelsim.price.cost.reporter(arch, [op]) when None) and a vector op gets its chunk plan."""
     if getattr(arch, "kind", None) is not None and arch.kind.value != "simt":
         raise NoTritonKernel(f"{op.name!r} ({op.op}): arch {arch.name!r} is a {arch.kind.value} target; "
                              f"Triton kernels are generated for SIMT (GPU) archs")
@@ -35,7 +35,7 @@ def triton_kernel(op: IROp, arch, mapping: Mapping | None = None, report=None) -
 
             if report is None:
                 # The convenience path only: the mapper itself never imports the cost model, it is handed one.
-                from accelsim.cost import reporter
+                from accelsim.price.cost import reporter
 
                 report = reporter(arch, [op])
             mapping = map_op(op, arch, report)

@@ -1,6 +1,6 @@
 """Einsums -> one Triton implicit-GEMM kernel: plain GEMMs, batched GEMMs (attention heads), convolutions.
 
-Invariant: the kernel walks exactly the blocks accelsim.compute.simt prices for the op's SIMT mapping: one
+Invariant: the kernel walks exactly the blocks accelsim.price.simt prices for the op's SIMT mapping: one
 program per thread block of TILE_M x TILE_N outputs (the m dims flattened: a conv's n*p*q), K in steps of
 TILE_K (the k dims flattened: c*r*s), batch dims (heads, conv groups) outermost in the grid. Operands are read
 through the Einsum's own affine axes, so a conv's padding is a mask and never a copy. Triton needs power-of-two
@@ -16,8 +16,9 @@ from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.ir import Axis, Einsum
 from compiler.mapping import Mapping, gemm_view
+from compiler.target import per_instance, units_spread
 
-# As accelsim.compute.simt prices a block: 64 accumulators per thread, whole warps, at most 1,024 threads.
+# As accelsim.price.simt prices a block: 64 accumulators per thread, whole warps, at most 1,024 threads.
 # Without an arch: 32-thread warps and Triton's default of 3 stages.
 OUTPUTS_PER_THREAD = 64
 MAX_THREADS_PER_BLOCK = 1024
@@ -34,7 +35,7 @@ RANGES = {"m": "rm", "n": "rn", "k": "rk"}                     # the tl.arange e
 
 def triton_gemm(op: Einsum, mapping: Mapping, arch=None) -> TritonKernel:
     """The Triton kernel of Einsum `op` (a GEMM, a batched GEMM or a convolution) as `mapping`, a SIMT mapping
-    of it, blocks it. With `arch`, warps and stages follow the arch's unit as accelsim.compute.simt prices them;
+    of it, blocks it. With `arch`, warps and stages follow the arch's unit as accelsim.price.simt prices them;
     without, 32-thread warps and 3 stages. UserError for non-SIMT mappings and operands no MMA takes."""
     _check(op, mapping)
     unit = next((u for u in arch.compute if u.name == mapping.unit), None) if arch is not None else None
@@ -42,7 +43,7 @@ def triton_gemm(op: Einsum, mapping: Mapping, arch=None) -> TritonKernel:
         raise UserError(f"triton_gemm: unit {mapping.unit!r} of arch {arch.name!r} is not a SIMT unit")
     view, extents = gemm_view(op), dict(op.loops)
     groups = {g: [d for d in getattr(view, g) if extents[d] > 1] for g in "bmnk"}   # extent-1 dims index 0
-    share = _share(mapping)
+    share = per_instance(dict(mapping.levels[-1].tile), units_spread(mapping))   # one block per SM per step
     size = {g: math.prod(extents[d] for d in groups[g]) for g in "bmnk"}
     tile = {g: min(size[g], math.prod(share[d] for d in groups[g])) for g in "bmnk"}
     # the m x k operand is the one gemm_view does not take for the weight (the weight role, else the second)
@@ -80,16 +81,6 @@ def _check(op, mapping: Mapping) -> None:
                         f"{op.name!r}")
 
 
-def _share(mapping: Mapping) -> dict[str, int]:
-    """Each dim's extent in one thread block: the innermost level's tile split over the "units" factors (one
-    block per SM per step, as accelsim.compute.instance_tile reads it)."""
-    spread: dict[str, int] = {}
-    for s in mapping.spatial:
-        if s.axis == "units":
-            spread[s.dim] = spread.get(s.dim, 1) * s.factor
-    return {d: -(-t // spread.get(d, 1)) for d, t in mapping.levels[-1].tile}
-
-
 def _dot(op, storage: tuple[DType, DType], rate: DType) -> tuple[DType, str | None]:
     """(the operand type tl.dot multiplies, its input_precision for fp32 operands). Operands run in their own
     type where the unit has an MMA for it; where accelsim prices them at another rate (a GTX 580 widens fp16 to
@@ -122,7 +113,7 @@ def _acc(dot: DType) -> DType:
 
 def _stages(mapping: Mapping, arch, unit, tile, op, block, storage) -> int:
     """The unit's pipeline_stages if the mapping double-buffers shared memory (the outermost per-SM level), cut
-    to how many (BM + BN) x BK operand stages fit in it (accelsim.compute.simt's rule), then to how many of the
+    to how many (BM + BN) x BK operand stages fit in it (accelsim.price.simt's rule), then to how many of the
     padded power-of-two blocks do: more would not launch on a real GPU."""
     shared = next((lv for lv in arch.memory if lv.instances == unit.count), None)
     held = next((lv for lv in mapping.levels if shared is not None and lv.level == shared.name), None)

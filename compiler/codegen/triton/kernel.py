@@ -45,7 +45,7 @@ class TritonKernel:
     op: str                            # the IR op's name
     kind: str                          # gemm | batched_gemm | conv | map | reduce
     source: str                        # a complete Python module: the @triton.jit kernel and launch(*inputs, out)
-    tile: tuple[int, ...]              # what the mapping gave one program: Einsums (BM, BN, BK) as accelsim.compute
+    tile: tuple[int, ...]              # what the mapping gave one program: Einsums (BM, BN, BK) as accelsim.price.compute
     #                                    .simt prices the block (batch folded into BM); map (elements,); reduce
     #                                    (rows, row length)
     block: tuple[int, ...]             # the constexpr block shape it runs: the tile rounded up to powers of two

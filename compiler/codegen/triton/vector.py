@@ -1,6 +1,6 @@
 """The launch shape of a Map or Reduce kernel, read off the op's vector chunk plan (compiler.codegen.vector).
 
-A chunk of the plan is what the whole vector unit works on at once (accelsim.compute.vector prices it over
+A chunk of the plan is what the whole vector unit works on at once (accelsim.price.vector prices it over
 every SM), so one program takes one SM's share of a chunk: ceil(chunk / SMs) elements (Map) or rows (Reduce),
 rounded up to a power of two. Warps are the unit's lanes for the op's dtype (H100 fp32: 128 lanes per SM =
 4 warps; bf16: 8). Invariant: a program never holds more than VALUES_PER_THREAD values per thread, except a
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from compiler.codegen import vector_unit
 from compiler.codegen.triton.kernel import NoTritonKernel, pow2, warp_size
 from compiler.codegen.vector import vector_rows
-from compiler.map.legal import pick_unit
+from compiler.target import pick_unit
 from compiler.mapping import Mapping
 
 VALUES_PER_THREAD = 16     # registers a thread gives to its values, as 64 accumulators are a GEMM thread's

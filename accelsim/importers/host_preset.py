@@ -1,4 +1,4 @@
-"""The simd preset `accelsim arch detect-host` writes from what accelsim.host read: compute units, cache levels
+"""The simd preset `accelsim arch detect-host` writes from what accelsim.importers.host read: compute units, cache levels
 and DRAM in the archs/*.yaml format, every figure tagged with its source ([M] measured, [A] assumed, or the
 file it came from). Invariant: the text loads through accelsim.arch like any hand-written preset."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 import re
 from dataclasses import replace
 
-from accelsim.host import Host
+from accelsim.importers.host import Host
 
 # Figures no file on the host tells us: all [A], the energies copied from archs/xeon_spr.yaml.
 FMA_PORTS = 2                       # AVX2 / AVX-512 cores issue two FMAs per cycle

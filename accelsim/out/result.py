@@ -59,7 +59,7 @@ class Result:
     fidelity: str
     ops: list[OpResult]
     notes: list[str] = field(default_factory=list)
-    timeline: object | None = field(default=None, repr=False, compare=False)   # tile: for accelsim.trace
+    timeline: object | None = field(default=None, repr=False, compare=False)   # tile: for accelsim.out.trace
 
     # -- totals -------------------------------------------------------------------------------------
     @property
@@ -144,7 +144,7 @@ class Result:
         return buffer.getvalue()
 
     def table(self, limit: int | None = None) -> str:
-        from accelsim.table import render
+        from accelsim.out.table import render
 
         return render(self, limit)
 

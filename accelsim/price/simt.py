@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.dtypes import DType
-from accelsim.compute import gemm_sizes, instance_tile, to_arch_cycles, units_used
+from accelsim.price.clock import to_arch_cycles
+from compiler.target import gemm_sizes, instance_tile, units_used
 
 # Without a mapping a kernel uses CUTLASS's common 128 x 128 x 32 thread block; with one, a block is
 # the mapping's step per SM (compiler.map: the innermost tile split over the "units" factors).

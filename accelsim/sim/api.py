@@ -11,9 +11,10 @@ from compiler.graph import Graph
 from compiler.interpret import run_graph
 from compiler.lower import folded_nodes
 from compiler.pipeline import Options, compile_graph
-from accelsim.arch import Arch, load_arch
-from accelsim.model import load_model
-from accelsim.result import Result
+from accelsim.arch import Arch
+from accelsim.sim.model import load_arch
+from accelsim.sim.model import load_model
+from accelsim.out.result import Result
 
 FIDELITIES = ("tile", "roofline")   # tile: map, codegen and the numba engine; roofline: the bound
 
@@ -22,10 +23,10 @@ def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike |
         batch: int | None = None, dtype: str | DType | None = None, fidelity: str = "tile",
         compat: str | None = None, trace: bool = False, **model_options) -> Result:
     """Simulate `model` (zoo name, .onnx path or Graph) on `arch` (preset name, YAML path or Arch).
-    `trace` keeps the whole timeline (Result.timeline, for accelsim.trace) at the cost of memory.
+    `trace` keeps the whole timeline (Result.timeline, for accelsim.out.trace) at the cost of memory.
 
     `dtype` is the dtype the hardware computes in; by default the arch's native one (int8 on TPU v1).
-    `compat="scalesim"` prices each Einsum's compute cycles as SCALE-Sim v3 does (accelsim.scalesim).
+    `compat="scalesim"` prices each Einsum's compute cycles as SCALE-Sim v3 does (accelsim.importers.scalesim).
     """
     if fidelity not in FIDELITIES:
         raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
@@ -37,15 +38,15 @@ def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike |
     ir = compile_graph(graph, Options(dtype=target))
     timeline = None
     if fidelity == "tile" and trace:
-        from accelsim.tile import simulate
+        from accelsim.sim.tile import simulate
 
         ops, timeline = simulate(ir, hw, compat=compat)
     elif fidelity == "tile":
-        from accelsim.tile import simulate_ops
+        from accelsim.sim.tile import simulate_ops
 
         ops = simulate_ops(ir, hw, compat=compat)
     else:
-        from accelsim.roofline import estimate
+        from accelsim.price.roofline import estimate
 
         ops = estimate(ir, hw)
     notes = []
@@ -55,7 +56,7 @@ def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike |
     widened = sorted({(op.dtype, op.rate_dtype, op.unit) for op in ops if op.dtype != op.rate_dtype})
     notes += [f"{d} ops run at the {r} rate of {u} (it has no {d} path)" for d, r, u in widened]
     if compat is not None:
-        from accelsim.scalesim import apply_compat
+        from accelsim.importers.scalesim import apply_compat
 
         ops = apply_compat(ops, ir, hw, compat)
         notes.append(f"compute_cycles of matrix ops as {compat} counts them (whole layers, no overlap)")
@@ -66,7 +67,7 @@ def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike |
 def scalesim_layers(model: str | os.PathLike | Graph, arch: str | os.PathLike | Arch) -> list[dict]:
     """Per layer (Einsum) of `model`: its GEMM view and SCALE-Sim v3's compute cycles on `arch` (e.g. a
     topology .csv on a .cfg), i.e. SCALE-Sim's "Total Cycles" - "Stall Cycles" for that layer."""
-    from accelsim.scalesim import layer_cycles
+    from accelsim.importers.scalesim import layer_cycles
 
     hw = arch if isinstance(arch, Arch) else load_arch(arch)
     return layer_cycles(compile_graph(load_model(model), Options(dtype=hw.native_dtype)), hw)

@@ -1,6 +1,6 @@
 """Tile fidelity: map -> codegen -> compute cycles -> engine -> per-op results (the default `run`).
 
-Invariant: bytes are counted where the roofline counts them (compiler.placement paths) and the engine only
+Invariant: bytes are counted where the roofline counts them (compiler.target.placement paths) and the engine only
 adds time (contention, latency, dependencies, padding), so every op's cycles >= its roofline cycles.
 Orchestration only: the Arch and Program are unpacked here into the plain arrays the numba kernels take.
 """
@@ -14,12 +14,12 @@ from compiler.codegen import Code, generate
 from compiler.ir import IR, Einsum, IROp, Kind, Move
 from compiler.mapping import Mapping, op_signature
 from compiler.program import COMPUTE, LOAD, STORE
-from accelsim import compute
+from accelsim.price import compute
 from accelsim.arch import Arch
-from accelsim.engine import attribute, schedule
-from accelsim.result import OpResult
-from accelsim.roofline import estimate_op
-from compiler.map.legal import compute_dtype, pick_unit
+from accelsim.engine.tile import attribute, schedule
+from accelsim.out.result import OpResult
+from accelsim.price.roofline import estimate_op
+from compiler.target import compute_dtype, pick_unit, units_used
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Timeline:
 
 def mappings_for(ir: IR, arch: Arch, budget: int | None = None, compat: str | None = None) -> dict[str, Mapping]:
     from compiler.map import DEFAULT_BUDGET, map_ir
-    from accelsim.cost import reporter
+    from accelsim.price.cost import reporter
 
     return map_ir(ir, arch, reporter(arch, ir, compat), budget or DEFAULT_BUDGET)
 
@@ -112,7 +112,7 @@ def _bandwidths(ir: IR, arch: Arch, code: Code, rates) -> np.ndarray:
     out = np.empty((len(ir.ops), len(arch.memory)))
     for i, op in enumerate(ir.ops):
         unit = rates[i][0]
-        used = compute.units_used(code.mappings[op.name], unit) if isinstance(op, Einsum) else unit.count
+        used = units_used(code.mappings[op.name], unit) if isinstance(op, Einsum) else unit.count
         out[i] = per_instance * np.minimum(instances, used)
     return out
 

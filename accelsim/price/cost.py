@@ -1,7 +1,7 @@
 """The mapper's analytical cost: cycles = max(compute + the transfers on its dependency chain, traffic /
 bandwidth per level) + fill and drain, with Timeloop-style reuse (a tile is refetched per iteration of the
 loops outside its innermost relevant one) and ragged edges clipped as the engine clips them, so that the
-mapping it prefers is the one the tile engine (accelsim.tile) finds fastest.
+mapping it prefers is the one the tile engine (accelsim.sim.tile) finds fastest.
 Invariant: traffic at every level >= the bytes the roofline counts there."""
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from accelsim import compute
-from accelsim.roofline import bytes_by_level
+from accelsim.price import compute
+from accelsim.price.roofline import bytes_by_level
 from compiler.dtypes import DType
 from compiler.ir import IR, Einsum, IROp, Role
-from compiler.map.legal import Footprints, per_instance, relevant_dims, units_spread, vector_extent
+from compiler.target import Footprints, per_instance, relevant_dims, units_spread, vector_extent
 from compiler.mapping import Mapping, gemm_view
 
 
@@ -197,7 +197,7 @@ def _on_the_chain(ch: _Channel, seconds_per_byte: float, latency_s: float) -> fl
 
 def cycles(mapping: Mapping, op: IROp, arch, compat: str | None = None, facts: _Facts | None = None) -> float:
     """Estimated arch cycles: the slower of compute (with the transfers on its dependency chain) and each
-    level's traffic, plus the pipeline's fill and drain. The compute models (accelsim.compute) return arch
+    level's traffic, plus the pipeline's fill and drain. The compute models (accelsim.price.compute) return arch
     cycles per step."""
     facts = facts or _Facts(op, arch)
     unit = next(u for u in arch.compute if u.name == mapping.unit)

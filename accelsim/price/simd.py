@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.dtypes import DType
-from accelsim.compute import instance_tile, to_arch_cycles, units_used
+from accelsim.price.clock import to_arch_cycles
+from compiler.target import instance_tile, units_used
 
 
 @dataclass(frozen=True)

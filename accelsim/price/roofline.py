@@ -3,17 +3,17 @@
 A lower bound by construction (the tile-level engine may only add time): every operand crosses each
 memory level that holds its role exactly once, from the level it is served from inward, and the
 compute unit runs at its peak for the op's dtype. Weights are served from the outermost level that
-holds weights, activations from where they live between ops (compiler.placement: TPU v1's Unified
+holds weights, activations from where they live between ops (compiler.target.placement: TPU v1's Unified
 Buffer, a GPU's L2 when they fit).
 """
 from __future__ import annotations
 
 from compiler.dtypes import DType
 from compiler.ir import IR, IROp, Kind, Move
-from compiler.placement import op_home, role_path
+from compiler.target import op_home, role_path
 from accelsim.arch import Arch
-from compiler.map.legal import compute_dtype, pick_unit
-from accelsim.result import OpResult
+from compiler.target import compute_dtype, pick_unit
+from accelsim.out.result import OpResult
 
 
 def estimate(ir: IR, arch: Arch) -> list[OpResult]:

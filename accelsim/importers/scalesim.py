@@ -15,7 +15,7 @@ from pathlib import Path
 from compiler.ir import IR, Einsum
 from compiler.mapping import gemm_view
 from accelsim.arch import Arch, ArchError, load_arch_text
-from accelsim.compute import systolic
+from accelsim.price import systolic
 
 # SCALE-Sim counts cycles only; a clock turns its words per cycle into bytes per second. At 1 GHz and its
 # 1-byte words (single_layer_sim: word_size = 1), 10 words/cycle is 10 GB/s.

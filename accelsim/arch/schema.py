@@ -1,4 +1,4 @@
-"""Schema version 1 of archs/*.yaml: turns the dict accelsim.arch read into checked Arch objects.
+"""Schema version 1 of archs/*.yaml: turns the dict accelsim.arch.load read into checked Arch objects.
 
 Every key has one spelling; every error names the file, the key path (`memory[1].bandwidth`) and
 the value at fault. Invariant: build_arch returns only an Arch whose units, roles and sizes agree
@@ -6,8 +6,8 @@ the value at fault. Invariant: build_arch returns only an Arch whose units, role
 """
 import difflib
 
-from accelsim import units
-from accelsim.arch import (
+from accelsim.arch import units
+from accelsim.arch.hardware import (
     SCHEMA_VERSION, Arch, ArchError, ComputeUnit, Dataflow, Interconnect, Kind, Link, MemoryLevel,
     MicroKernel, Power, SimtLimits, SystolicArray, UnitRole,
 )

@@ -1,18 +1,14 @@
-"""Hardware descriptions: archs/*.yaml parsed once into typed, frozen objects.
+"""The typed, frozen objects a hardware description becomes: Arch, ComputeUnit, MemoryLevel and enums.
 
-This is the only module that reads arch YAML (yaml.safe_load). Everything downstream sees
-Arch, ComputeUnit, MemoryLevel and enums, never strings or dicts. Invariant: a loaded Arch has
-passed every check in accelsim.arch_schema; a bad file is an ArchError naming file, key and value.
+Everything downstream of accelsim.arch.load sees these, never strings or dicts. Invariant: an Arch has
+passed every check in accelsim.arch.schema.
 """
 from __future__ import annotations
 
 import enum
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
 
 from compiler.dtypes import DType
 from compiler.errors import UserError
@@ -248,60 +244,3 @@ class Arch:
     def cycles(self, seconds: float) -> int:
         """Whole arch-clock cycles covering `seconds`."""
         return math.ceil(seconds * self.clock_hz - 1e-9)
-
-
-def presets_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "archs"
-
-
-def preset_names() -> list[str]:
-    return sorted(path.stem for path in presets_dir().glob("*.yaml"))
-
-
-def load_arch(name_or_path: str | os.PathLike) -> Arch:
-    """A preset by name (`tpu_v1`), a .yaml file by path, or a SCALE-Sim .cfg (converted), parsed and checked."""
-    text = str(name_or_path)
-    if text.endswith(".cfg"):
-        from accelsim.scalesim import load_cfg
-
-        return load_cfg(text)
-    if text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text:
-        path = Path(text)
-        if not path.is_file():
-            raise ArchError(f"{text}: no such arch file")
-    else:
-        path = presets_dir() / f"{text}.yaml"
-        if not path.is_file():
-            presets = ", ".join(preset_names())
-            raise ArchError(f"unknown arch {text!r}; presets: {presets} (or give a path to a .yaml file)")
-    return load_arch_text(path.read_text(), _shown(path), path.resolve())
-
-
-def load_arch_text(text: str, shown: str, source: Path) -> Arch:
-    """An Arch from YAML text; messages name the file as `shown` (SCALE-Sim .cfg files convert to text)."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line = f"line {mark.line + 1}: " if mark is not None else ""
-        raise ArchError(f"{shown}: {line}YAML syntax error: {e.problem or e}") from None
-    except yaml.YAMLError as e:
-        raise ArchError(f"{shown}: YAML syntax error: {e}") from None
-    # Imported here: arch_schema builds the classes above, so it imports this module.
-    from accelsim.arch_schema import build_arch
-
-    return build_arch(data, shown, source)
-
-
-def arch_document(arch: Arch) -> dict:
-    """The mapping a YAML preset was parsed from, read again from its file: for tools that derive new archs
-    from it by key path (accelsim.sweep) and hand each back to build_arch."""
-    return yaml.safe_load(arch.source_file.read_text())
-
-
-def _shown(path: Path) -> str:
-    """The file as messages name it: relative to the working directory when inside it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from accelsim.compute import instance_tile, to_arch_cycles
+from accelsim.price.clock import to_arch_cycles
+from compiler.target import instance_tile
 
 DATAFLOWS = ("ws", "is", "os")
 
@@ -99,7 +100,7 @@ def native_cycles(m, n, k, rows: int, cols: int, dataflow: str, weight_buffers: 
     `io_registers` adds the pipeline registers a real core has beyond the PE grid. For rtl/systolic_core.v
     (docs/rtl.md: activation input, de-skew output and accumulator registers, 3) this is exactly the cycles
     from its first weight row to its last output row, equal to the RTL and the cycle-level model
-    (accelsim/engine/systolic_cycle.py) for every tile GEMM run back to back from an idle core."""
+    (accelsim/engine/cycle/systolic.py) for every tile GEMM run back to back from an idle core."""
     folds, stream = folds_and_stream(m, n, k, rows, cols, dataflow)
     # An empty GEMM (an extent 0) takes no time; a WS fold count does not see m = 0, so ask all three.
     empty = (np.asarray(m) == 0) | (np.asarray(n) == 0) | (np.asarray(k) == 0)

@@ -1,5 +1,5 @@
 """`accelsim arch detect-host`, first half: what the machine is (cores, clock, SIMD flags, caches, memory);
-accelsim.host_preset writes the simd preset from it. Reads (lscpu, /proc, sysfs, and a timed clock probe where
+accelsim.importers.host_preset writes the simd preset from it. Reads (lscpu, /proc, sysfs, and a timed clock probe where
 sysfs has no cpufreq) are kept apart from parsing, so tests feed recorded texts; every figure keeps its source."""
 from __future__ import annotations
 

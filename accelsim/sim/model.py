@@ -1,11 +1,25 @@
-"""Resolve what the user calls a model (a zoo name, an .onnx path, or a Graph) into a Graph."""
+"""Resolve what the user names into pipeline inputs: a model (zoo name, .onnx, topology .csv or Graph) into a
+Graph, an arch (preset name, YAML file, SCALE-Sim .cfg or Arch) into an Arch."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from accelsim.arch import Arch
+from accelsim.arch import load_arch as load_arch_file
 from compiler.errors import ModelError
 from compiler.graph import Graph
+
+
+def load_arch(arch: str | os.PathLike | Arch) -> Arch:
+    """An Arch as it is, a preset by name, a .yaml file, or a SCALE-Sim .cfg converted to arch YAML."""
+    if isinstance(arch, Arch):
+        return arch
+    if str(arch).endswith(".cfg"):
+        from accelsim.importers.scalesim import load_cfg
+
+        return load_cfg(arch)
+    return load_arch_file(arch)
 
 
 def load_model(model: str | os.PathLike | Graph, batch: int | None = None, weights: bool = False,

@@ -1,10 +1,10 @@
 """Cycle-level runs of the systolic core of docs/rtl.md: check a Stimulus, hand it to the numba kernel
-(accelsim/engine/systolic_cycle.py), pack its arrays into an Outcome and Waves (and, for teaching, a Probe of
+(accelsim/engine/cycle/systolic.py), pack its arrays into an Outcome and Waves (and, for teaching, a Probe of
 every PE in every cycle), and write a VCD of the ports.
 
 Invariant: `run` returns what the RTL bench records for the same Stimulus (accept cycles, output cycles and values),
 all of it stepped by the kernel, or raises ValueError naming what is wrong with the stimulus.
-`run_os` / `probe_os` step an output-stationary array (accelsim/engine/systolic_os_cycle.py; no RTL) the same way.
+`run_os` / `probe_os` step an output-stationary array (accelsim/engine/cycle/systolic_os.py; no RTL) the same way.
 """
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.engine import systolic_cycle as kernel
-from accelsim.engine import systolic_os_cycle as os_kernel
+from accelsim.engine.cycle import systolic as kernel
+from accelsim.engine.cycle import systolic_os as os_kernel
 from accelsim.rtl.stimulus import Outcome, Stimulus
-from accelsim.vcd import VcdWriter
+from accelsim.out.vcd import VcdWriter
 
 PORT_BITS = ("w_valid", "w_ready", "x_valid", "x_ready", "x_last", "x_acc", "y_valid", "y_last")
 CLOCK_NS = 10           # the 100 MHz teaching clock: one cycle is 10 ns, clk rises at its start
@@ -101,7 +101,7 @@ def probe(stim: Stimulus, acc_depth: int = 512):
             Probe(*(grid[:, f].copy() for f in fields)))
 
 
-# The OS model in the closed form's terms (accelsim.compute.systolic.native_cycles): two accumulator banks and
+# The OS model in the closed form's terms (accelsim.price.systolic.native_cycles): two accumulator banks and
 # 2 io registers. The same registers as the WS core's 3 (PE input register, PE sum register, output register)
 # count as 2 here because the closed form's OS drain term X = ROWS already holds the cycle in which the first
 # drained row leaves the grid, the cycle after the PE sum register takes its last MAC.
@@ -188,7 +188,7 @@ def _os(a, b, rows: int, cols: int, banks: int, probe_cycles: int):
     cycles, s_accept, y_cycle, y_data = os_kernel.simulate(rows, cols, banks, np.ascontiguousarray(a_steps),
                                                            np.ascontiguousarray(b_steps), s_last, record)
     if cycles < 0:
-        raise RuntimeError("the OS model lost an output row (a handshake defect in systolic_os_cycle.py)")
+        raise RuntimeError("the OS model lost an output row (a handshake defect in accelsim/engine/cycle/systolic_os.py)")
     run = OsRun(rows, cols, banks, k, folds, s_accept, y_cycle, y_data, int(cycles))
     if not probe_cycles:
         return run, None

@@ -4,7 +4,7 @@ one k-step per cycle; a fold's finished sums then drain south down each column, 
 de-skew into an output register.
 
 There is no OS RTL: rtl/ is weight-stationary and the RTL invariant (docs/rtl.md) is WS only. This model keeps the
-WS core's register conventions (accelsim/engine/systolic_cycle.py: operands registered in the PEs from the edge
+WS core's register conventions (accelsim/engine/cycle/systolic.py: operands registered in the PEs from the edge
 that accepts them, a de-skew, one output register) so that both price against the same closed form.
 Invariant: values come out of the registers, never from a closed form. One loop iteration is one cycle: what is
 visible during it, then the edge that ends it, computed from the registers as they were during it. A probe

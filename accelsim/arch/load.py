@@ -1,0 +1,68 @@
+"""Reading hardware descriptions: archs/*.yaml (or YAML text) parsed once, with yaml.safe_load, into an Arch.
+
+This is the only module that reads arch YAML. Invariant: a loaded Arch has passed every check in
+accelsim.arch.schema; a bad file is an ArchError naming file, key and value.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from accelsim.arch.hardware import Arch, ArchError
+from accelsim.arch.schema import build_arch
+
+
+def presets_dir() -> Path:
+    return Path(__file__).resolve().parents[2] / "archs"
+
+
+def preset_names() -> list[str]:
+    return sorted(path.stem for path in presets_dir().glob("*.yaml"))
+
+
+def load_arch(name_or_path: str | os.PathLike) -> Arch:
+    """A preset by name (`tpu_v1`) or a .yaml file by path, parsed and checked. (A SCALE-Sim .cfg is another
+    format: accelsim.sim.model.load_arch converts it through accelsim.importers first.)"""
+    text = str(name_or_path)
+    if text.endswith(".cfg"):
+        raise ArchError(f"{text}: a SCALE-Sim .cfg, not arch YAML; accelsim.load_arch and the command line "
+                        f"convert it (accelsim arch convert writes the YAML)")
+    if text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text:
+        path = Path(text)
+        if not path.is_file():
+            raise ArchError(f"{text}: no such arch file")
+    else:
+        path = presets_dir() / f"{text}.yaml"
+        if not path.is_file():
+            presets = ", ".join(preset_names())
+            raise ArchError(f"unknown arch {text!r}; presets: {presets} (or give a path to a .yaml file)")
+    return load_arch_text(path.read_text(), _shown(path), path.resolve())
+
+
+def load_arch_text(text: str, shown: str, source: Path) -> Arch:
+    """An Arch from YAML text; messages name the file as `shown` (SCALE-Sim .cfg files convert to text)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        raise ArchError(f"{shown}: {line}YAML syntax error: {e.problem or e}") from None
+    except yaml.YAMLError as e:
+        raise ArchError(f"{shown}: YAML syntax error: {e}") from None
+    return build_arch(data, shown, source)
+
+
+def arch_document(arch: Arch) -> dict:
+    """The mapping a YAML preset was parsed from, read again from its file: for tools that derive new archs
+    from it by key path (accelsim.sweep) and hand each back to build_arch."""
+    return yaml.safe_load(arch.source_file.read_text())
+
+
+def _shown(path: Path) -> str:
+    """The file as messages name it: relative to the working directory when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

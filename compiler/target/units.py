@@ -1,0 +1,54 @@
+"""Which unit runs an op and at which dtype's rate: one rule for the roofline, the mapper, codegen and pricing.
+
+Invariant: an Einsum runs on the fastest matrix unit that computes its dtype, else widened as the hardware
+would; Map/Reduce/Move run on the vector unit, widened likewise. `arch` is any object with the Arch's fields.
+"""
+from __future__ import annotations
+
+from compiler.dtypes import DType
+from compiler.errors import MappingError
+from compiler.ir import IROp, Kind
+
+
+def compute_dtype(op: IROp) -> DType:
+    """The dtype an op's arithmetic runs in: ternary if any operand is, else its widest data input."""
+    dtypes = [o.dtype for o in op.inputs if o.dtype not in (DType.int64, DType.bool)] or [op.output.dtype]
+    if DType.ternary in dtypes:
+        return DType.ternary
+    return max(dtypes, key=lambda d: (d.bits, d.is_float))
+
+
+def widen(unit, dtype: DType) -> DType:
+    """The dtype whose rate a vector unit applies to `dtype`: itself if listed, else the narrowest listed
+    dtype at least as wide (int16 on {fp32, fp16} runs as fp16), else the narrowest listed at all."""
+    if unit.supports(dtype):
+        return dtype
+    wider = [d for d in unit.dtypes if d.bits >= dtype.bits] or list(unit.dtypes)
+    return min(wider, key=lambda d: d.bits)
+
+
+def pick_unit(op: IROp, arch):
+    """(unit, rate dtype): the unit an op runs on and the dtype whose rate applies; the roofline, the
+    mapper and the engine all use this one rule.
+
+    Einsums take the fastest matrix unit for their dtype (H100 fp32 runs on CUDA cores, bf16 on tensor
+    cores). A dtype no unit has is widened, as the hardware would (ternary weights run on an int8 path,
+    fp16 on a GTX 580's fp32 cores): to the wider supported dtype with the highest peak, integers
+    preferring integers. Vector ops run on
+    the vector unit, widened by `widen`.
+    """
+    dtype = compute_dtype(op)
+    if op.kind != Kind.einsum:
+        return arch.vector, widen(arch.vector, dtype)
+    units = [u for u in arch.matrix_units if u.supports(dtype)]
+    if units:
+        return max(units, key=lambda u: u.peak_per_second(dtype)), dtype
+    wider = [d for d in arch.dtypes if d.bits >= dtype.bits and d.bits > 2]
+    if not wider:
+        supported = ", ".join(d.value for d in arch.dtypes)
+        raise MappingError(f"{arch.source_file}: no matrix unit computes {dtype.value} (op {op.name!r}, "
+                           f"{op.op}); {arch.name} supports {supported}: run with --dtype "
+                           f"{arch.native_dtype.value}")
+    # highest peak; among equals the same kind of number (ternary -> int8, not fp8), then the narrowest
+    best = max(wider, key=lambda d: (arch.matrix_for(d).peak_per_second(d), d.is_float == dtype.is_float, -d.bits))
+    return arch.matrix_for(best), best
