@@ -11,8 +11,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from accelsim.args import model_args, model_options, positive
 from accelsim.explain.cli import add_explain_parser
-from accelsim.report.cli import add_compare_parser, report_run
 from accelsim.sweep.cli import add_sweep_parser
 from accelsim.validate.cli import add_cuda_parser, add_score_parser
 from compiler.errors import UserError
@@ -50,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser("run", help="simulate a model on an arch and print a per-layer report")
-    _model_args(run, default="resnet50")
+    model_args(run, default="resnet50")
     run.add_argument("--arch", default="tpu_v1", help="preset name (see `accelsim archs`), a YAML file or a SCALE-Sim .cfg "
                      "(default: tpu_v1)")
     run.add_argument("--dtype", help="the dtype the hardware computes in (default: the arch's native one)")
@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_run)
 
     ev = sub.add_parser("eval", help="run a model's numerics in the numpy reference interpreter")
-    _model_args(ev, default=None)
+    model_args(ev, default=None)
     ev.add_argument("--inputs", metavar="IN.npz", help="input arrays keyed by graph input name "
                     "(default: random, seeded)")
     ev.add_argument("--out", metavar="OUT.npz", help="write output arrays keyed by graph output name")
@@ -76,12 +76,12 @@ def _parser() -> argparse.ArgumentParser:
     ev.set_defaults(handler=_eval)
 
     ex = sub.add_parser("export", help="write a built-in model to an .onnx file")
-    _model_args(ex, default=None)
+    model_args(ex, default=None)
     ex.add_argument("--out", required=True, metavar="FILE.onnx")
     ex.set_defaults(handler=_export)
 
     mp = sub.add_parser("map", help="print each layer's chosen mapping as a loop nest per memory level")
-    _model_args(mp, default=None)
+    model_args(mp, default=None)
     mp.add_argument("--arch", default="tpu_v1", help="preset name or a YAML file (default: tpu_v1)")
     mp.add_argument("--layer", metavar="NAME", help="only this layer (an IR op or graph node name)")
     mp.add_argument("--dtype", help="the dtype the hardware computes in (default: the arch's native one)")
@@ -90,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
 
     co = sub.add_parser("cosim", help="run one layer through the Verilog systolic core in rtl/ and compare it, "
                         "tile by tile, with the cycle-level and tile-level models")
-    _model_args(co, default=None)
+    model_args(co, default=None)
     co.add_argument("--layer", required=True, metavar="NAME", help="a convolution or matrix layer (IR op or node name)")
     co.add_argument("--arch", default="systolic_8x8", help="a preset describing the RTL core (default: systolic_8x8)")
     co.add_argument("--sim", default="icarus", choices=["icarus", "verilator"], help="RTL simulator (default: icarus)")
@@ -132,49 +132,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _model_args(p: argparse.ArgumentParser, default: str | None) -> None:
-    p.add_argument("model", nargs=None if default is None else "?", default=default,
-                   help="a built-in model (see `accelsim models`), an .onnx file or a SCALE-Sim topology .csv"
-                   + (f" (default: {default})" if default else ""))
-    p.add_argument("--batch", type=int, help="batch size")
-    p.add_argument("--seq", type=int, help="sequence length (language models)")
-    p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
-                   help="a built-in model's own option, e.g. --opt mode=decode --opt past=512 --opt layers=2")
-
-
-def _model_options(args) -> dict:
-    options = {}
-    if args.seq is not None:
-        options["seq"] = args.seq
-    for item in args.opt:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UserError(f"--opt {item!r}: expected KEY=VALUE")
-        options[key] = _literal(value)
-    return options
-
-
-def _literal(text: str):
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(text.lower(), text)
-
-
-def _positive(name: str, value: int | None) -> None:
-    if value is not None and value < 1:
-        raise UserError(f"--{name} {value}: must be a positive integer")
-
-
 def _run(args) -> int:
     from accelsim.sim.api import run
 
-    _positive("batch", args.batch)
-    _positive("seq", args.seq)
+    positive("batch", args.batch)
+    positive("seq", args.seq)
     result = run(args.model, arch=args.arch, batch=args.batch, dtype=args.dtype, fidelity=args.fidelity,
-                 compat=args.compat, trace=bool(args.trace), **_model_options(args))
+                 compat=args.compat, trace=bool(args.trace), **model_options(args))
     if args.json:
         _write(args.json, result.to_json())
     if args.csv:
@@ -186,7 +150,7 @@ def _run(args) -> int:
     if "-" not in (args.json, args.csv):
         print(result.table(args.limit), end="")
     if args.html or args.plot:
-        report_run(result, args)
+        _report_run(result, args)
     return 0
 
 
@@ -195,7 +159,7 @@ def _eval(args) -> int:
 
     from accelsim.sim.api import evaluate
 
-    _positive("batch", args.batch)
+    positive("batch", args.batch)
     inputs = None
     if args.inputs:
         path = Path(args.inputs)
@@ -204,7 +168,7 @@ def _eval(args) -> int:
                 inputs = {key: data[key] for key in data.files}
         except (OSError, ValueError) as error:
             raise UserError(f"{path}: cannot read input arrays ({error})") from None
-    feeds, outputs = evaluate(args.model, inputs=inputs, seed=args.seed, batch=args.batch, **_model_options(args))
+    feeds, outputs = evaluate(args.model, inputs=inputs, seed=args.seed, batch=args.batch, **model_options(args))
     for name, value in outputs.items():
         print(f"{name}: shape {list(value.shape)} {value.dtype}, mean {float(np.mean(value)):.6g}, "
               f"std {float(np.std(value)):.6g}")
@@ -221,7 +185,7 @@ def _export(args) -> int:
     from compiler.export import save_onnx
     from accelsim.sim.model import load_model
 
-    graph = load_model(args.model, batch=args.batch, weights=True, **_model_options(args))
+    graph = load_model(args.model, batch=args.batch, weights=True, **model_options(args))
     save_onnx(graph, args.out)
     print(f"wrote {args.out}: {len(graph.nodes)} nodes, "
           f"{sum(graph.tensors[w].elements for w in graph.weights):,} parameters")
@@ -231,34 +195,26 @@ def _export(args) -> int:
 def _map(args) -> int:
     import difflib
 
-    from accelsim.sim.model import load_arch
     from accelsim.price.cost import reporter, traffic
-    from accelsim.sim.model import load_model
-    from compiler.dtypes import DType
-    from compiler.codegen import vector_unit
-    from compiler.codegen.vector import vector_rows
-    from compiler.map import DEFAULT_BUDGET, map_op
-    from compiler.pipeline import Options, compile_graph
+    from accelsim.sim.build import build
 
-    _positive("batch", args.batch)
-    _positive("budget", args.budget)
-    arch = load_arch(args.arch)
-    dtype = DType.parse(args.dtype) if args.dtype else arch.native_dtype
-    ir = compile_graph(load_model(args.model, batch=args.batch, **_model_options(args)), Options(dtype=dtype))
+    positive("batch", args.batch)
+    positive("budget", args.budget)
+    compiled = build(args.model, args.arch, batch=args.batch, dtype=args.dtype, budget=args.budget,
+                     **model_options(args))
+    ir, arch = compiled.ir, compiled.arch
     ops = [op for op in ir.ops if args.layer in (None, op.name, op.node)]
     if not ops:
         names = list(dict.fromkeys(n for op in ir.ops for n in (op.node, op.name)))
         close = difflib.get_close_matches(args.layer, names, n=5, cutoff=0.5)
         hint = f"close matches: {', '.join(close)}" if close else f"layers include {', '.join(names[:6])}, ..."
         raise UserError(f"no layer {args.layer!r} in {ir.name}; {hint}")
-    report = reporter(arch, ir)
+    report = reporter(arch, ir, compiled.pricing)
     for op in ops:
-        if op.kind.value != "einsum":
-            # vector ops run in the chunks codegen cuts (compiler.codegen.vector): print what is simulated
-            mapping = vector_rows(op, arch, 0, vector_unit(arch))[5]
-            print(f"{mapping.text()}\n# vector op: chunks along one output axis, as simulated\n")
+        mapping = compiled.mappings[op.name]
+        if op.kind.value != "einsum":      # a vector op's chunk plan, as simulated
+            print(f"{mapping.text()}\n")
             continue
-        mapping = map_op(op, arch, report, args.budget or DEFAULT_BUDGET)
         moved = ", ".join(f"{name} {n:,} B" for name, n in traffic(mapping, op, arch).items())
         print(f"{mapping.text()}\n# estimate: {report(mapping):,.0f} cycles; traffic: {moved or 'none'}\n")
     return 0
@@ -267,9 +223,9 @@ def _map(args) -> int:
 def _cosim(args) -> int:
     from accelsim.rtl.cosim import cosim
 
-    _positive("batch", args.batch)
+    positive("batch", args.batch)
     report = cosim(args.model, args.layer, args.arch, sim=args.sim, batch=args.batch, seed=args.seed,
-                   waves=args.waves, vcd=args.vcd, **_model_options(args))
+                   waves=args.waves, vcd=args.vcd, **model_options(args))
     print(report.text(limit=args.tiles))
     return EXIT_MISMATCH if report.mismatch else 0
 
@@ -335,6 +291,54 @@ def _models(args) -> int:
         doc = (fn.__doc__ or "").strip().splitlines()
         print(f"{name:14} {doc[0] if doc else ''}")
     return 0
+
+
+def add_compare_parser(sub) -> None:
+    """`compare`: one model on several archs, side by side (the page and figures are accelsim.report's)."""
+    cmp = sub.add_parser("compare", help="one model on several archs side by side: time, the share spent waiting "
+                         "on each memory level, bytes and energy per level, per op and in total")
+    model_args(cmp, default=None)
+    cmp.add_argument("--arch", action="append", required=True, metavar="ARCH",
+                     help="a preset name or YAML file; give two or more (the first is the baseline)")
+    cmp.add_argument("--dtype", help="the dtype the hardware computes in (default: each arch's native one)")
+    cmp.add_argument("--limit", type=int, metavar="N", help="show only the first N ops of each arch's table")
+    cmp.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (works offline)")
+    cmp.add_argument("--plot", metavar="DIR", help="write the report's figures as PNG files into DIR")
+    cmp.set_defaults(handler=_compare)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from accelsim.report.compare import compare_report, compare_text
+    from accelsim.sim.api import compare
+    from accelsim.sim.model import load_arch
+
+    positive("batch", args.batch)
+    positive("seq", args.seq)
+    positive("limit", args.limit)
+    if len(args.arch) < 2:
+        raise UserError(f"compare needs two or more --arch (got only {args.arch[0]!r}); e.g. --arch tpu_v1 "
+                        "--arch examples/archs/tpu_v1_gddr5.yaml")
+    archs = [load_arch(a) for a in args.arch]
+    options = model_options(args)
+    results = compare(args.model, archs, batch=args.batch, dtype=args.dtype, **options)
+    print(compare_text(results, args.limit), end="")
+    if args.html or args.plot:
+        nests = [result.loop_nests() for result in results] if args.html else None
+        for path in compare_report(results, archs, nests, html_path=args.html, plot_dir=args.plot):
+            print(f"wrote {path}")
+    return 0
+
+
+def _report_run(result, args: argparse.Namespace) -> None:
+    """`run --html FILE --plot DIR`: the page and/or the figures of a finished run."""
+    from accelsim.report.run_page import run_report
+    from accelsim.sim.model import load_arch
+
+    arch = load_arch(args.arch)
+    nests = result.loop_nests() if args.html and result.fidelity == "tile" else None
+    quiet = "-" in (args.json, args.csv)   # stdout carries JSON or CSV only
+    for path in run_report(result, arch, nests, html_path=args.html, plot_dir=args.plot):
+        print(f"wrote {path}", file=sys.stderr if quiet else sys.stdout)
 
 
 def _write(target: str, text: str) -> None:

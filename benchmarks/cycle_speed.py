@@ -18,7 +18,7 @@ import numpy as np
 
 from accelsim.sim import cycle
 from accelsim.rtl import runner
-from accelsim.rtl.stimulus import gemm
+from accelsim.sim.stimulus import gemm
 
 import verilator_raw
 

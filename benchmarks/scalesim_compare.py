@@ -181,7 +181,7 @@ def _layer_names(topology_file: Path) -> list[str]:
 
 def check(path: Path) -> int:
     sys.path.insert(0, str(ROOT))
-    from accelsim.importers.scalesim import compat_layer_cycles
+    from accelsim.price.compat import compat_layer_cycles
 
     bad = 0
     rows = list(csv.DictReader(path.open()))
@@ -206,7 +206,7 @@ def speed(venv: Path, size: int) -> None:
     theirs = time.perf_counter() - start
     their_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024   # the only child: SCALE-Sim
     sys.path.insert(0, str(ROOT))
-    from accelsim.importers.scalesim import compat_layer_cycles
+    from accelsim.price.compat import compat_layer_cycles
 
     start = time.perf_counter()
     ours = compat_layer_cycles(size, size, 1, size, 1, size, 1, 32, 32, "ws")

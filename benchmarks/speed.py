@@ -16,9 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from accelsim.arch import load_arch, preset_names  # noqa: E402
 from accelsim.sim.model import load_model  # noqa: E402
-from accelsim.sim.tile import mappings_for, simulate  # noqa: E402
+from accelsim.sim.build import build  # noqa: E402
+from accelsim.sim.tile import simulate  # noqa: E402
 from compiler.builder import Builder  # noqa: E402
-from compiler.pipeline import Options, compile_graph  # noqa: E402
 
 TARGETS = {"resnet18 b1 on systolic_32x32": 0.5, "gemm 1024^3 on systolic_32x32 (WS)": 0.05,
            "resnet50 b1 on tpu_v1": 1.0, "gpt2 prefill 1024 tokens on h100": 2.0}
@@ -37,8 +37,8 @@ def timed(graph, arch_name: str, repeat: int = 3) -> tuple[float, int, float]:
     for _ in range(repeat + 1):       # the first run warms numba; each run searches its mappings afresh
         clear_mapping_cache()
         start = time.perf_counter()
-        ir = compile_graph(graph, Options(dtype=arch.native_dtype))
-        ops, timeline = simulate(ir, arch, mappings_for(ir, arch))
+        compiled = build(graph, arch)
+        ops, timeline = simulate(compiled.ir, arch, compiled.mappings)
         best = min(best, time.perf_counter() - start) if tiles else best
         tiles = sum(op.tiles or 0 for op in ops)
         simulated = sum(op.seconds for op in ops)
@@ -59,11 +59,11 @@ def main() -> None:
         "gpt2 prefill 1024 tokens on h100": (lambda: load_model("gpt2", seq=1024), "h100"),
     }
     print(f"{'workload':40} {'seconds':>8} {'target':>7} {'tiles':>9} {'simulated':>12}")
-    for name, (build, arch) in workloads.items():
+    for name, (make, arch) in workloads.items():
         if arch not in preset_names():
             print(f"{name:40} skipped: archs/{arch}.yaml is absent")
             continue
-        seconds, tiles, simulated = timed(build(), arch)
+        seconds, tiles, simulated = timed(make(), arch)
         print(f"{name:40} {seconds:8.3f} {TARGETS[name]:7.2f} {tiles:9,} {simulated * 1e3:10.3f} ms")
     print(f"peak memory (RSS high-water mark): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
     print()
@@ -72,11 +72,10 @@ def main() -> None:
     for size in ((256, 256, 256), (16384, 256, 256), (1024, 1024, 1024), (256, 4096, 4096), (1024, 4096, 4096),
                  (4096, 4096, 4096)):
         arch = load_arch("systolic_32x32")
-        ir = compile_graph(gemm(*size), Options(dtype=arch.native_dtype))
-        mappings = mappings_for(ir, arch)
-        simulate(ir, arch, mappings)
+        compiled = build(gemm(*size), arch)
+        simulate(compiled.ir, arch, compiled.mappings)
         start = time.perf_counter()
-        ops, timeline = simulate(ir, arch, mappings)
+        ops, timeline = simulate(compiled.ir, arch, compiled.mappings)
         seconds = time.perf_counter() - start
         rows = len(timeline.code.program)
         print(f"{' x '.join(map(str, size)):>22} {ops[0].macs:16,} {ops[0].tiles:8,} {rows:9,} {seconds:8.4f} "

@@ -17,7 +17,7 @@ import numpy as np
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
-from compiler.shapes import infer_node
+from compiler.shapes import finalize, infer_node
 
 
 class Builder:
@@ -76,9 +76,6 @@ class Builder:
     def shape(self, name: str) -> tuple[int, ...]:
         return self.graph.tensors[name].shape
 
-    def dtype_of(self, name: str) -> DType:
-        return self.graph.tensors[name].dtype
-
     # -- nodes ----------------------------------------------------------------------------------------
     def node(self, op: str, inputs, outputs: int = 1, name: str | None = None, **attrs):
         """Add a node; returns its output name, or a tuple of names when `outputs` > 1."""
@@ -91,7 +88,7 @@ class Builder:
 
     def build(self, outputs) -> Graph:
         self.graph.outputs = list(outputs)
-        return self.graph.finalize()
+        return finalize(self.graph)
 
     def _init(self, shape, init: str, fan_in: int | None) -> np.ndarray:
         if init == "ones":

@@ -17,6 +17,7 @@ from onnx import numpy_helper
 from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.graph import Graph, Node, Tensor
+from compiler.shapes import finalize
 
 TERNARY_MARK = "accelsim:ternary"   # doc_string of an int8 initializer holding -1/0/+1 weights
 SUPPORTED_OPSETS = range(9, 22)
@@ -80,7 +81,7 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
     nodes = [_node(n, i, source) for i, n in enumerate(g.node)]
     graph = Graph(name=g.name or Path(source).stem, inputs=inputs, outputs=[o.name for o in g.output],
                   nodes=nodes, tensors=tensors, weights=weights, opset=opset, source=source)
-    return graph.finalize()
+    return finalize(graph)
 
 
 def _batched(infos, inputs: list[str], batch: int, source: str) -> Shapes:
@@ -248,8 +249,8 @@ def from_subgraph(body: onnx.GraphProto, outer: Graph, input_tensors: list[Tenso
             raise ModelError(f"{source}: reads {name!r}, which the enclosing graph computes at run time; "
                              f"a body may read only the enclosing graph's initializers and constants")
         else:
-            continue  # Graph.finalize reports the dangling name
+            continue  # finalize reports the dangling name
         tensors[name] = outer.tensor(name)
     graph = Graph(name=body.name or where, inputs=inputs, outputs=[o.name for o in body.output], nodes=nodes,
                   tensors=tensors, weights=weights, opset=outer.opset, source=source)
-    return graph.finalize()
+    return finalize(graph)

@@ -1,6 +1,6 @@
 """The ONNX-like Graph: named tensors (shape, dtype), nodes (op type, attributes), in topological order.
 
-Invariant after `Graph.finalize()`: `nodes` are topologically sorted, every tensor a node reads
+Invariant after `compiler.shapes.finalize(graph)`: `nodes` are topologically sorted, every tensor a node reads
 is a graph input, a weight or an earlier node's output, and every tensor has a shape and dtype.
 Weights may lack values (shape-only models): simulation never needs them, numerics do.
 """
@@ -83,9 +83,6 @@ class Graph:
     def producers(self) -> dict[str, Node]:
         return {out: node for node in self.nodes for out in node.outputs if out}
 
-    def consumers(self, name: str) -> list[Node]:
-        return [node for node in self.nodes if name in node.inputs]
-
     def node(self, name: str) -> Node:
         for n in self.nodes:
             if n.name == name:
@@ -93,14 +90,12 @@ class Graph:
         raise ModelError(f"{self.source}: no node named {name!r}")
 
     # -- building --------------------------------------------------------------
-    def finalize(self) -> "Graph":
-        """Name unnamed nodes, check references, sort topologically and infer every shape."""
+    def order(self) -> "Graph":
+        """Name unnamed nodes, check references and sort topologically (compiler.shapes.finalize then infers
+        every shape: shape rules live with the ops, which import this module)."""
         self._name_nodes()
         self._check_references()
         self.nodes = self._topological()
-        from compiler.shapes import infer_shapes  # shape rules live with the ops
-
-        infer_shapes(self)
         return self
 
     def _name_nodes(self) -> None:

@@ -96,9 +96,6 @@ class IROp:
     def nbytes(self) -> int:
         return sum(self.bytes_by_role().values())
 
-    def shape_text(self) -> str:
-        return "x".join(map(str, self.output.shape)) or "scalar"
-
     def reference(self, arrays: list[np.ndarray]) -> np.ndarray:
         raise NotImplementedError
 

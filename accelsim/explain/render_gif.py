@@ -5,7 +5,7 @@ last frame is shown a little longer); the artists are made once and only their t
 """
 from __future__ import annotations
 
-from accelsim.explain.systolic import Film, Frame
+from accelsim.explain.film import Film, Frame
 from compiler.errors import UserError
 
 PE_W, PE_H, GAP = 3.4, 1.35, 0.12        # a PE's box, in layout units (1 unit = 0.55 inch)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from accelsim.arch import Dataflow
 from accelsim.explain.render_text import describe
-from accelsim.explain.systolic import Film
+from accelsim.explain.film import Film
 from compiler.errors import UserError
 
 

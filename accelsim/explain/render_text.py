@@ -6,7 +6,7 @@ Invariant: prints only what the Film holds; the numbers the tutorial quotes come
 """
 from __future__ import annotations
 
-from accelsim.explain.systolic import Cell, Film, Frame
+from accelsim.explain.film import Cell, Film, Frame
 from accelsim.arch import Dataflow
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from accelsim.sim.cycle import OsProbe, OsRun
-from accelsim.explain.systolic import PAD, Cell, Frame
+from accelsim.explain.film import PAD, Cell, Frame
 
 
 def os_frames(run: OsRun, probe: OsProbe, m: int, n: int) -> tuple:

@@ -210,21 +210,13 @@ def read_host() -> Host:
 
 # ---- the clock probe: the one jitted kernel here, plain ints in and out ---------------------------
 
-def _chain(iterations: int, x: int, y: int) -> int:
-    for _ in range(iterations):
-        x = (x + y) ^ 0x5BD1E995    # add, then xor: each needs the one before, nothing overlaps them
-        x = (x + y) ^ 0x27D4EB2F
-    return x
-
-
 @functools.cache
 def measure_clock_ghz(iterations: int = PROBE_ITERATIONS, runs: int = PROBE_RUNS) -> float | None:
     """GHz the core runs the probe's chain at (CHAIN_OPS dependent 1-cycle ops per iteration), the fastest of
     `runs`: another tenant or an interrupt only ever slows a run down. Once per process, so a preset and its
     dataset's provenance carry the same figure; None if the figure is implausible (then BogoMIPS)."""
-    from numba import njit
+    from accelsim.engine.probe import chain
 
-    chain = njit(cache=True)(_chain)
     chain(16, 1, 3)                     # compile (or load the cached machine code) outside the timing
     best = float("inf")
     for _ in range(runs):

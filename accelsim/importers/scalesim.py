@@ -1,21 +1,17 @@
-"""SCALE-Sim compatibility: its .cfg files as arch YAML, and its per-layer compute cycles for our IR.
+"""SCALE-Sim's .cfg files as arch YAML (its topology .csv files are compiler.topology's; its way of counting
+compute cycles is accelsim.price.compat's).
 
-Invariant: a converted .cfg loads through accelsim.arch (the only YAML reader) like any preset, and with
-compat="scalesim" each Einsum's compute cycles equal SCALE-Sim v3's "Total Cycles" - "Stall Cycles".
+Invariant: a converted .cfg loads through accelsim.arch (the only YAML reader) like any preset.
 """
 from __future__ import annotations
 
 import configparser
-import dataclasses
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.ir import IR, Einsum
-from compiler.mapping import gemm_view
 from accelsim.arch import Arch, ArchError, load_arch_text
-from accelsim.price import systolic
 
 # SCALE-Sim counts cycles only; a clock turns its words per cycle into bytes per second. At 1 GHz and its
 # 1-byte words (single_layer_sim: word_size = 1), 10 words/cycle is 10 GB/s.
@@ -140,59 +136,3 @@ def load_cfg(path: str | os.PathLike) -> Arch:
     if not path.is_file():
         raise CfgError(f"{path}: no such SCALE-Sim config file")
     return load_arch_text(convert(path), str(path), path.resolve())
-
-
-# -- compute cycles, SCALE-Sim's way ---------------------------------------------------------------------
-
-def compat_layer_cycles(ifmap_h: int, ifmap_w: int, filter_h: int, filter_w: int, channels: int, num_filter: int,
-                        stride: int, rows: int, cols: int, dataflow: str) -> int:
-    """SCALE-Sim's compute cycles for one topology row (a GEMM row as its M x K ifmap, 1 x K filters).
-
-    Its GEMM view of a conv (topology_utils): M = ofmap pixels, ceil((H - R + stride) / stride) rows times
-    ceil((W - S + stride) / stride) columns; N = filters; K = R * S * C, the window."""
-    out_h = -(-(ifmap_h - filter_h + stride) // stride)
-    out_w = -(-(ifmap_w - filter_w + stride) // stride)
-    m, n, k = out_h * out_w, num_filter, filter_h * filter_w * channels
-    return int(systolic.compat_cycles(m, n, k, rows, cols, dataflow))
-
-
-def layer_cycles(ir: IR, arch: Arch, compat: str | None = "scalesim") -> list[dict]:
-    """Per Einsum (one per SCALE-Sim layer): its GEMM view and compute cycles on `arch`'s array, whole.
-
-    A batch dim b (groups: SCALE-Sim runs a depthwise "DP" layer as one layer per channel) costs b
-    separate GEMMs, each with its own folds and its own -1 (module docstring of compute.systolic)."""
-    unit = arch.matrix
-    if unit.array is None:
-        raise ArchError(f"{arch.name}: compat 'scalesim' needs a systolic array, and {unit.name!r} has none")
-    layers = []
-    for op in ir.ops:
-        if not isinstance(op, Einsum):
-            continue
-        view = gemm_view(op)
-        b, m, n, k = (view.size(p) for p in "bmnk")
-        dataflow = systolic._dataflow(unit, None)
-        folds, _ = systolic.folds_and_stream(m, n, k, unit.array.rows, unit.array.cols, dataflow)
-        one = systolic.matrix_cycles(m, n, k, unit, arch, None, arch.native_dtype, compat)
-        layers.append({"name": op.name, "op": op.op, "b": b, "m": m, "n": n, "k": k, "dataflow": dataflow,
-                       "folds": int(folds) * b, "compute_cycles": int(one) * b})
-    return layers
-
-
-def apply_compat(ops: list, ir: IR, arch: Arch, compat: str) -> list:
-    """Results whose Einsum ops carry whole-layer compat compute cycles: SCALE-Sim prices a layer as one
-    GEMM, whatever tiles our mapper chose. The op's own waits (stall_cycles) stay; its cycles become
-    compute + stall where the tile engine measured stalls."""
-    if compat != "scalesim":
-        raise ArchError(f"unknown compat {compat!r}; known: scalesim")
-    by_name = {layer["name"]: layer["compute_cycles"] for layer in layer_cycles(ir, arch, compat)}
-    out = []
-    for op in ops:
-        cycles = by_name.get(op.name)
-        if cycles is None:
-            out.append(op)
-            continue
-        stall = op.stall_cycles
-        total = cycles + stall if stall is not None else op.cycles
-        out.append(dataclasses.replace(op, compute_cycles=cycles, cycles=total, seconds=total / arch.clock_hz,
-                                       compute_seconds=cycles / arch.clock_hz))
-    return out

@@ -60,6 +60,8 @@ class Result:
     ops: list[OpResult]
     notes: list[str] = field(default_factory=list)
     timeline: object | None = field(default=None, repr=False, compare=False)   # tile: for accelsim.out.trace
+    # tile: op name -> the compiler.mapping.Mapping it was simulated with (not in the JSON: draw it with loop_nests)
+    mappings: dict = field(default_factory=dict, repr=False, compare=False)
 
     # -- totals -------------------------------------------------------------------------------------
     @property
@@ -115,6 +117,11 @@ class Result:
         return {"compute_cycles": sum(op.compute_cycles or 0 for op in self.ops),
                 "stall_cycles": sum(op.stall_cycles or 0 for op in self.ops), **sums,
                 "power_fraction_of_tdp": joules / seconds / tdp if seconds and tdp else 0.0}
+
+    def loop_nests(self) -> dict[str, str]:
+        """Op name -> the loop nest its mapping prints (`accelsim map`'s view), in execution order; empty at
+        roofline fidelity, which maps nothing."""
+        return {op.name: self.mappings[op.name].text() for op in self.ops if op.name in self.mappings}
 
     # -- views --------------------------------------------------------------------------------------
     def to_dict(self) -> dict:

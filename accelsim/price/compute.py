@@ -1,6 +1,6 @@
 """Compute models, one per arch kind: the cycles a compute instruction takes, from its tile shape.
 
-Each model is a module with `matrix_cycles(m, n, k, unit, arch, mapping, dtype, compat) -> int64 array`
+Each model is a module with `matrix_cycles(m, n, k, unit, arch, mapping, dtype) -> int64 array`
 (vectorized over the compute rows of one op: numpy arrays m, n, k of the tile GEMM shape) for Einsums
 on matrix units, and optionally `matrix_split` (the same cycles and the tail of them that overlaps the next
 row on the unit); `vector.vector_cycles(work, unit, dtype, arch)` serves Map/Reduce/Move on vector units.
@@ -22,19 +22,18 @@ def matrix_model(kind: str):
     return MODELS[kind]
 
 
-def matrix_cycles(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit, arch, mapping, dtype, compat=None) -> np.ndarray:
+def matrix_cycles(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit, arch, mapping, dtype) -> np.ndarray:
     model = matrix_model(arch.kind.value)
     return model.matrix_cycles(np.asarray(m, np.int64), np.asarray(n, np.int64), np.asarray(k, np.int64),
-                               unit, arch, mapping, dtype, compat)
+                               unit, arch, mapping, dtype)
 
 
-def matrix_split(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit, arch, mapping, dtype,
-                 compat=None) -> tuple[np.ndarray, np.ndarray]:
+def matrix_split(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit, arch, mapping,
+                 dtype) -> tuple[np.ndarray, np.ndarray]:
     """(cycles, tail): `matrix_cycles` and the part of it the unit overlaps with its next compute row (a
     systolic array's skew and drain, accelsim.price.systolic.steady_and_tail); 0 for models without one."""
     model = matrix_model(arch.kind.value)
-    args = (np.asarray(m, np.int64), np.asarray(n, np.int64), np.asarray(k, np.int64), unit, arch, mapping, dtype,
-            compat)
+    args = (np.asarray(m, np.int64), np.asarray(n, np.int64), np.asarray(k, np.int64), unit, arch, mapping, dtype)
     if hasattr(model, "matrix_split"):
         return model.matrix_split(*args)
     cycles = model.matrix_cycles(*args)

@@ -12,25 +12,16 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from accelsim.price import compute
+from accelsim.price.compat import NATIVE, Pricing
 from accelsim.price.roofline import bytes_by_level
 from compiler.dtypes import DType
 from compiler.ir import IR, Einsum, IROp, Role
-from compiler.target import Footprints, per_instance, relevant_dims, units_spread, vector_extent
+from compiler.codegen.nest import clipped_segments, clipped_shapes, loop_nest
 from compiler.mapping import Mapping, gemm_view
+from compiler.target import Footprints, per_instance, relevant_dims, units_spread
 
 
 OVERLAP_LOSS = 0.05
-
-
-def _nest(mapping: Mapping) -> list[tuple[str, int, int]]:
-    """(dim, trips, mapping level) of every loop with more than one trip, outermost first."""
-    loops = []
-    for i, level in enumerate(mapping.levels):
-        trips = mapping.trips(i)
-        order = list(level.order) + [d for d, _ in mapping.loops if d not in level.order]
-        loops += [(d, trips[d], i) for d in order if trips[d] > 1]
-    return loops
 
 
 def _fetches(nest, level: int, dims: tuple[str, ...]) -> tuple[int, int]:
@@ -38,36 +29,6 @@ def _fetches(nest, level: int, dims: tuple[str, ...]) -> tuple[int, int]:
     inside = [(d, t) for d, t, lv in nest if lv <= level]
     last = max((j for j, (d, _) in enumerate(inside) if d in dims), default=-1)
     return math.prod(t for _, t in inside[:last + 1]), math.prod(t for d, t in inside if d in dims)
-
-
-def _segments(mapping: Mapping, level: int) -> dict[str, Counter]:
-    """Per dim, {extent: tiles} of the tiles mapping level `level` holds as the nest walks the op. A ragged outer
-    edge clips the tiles inside it, and inner tiles wholly past it are empty: the engine moves and computes
-    nothing there (compiler.codegen.nest), so 1024 in l2 tiles of 496 and steps of 16 is 64 steps of work,
-    not 3 x 31 = 93."""
-    out = {}
-    for d, extent in mapping.loops:
-        segments, outer = Counter({extent: 1}), extent
-        for lv in mapping.levels[:level + 1]:
-            tile = lv.extent(d)
-            trips = math.ceil(outer / tile)
-            inner = Counter()
-            for length, count in segments.items():
-                whole = min(trips, length // tile)
-                inner[tile] += whole * count
-                if whole < trips and length > whole * tile:
-                    inner[length - whole * tile] += count
-            segments, outer = +inner, tile
-        out[d] = segments
-    return out
-
-
-def _shapes(segments: dict[str, Counter], dims) -> Counter:
-    """{clipped tile over `dims` (extents in that order): tiles with it}."""
-    shapes = Counter({(): 1})
-    for d in dims:
-        shapes = Counter({shape + (length,): n * m for shape, n in shapes.items() for length, m in segments[d].items()})
-    return shapes
 
 
 class _Facts:
@@ -113,7 +74,7 @@ def _channels(mapping: Mapping, op: IROp, arch, facts: _Facts) -> dict[str, _Cha
         return {}
     sizes = facts.sizes
     channels = {lv.name: _Channel() for lv in arch.memory}
-    nest = _nest(mapping)
+    nest = loop_nest(mapping)
     position = {lv.level: i for i, lv in enumerate(mapping.levels)}
     last = len(mapping.levels) - 1
     tiles = [dict(lv.tile) for lv in mapping.levels]
@@ -127,8 +88,8 @@ def _channels(mapping: Mapping, op: IROp, arch, facts: _Facts) -> dict[str, _Cha
             ch = channels[arch.memory[level].name]
             # every distinct tile, clipped at ragged edges, brought back loads / distinct times
             if dest not in segments:
-                segments[dest] = _segments(mapping, dest)
-            clipped = [(tiles[dest] | dict(zip(dims, shape)), n) for shape, n in _shapes(segments[dest], dims).items()]
+                segments[dest] = clipped_segments(mapping, dest)
+            clipped = [(tiles[dest] | dict(zip(dims, shape)), n) for shape, n in clipped_shapes(segments[dest], dims).items()]
             final = sum(n * sizes.bytes(index, tile, partial=False) for tile, n in clipped)
             one = sizes.bytes(index, tiles[dest], partial=False)
             if operand.role == Role.output:
@@ -147,16 +108,10 @@ def _channels(mapping: Mapping, op: IROp, arch, facts: _Facts) -> dict[str, _Cha
     return channels
 
 
-def _compute_cycles(mapping: Mapping, op: IROp, arch, unit, dtype, compat) -> tuple[float, float]:
+def _compute_cycles(mapping: Mapping, op: Einsum, arch, unit, dtype, pricing: Pricing) -> tuple[float, float]:
     """(cycles of every step, the once-per-kernel launch): each step as the compute models price its row."""
     steps = math.prod(math.prod(mapping.trips(i).values()) for i in range(len(mapping.levels)))
     step = dict(mapping.levels[-1].tile) if mapping.levels else dict(mapping.loops)
-    if not isinstance(op, Einsum):
-        total = vector_extent(op)
-        work = math.ceil(op.ops * step["e"] / total) if total and op.ops else 0
-        # the vector model spreads a row over every instance itself; launch on the first row, as below
-        rows = compute.vector_cycles(np.full(2, work), unit, dtype, arch) if work else np.zeros(2)
-        return steps * float(rows[1]), float(rows[0] - rows[1])
     # Each instance runs its share of the step (the mapping's units split it), all at once; a ragged step
     # the smaller of its share and the clipped step, GEMM group by group (b folded into m, as in the
     # Program), as the engine prices the row. Two equal rows first: a model adds a once-per-kernel cost
@@ -166,12 +121,12 @@ def _compute_cycles(mapping: Mapping, op: IROp, arch, unit, dtype, compat) -> tu
     share = per_instance(step, units_spread(mapping))
     whole = [math.prod(share[d] for d in dims) for dims in groups]
     names = [d for d, _ in mapping.loops]
-    shapes = (_shapes(_segments(mapping, len(mapping.levels) - 1), names) if mapping.levels
+    shapes = (clipped_shapes(clipped_segments(mapping, len(mapping.levels) - 1), names) if mapping.levels
               else Counter({tuple(step[d] for d in names): steps}))
     clipped = [[min(w, math.prod(dict(zip(names, shape))[d] for d in dims)) for shape in shapes]
                for w, dims in zip(whole, groups)]
     m, n, k = (np.array([w, w] + c, np.int64) for w, c in zip(whole, clipped))
-    rows, tail = compute.matrix_split(m, n, k, unit, arch, mapping, dtype, compat)
+    rows, tail = pricing.matrix_split(m, n, k, unit, arch, mapping, dtype)
     # steps issued back to back overlap each one's tail (a systolic array's skew and drain) with the next
     steady = np.dot(np.array(list(shapes.values()), np.float64), (rows - tail)[2:])
     return float(steady + tail[2:].max(initial=0)), float(rows[0] - rows[1])
@@ -195,7 +150,7 @@ def _on_the_chain(ch: _Channel, seconds_per_byte: float, latency_s: float) -> fl
     return exposed
 
 
-def cycles(mapping: Mapping, op: IROp, arch, compat: str | None = None, facts: _Facts | None = None) -> float:
+def cycles(mapping: Mapping, op: Einsum, arch, pricing: Pricing = NATIVE, facts: _Facts | None = None) -> float:
     """Estimated arch cycles: the slower of compute (with the transfers on its dependency chain) and each
     level's traffic, plus the pipeline's fill and drain. The compute models (accelsim.price.compute) return arch
     cycles per step."""
@@ -203,7 +158,7 @@ def cycles(mapping: Mapping, op: IROp, arch, compat: str | None = None, facts: _
     unit = next(u for u in arch.compute if u.name == mapping.unit)
     dtype = DType(mapping.dtype) if mapping.dtype else unit.dtypes[0]
     parallel = max(1, min(unit.count, math.prod(units_spread(mapping).values())))
-    busy, launch = _compute_cycles(mapping, op, arch, unit, dtype, compat)
+    busy, launch = _compute_cycles(mapping, op, arch, unit, dtype, pricing)
     found = _channels(mapping, op, arch, facts)
     channels = _floored(found, facts)
     per_byte = {name: 1 / (facts.levels[name].bandwidth_bytes_per_s * min(facts.levels[name].instances, parallel))
@@ -227,7 +182,7 @@ def cycles(mapping: Mapping, op: IROp, arch, compat: str | None = None, facts: _
     return (max(seconds) + overlap_loss + latency) * arch.clock_hz
 
 
-def reporter(arch, ops: IR | Iterable[IROp], compat: str | None = None) -> Callable[[Mapping], float]:
+def reporter(arch, ops: IR | Iterable[IROp], pricing: Pricing = NATIVE) -> Callable[[Mapping], float]:
     """`cycles` bound to an arch and the ops it will be asked about (looked up by Mapping.op)."""
     by_name = {op.name: op for op in (ops.ops if isinstance(ops, IR) else ops)}
     facts: dict[str, _Facts] = {}
@@ -236,5 +191,5 @@ def reporter(arch, ops: IR | Iterable[IROp], compat: str | None = None) -> Calla
         op = by_name[mapping.op]
         if mapping.op not in facts:
             facts[mapping.op] = _Facts(op, arch)
-        return cycles(mapping, op, arch, compat, facts[mapping.op])
+        return cycles(mapping, op, arch, pricing, facts[mapping.op])
     return report

@@ -8,12 +8,12 @@ Buffer, a GPU's L2 when they fit).
 """
 from __future__ import annotations
 
+from accelsim.arch import Arch
+from accelsim.out.result import OpResult
+from accelsim.price.energy import energy_j
 from compiler.dtypes import DType
 from compiler.ir import IR, IROp, Kind, Move
-from compiler.target import op_home, role_path
-from accelsim.arch import Arch
-from compiler.target import compute_dtype, pick_unit
-from accelsim.out.result import OpResult
+from compiler.target import compute_dtype, op_home, pick_unit, role_path
 
 
 def estimate(ir: IR, arch: Arch) -> list[OpResult]:
@@ -54,18 +54,11 @@ def bytes_by_level(op: IROp, arch: Arch) -> dict[str, int]:
 
 
 def energy(op: IROp, arch: Arch, unit, dtype: DType, by_level: dict[str, int]) -> dict[str, float]:
-    """Actions x per-action energy: MACs or vector ops on the unit, accesses at each level."""
-    parts: dict[str, float] = {}
-    work = op.macs if op.kind == Kind.einsum else op.ops
-    if work:
-        parts[unit.name] = work * unit.energy_per_action(dtype)
-    written = op.output.nbytes
-    for lv in arch.memory:
-        nbytes = by_level.get(lv.name, 0)
-        if nbytes:
-            writes = min(written, nbytes)
-            parts[lv.name] = (nbytes - writes) * lv.energy_per_byte() + writes * lv.energy_per_byte(write=True)
-    return parts
+    """Actions x per-action energy: the op's MACs or vector ops, and at each level its bytes, the output's
+    written and the rest read."""
+    written = {name: min(op.output.nbytes, n) for name, n in by_level.items()}
+    read = {name: n - written[name] for name, n in by_level.items()}
+    return energy_j(unit, dtype, op.macs if op.kind == Kind.einsum else op.ops, arch.memory, read, written)
 
 
 def _view(op: IROp, unit: str, dtype: DType) -> OpResult:

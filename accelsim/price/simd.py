@@ -26,7 +26,7 @@ class Blocking:
     cycles: np.ndarray                  # arch cycles, launch included
 
 
-def matrix_cycles(m, n, k, unit, arch, mapping, dtype, compat=None) -> np.ndarray:
+def matrix_cycles(m, n, k, unit, arch, mapping, dtype) -> np.ndarray:
     """Compute cycles at the arch clock of GEMM rows (m, n, k) on a SIMD matrix unit.
 
     Worked example, Xeon AVX-512 fp32, 100 x 64 x 256 on one core (a mapping with one "units"): the

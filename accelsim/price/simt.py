@@ -43,7 +43,7 @@ class Kernel:
     cycles: np.ndarray                  # arch cycles, launch included
 
 
-def matrix_cycles(m, n, k, unit, arch, mapping, dtype, compat=None) -> np.ndarray:
+def matrix_cycles(m, n, k, unit, arch, mapping, dtype) -> np.ndarray:
     """Compute cycles at the arch clock of GEMM rows (m, n, k) on a SIMT matrix unit; the rows passed
     together are one kernel (a whole GEMM, or the steps compiler.map cut it into).
 

@@ -1,6 +1,6 @@
 """Systolic (and ternary) arrays: cycles of tile GEMMs (m x k) @ (k x n) on an R x C PE grid, in closed form.
 
-Invariant: the native model and compat="scalesim" (SCALE-Sim v3's compute cycles, exactly) count the same
+Invariant: the native model and the SCALE-Sim way (SCALE-Sim v3's compute cycles, exactly) count the same
 folds with the same per-fold terms; they differ only in what SCALE-Sim leaves out (overlap, slow dtypes)."""
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from compiler.target import instance_tile
 DATAFLOWS = ("ws", "is", "os")
 
 
-def matrix_cycles(m, n, k, unit, arch, mapping, dtype, compat=None) -> np.ndarray:
+def matrix_cycles(m, n, k, unit, arch, mapping, dtype) -> np.ndarray:
     """Cycles of tile GEMMs (numpy arrays m, n, k), each from an idle array to its last output (the
     `matrix_split` docstring has the model)."""
-    return matrix_split(m, n, k, unit, arch, mapping, dtype, compat)[0]
+    return matrix_split(m, n, k, unit, arch, mapping, dtype)[0]
 
 
-def matrix_split(m, n, k, unit, arch, mapping, dtype, compat=None) -> tuple[np.ndarray, np.ndarray]:
+def matrix_split(m, n, k, unit, arch, mapping, dtype) -> tuple[np.ndarray, np.ndarray]:
     """(cycles, tail) of tile GEMMs (numpy arrays m, n, k) on `unit.array` under `mapping.dataflow`, in arch cycles.
 
     The dataflow decides which operand stays in the PEs (the stationary tile, mapped rows x cols) and which
@@ -50,31 +50,36 @@ def matrix_split(m, n, k, unit, arch, mapping, dtype, compat=None) -> tuple[np.n
     loads 99.6% of the time (load-bound; Jouppi et al. 2017 make the same point about MLPs). At m=256 the
     stream hides each load exactly: 256 + 63*256 + 256 + 510 = 17,150 cycles for 256x the work.
 
-    compat="scalesim": SCALE-Sim v3 builds per-fold demand matrices of 2R + C + T - 2 lines (WS, IS: the
+    The SCALE-Sim way: SCALE-Sim v3 builds per-fold demand matrices of 2R + C + T - 2 lines (WS, IS: the
     load X = R, skew, stream and drain above, with no overlap and slow = 1) and R + C + T - 2 lines (OS: no
     load, no drain of the finished sums), then reports "Total Cycles" as the index of the last line, i.e.
     the count minus one. Its "Stall Cycles" are memory waits on top; "Total Cycles" - "Stall Cycles" is what
-    `compat_cycles` returns: the columns of COMPUTE_REPORT.csv we match (tests/golden/scalesim_v3.csv).
+    `compat_cycles` returns: the columns of COMPUTE_REPORT.csv we match (tests/golden/scalesim_v3.csv);
+    `scalesim_split` prices rows that way (accelsim.price.compat.ScaleSim).
 
     tail: the part of `cycles` the array overlaps with the next GEMM it runs (`steady_and_tail`), which the
-    engine charges as latency (it delays this GEMM's end, not the array); 0 with compat="scalesim".
+    engine charges as latency (it delays this GEMM's end, not the array); 0 the SCALE-Sim way.
     """
     array = unit.array
     dataflow = _dataflow(unit, mapping)
     share = instance_tile(mapping, m, n, k) if getattr(mapping, "spatial", ()) else None
-    if share is not None and compat is None:
+    if share is not None:
         m, n, k = share   # several arrays side by side (TPU v4's 8 MXUs): each runs its share at once
-    if compat == "scalesim":
-        cycles = compat_cycles(m, n, k, array.rows, array.cols, dataflow)
-        tail = np.zeros_like(cycles)      # SCALE-Sim overlaps nothing across its folds or layers
-    elif compat is None:
-        per_cycle = dict(unit.per_cycle).get(dtype, array.pes) if dtype is not None else array.pes
-        slow = -(-array.pes // per_cycle)
-        args = (m, n, k, array.rows, array.cols, dataflow, array.weight_buffers, slow, array.io_registers)
-        steady, tail = steady_and_tail(*args)   # native_cycles, split: computed once
-        cycles = steady + tail
-    else:
-        raise ValueError(f"unknown compat {compat!r}; known: 'scalesim'")
+    per_cycle = dict(unit.per_cycle).get(dtype, array.pes) if dtype is not None else array.pes
+    slow = -(-array.pes // per_cycle)
+    args = (m, n, k, array.rows, array.cols, dataflow, array.weight_buffers, slow, array.io_registers)
+    steady, tail = steady_and_tail(*args)   # native_cycles, split: computed once
+    return _at_arch_clock(steady + tail, tail, unit, arch)
+
+
+def scalesim_split(m, n, k, unit, arch, mapping) -> tuple[np.ndarray, np.ndarray]:
+    """(cycles, tail) of tile GEMMs as SCALE-Sim v3 counts them (`compat_cycles`): each row whole on one array,
+    its folds and rows overlapping nothing (tail 0)."""
+    cycles = compat_cycles(m, n, k, unit.array.rows, unit.array.cols, _dataflow(unit, mapping))
+    return _at_arch_clock(cycles, np.zeros_like(cycles), unit, arch)
+
+
+def _at_arch_clock(cycles, tail, unit, arch) -> tuple[np.ndarray, np.ndarray]:
     if unit.clock_hz == arch.clock_hz:
         return cycles, tail
     whole = to_arch_cycles(cycles, unit, arch)

@@ -25,14 +25,6 @@ from accelsim.out.result import Result
 from accelsim.out.table import seconds, si
 
 
-def compare(model, archs: list[Arch], batch: int | None = None, dtype: str | None = None,
-            **model_options) -> list[Result]:
-    """`accelsim.run` of `model` on each arch, in order."""
-    from accelsim.sim.api import run
-
-    return [run(model, arch=arch, batch=batch, dtype=dtype, **model_options) for arch in archs]
-
-
 def totals_rows(results: list[Result]) -> list[tuple[str, list[str], list[float]]]:
     """(metric, shown per arch, value per arch): what the side-by-side totals table holds."""
     base = results[0]

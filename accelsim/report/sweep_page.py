@@ -23,20 +23,20 @@ MAX_PAIRS = 3                              # objective pairs drawn (3 objectives
 
 
 def sweep_report(rows: list[dict], pareto_rows: list[dict], objectives: list[str], html: str | None = None,
-                 plot_dir: str | None = None) -> list[Path]:
+                 plot_dir: str | None = None, units: dict[str, str] | None = None) -> list[Path]:
     """Write the sweep page (`html`) and/or its Pareto figures as PNGs (`plot_dir`); returns the paths.
 
     rows: one dict per (point, model): its parameters, 'model', each objective -> float, 'status' ('ok' or
     'invalid') and 'reason'. pareto_rows: the rows on the front. objectives: names such as 'latency_s'.
     A valid row without a number for an objective (area where no area model applies) shows '-' there and
-    is left out of the figures that objective is drawn in."""
+    is left out of the figures that objective is drawn in. units: objective -> its unit ('s'), where known."""
     if not objectives:
         raise UserError("sweep report: no objectives given (e.g. ['latency_s', 'energy_j'])")
     front = [_on(row, pareto_rows) for row in rows]
     figures = pareto_figures(rows, front, objectives)
     written = write_pngs(figures, plot_dir) if plot_dir else []
     if html:
-        blocks = [markup.section("Summary", _summary(rows, front, objectives)),
+        blocks = [markup.section("Summary", _summary(rows, front, objectives, units or {})),
                   markup.section("Pareto front", markup.figures(figures)),
                   markup.section("Points", _points_table(rows, front, objectives))]
         subtitle = f"{len(rows)} points; objectives (minimised): {', '.join(objectives)}"
@@ -54,16 +54,14 @@ def parameters(rows: list[dict], objectives: list[str]) -> list[str]:
     return list(dict.fromkeys(k for row in rows for k in row if k not in skip))
 
 
-def _summary(rows: list[dict], front: list[bool], objectives: list[str]) -> str:
-    from accelsim.sweep.spec import OBJECTIVES   # the units of the objectives a sweep knows
-
+def _summary(rows: list[dict], front: list[bool], objectives: list[str], units: dict[str, str]) -> str:
     ok = [row for row in rows if row.get("status") == "ok"]
     items = [("points", str(len(rows))), ("valid", str(len(ok))), ("invalid", str(len(rows) - len(ok))),
              ("on the front", str(sum(front))), ("models", str(len({row.get("model") for row in rows})))]
     for o in objectives:
         values = [row[o] for row in ok if number(row.get(o))]
         if values:
-            items.append((f"best {o}", engineering(min(values), OBJECTIVES[o][0] if o in OBJECTIVES else "")))
+            items.append((f"best {o}", engineering(min(values), units.get(o, ""))))
     reasons: dict[str, int] = {}
     for row in rows:
         if row.get("status") != "ok":

@@ -14,7 +14,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge
 
-from accelsim.rtl.stimulus import Outcome, Stimulus, expected_outputs
+from accelsim.sim.stimulus import Outcome, Stimulus, expected_outputs
 
 CLOCK_NS = 10   # the teaching preset's 100 MHz
 

@@ -11,14 +11,14 @@ the same operands.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from accelsim.sim import cycle
 from accelsim.price.systolic import native_cycles, steady_and_tail
 from accelsim.rtl import runner
-from accelsim.rtl.stimulus import Outcome, Stimulus, assemble, chain, expected_outputs, gemm
+from accelsim.sim.stimulus import Outcome, Stimulus, assemble, chain, expected_outputs, gemm
 from compiler.errors import UserError
 from compiler.ir import Einsum
 from compiler.mapping import gemm_view
@@ -72,23 +72,19 @@ class Report:
 
 def cosim(model, layer: str, arch, sim: str = "icarus", batch: int | None = None, seed: int = 0,
           waves: str | None = None, vcd: str | None = None, workdir=None, **model_options) -> Report:
+    from accelsim.sim.build import build, narrow, simulate
     from accelsim.sim.model import load_arch
-    from accelsim.sim.model import load_model
-    from accelsim.sim.tile import mappings_for, simulate_ops
-    from compiler.codegen import unit_index
-    from compiler.codegen.einsum import einsum_rows
-    from compiler.pipeline import Options, compile_graph
 
-    hw = arch if not isinstance(arch, str) else load_arch(arch)
+    hw = load_arch(arch)
     unit = _matching_unit(hw)
     rows, cols, depth = unit.array.rows, unit.array.cols, unit.array.accumulator_rows
     ternary = hw.kind.value == "ternary"
-    ir = compile_graph(load_model(model, batch=batch, **model_options), Options(dtype=hw.native_dtype))
-    op = _find(ir, layer)
-    alone = replace(ir, ops=[op])
-    mappings = mappings_for(alone, hw)
-    mapping = mappings[op.name]
-    program, computes, dims, start, extent = einsum_rows(op, mapping, hw, 0, unit_index(hw, mapping.unit))
+    compiled = build(model, hw, batch=batch, mapped=False, **model_options)
+    op = _find(compiled.ir, layer)
+    alone = narrow(compiled, [op])
+    code = alone.program()
+    program, (tiles_of_op,) = code.program, code.tiles
+    computes, dims, start, extent = tiles_of_op.rows, tiles_of_op.dims, tiles_of_op.start, tiles_of_op.extent
     rng = np.random.default_rng(seed)
     xi, wi = _operand_order(op)
     x = _random(rng, op.inputs[xi].shape, ternary=False)
@@ -108,7 +104,7 @@ def cosim(model, layer: str, arch, sim: str = "icarus", batch: int | None = None
         tiles.append(Tile(int(row["m"]), int(row["n"]), int(row["k"]), closed))
     stim = chain(parts, drain=True)
     report = Report(op.name, op.describe(), rows, cols, ternary, sim, tiles, output_shape=op.output.shape)
-    (engine,) = simulate_ops(alone, hw, mappings)
+    (engine,) = simulate(alone).ops
     report.engine_compute_cycles = int(engine.compute_cycles or 0)
     model_out, model_waves = cycle.run(stim, acc_depth=depth, waves=True)
     if vcd:

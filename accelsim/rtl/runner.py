@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from accelsim.rtl.stimulus import Outcome, Stimulus
+from accelsim.sim.stimulus import Outcome, Stimulus
 from compiler.errors import UserError
 
 RTL_DIR = Path(__file__).resolve().parents[2] / "rtl"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from accelsim.rtl.stimulus import Stimulus, chain, gemm, with_gaps
+from accelsim.sim.stimulus import Stimulus, chain, gemm, with_gaps
 
 
 def operands(rng, m: int, k: int, n: int, ternary: bool, low: int = -128, high: int = 127):

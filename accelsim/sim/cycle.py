@@ -14,7 +14,7 @@ import numpy as np
 
 from accelsim.engine.cycle import systolic as kernel
 from accelsim.engine.cycle import systolic_os as os_kernel
-from accelsim.rtl.stimulus import Outcome, Stimulus
+from accelsim.sim.stimulus import Outcome, Stimulus
 from accelsim.out.vcd import VcdWriter
 
 PORT_BITS = ("w_valid", "w_ready", "x_valid", "x_ready", "x_last", "x_acc", "y_valid", "y_last")

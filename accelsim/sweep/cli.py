@@ -34,7 +34,7 @@ def add_sweep_parser(sub) -> argparse.ArgumentParser:
 
 def sweep_command(args) -> int:
     from accelsim.sweep.runner import run_sweep
-    from accelsim.sweep.spec import load_spec
+    from accelsim.sweep.spec import OBJECTIVES, load_spec
     from accelsim.sweep.store import sweep_rows
     from accelsim.sweep.pareto import pareto
 
@@ -67,7 +67,7 @@ def sweep_command(args) -> int:
         keep = [axis.key for axis in spec.axes] + ["model", *spec.objectives, "status", "reason"]
         shown = {id(row): {k: row.get(k) for k in keep} for row in rows}
         written = report([shown[id(r)] for r in rows], [shown[id(r)] for r in best], list(spec.objectives),
-                         html=args.html, plot_dir=args.plot)
+                         html=args.html, plot_dir=args.plot, units={o: OBJECTIVES[o][0] for o in spec.objectives})
         for what in written if isinstance(written, list) else [p for p in (args.html, args.plot) if p]:
             print(f"wrote {what}")
     return 0

@@ -55,21 +55,15 @@ def identity(task: Task) -> dict:
 
 def measure(task: Task) -> dict:
     from accelsim.arch.schema import build_arch
+    from accelsim.sim.build import place, simulate
     from compiler.map import CACHE
 
     # Mappings are cached per arch; no two points share one, so a long-lived worker would only pile them up.
     CACHE.clear()
     arch = build_arch(json.loads(task.arch_json), "point", Path(task.source))
     dtype = DType.parse(task.dtype) if task.dtype else arch.native_dtype
-    ir = compiled(task.model.name, task.model.options, dtype)
-    if task.fidelity == "tile":
-        from accelsim.sim.tile import simulate_ops
-
-        ops = simulate_ops(ir, arch)
-    else:
-        from accelsim.price.roofline import estimate
-
-        ops = estimate(ir, arch)
+    graph, ir = compiled(task.model.name, task.model.options, dtype)
+    ops = simulate(place(graph, ir, arch, dtype, mapped=task.fidelity == "tile"), task.fidelity).ops
     latency = sum(op.seconds for op in ops)
     energy = sum(sum(op.energy_j.values()) for op in ops)
     macs = sum(op.macs for op in ops)
@@ -82,26 +76,26 @@ def measure(task: Task) -> dict:
 
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """A hash of the code that decides a result (compiler/, accelsim's modules, its compute models, engine and
-    data; not the CLI, sweeps, reports or validation), so the store can tell rows another version computed."""
+    """A hash of the code that decides a result (compiler/, accelsim's arch, price, engine, sim and out packages
+    and data; not the CLI, sweeps, reports or validation), so the store can tell rows another version computed."""
     root = Path(__file__).resolve().parents[2]
-    files = sorted([*(root / "compiler").rglob("*.py"), *(root / "accelsim").glob("*.py"),
-                    *(root / "accelsim" / "compute").rglob("*.py"), *(root / "accelsim" / "engine").rglob("*.py"),
+    deciding = ("arch", "price", "engine", "sim", "out")
+    files = sorted([*(root / "compiler").rglob("*.py"), *(p for d in deciding for p in (root / "accelsim" / d).rglob("*.py")),
                     *(root / "accelsim" / "data").glob("*.json")])
     digest = hashlib.sha256()
     for path in files:
-        if path.name != "cli.py":
-            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
 
 
 @lru_cache(maxsize=32)
 def compiled(model: str, options: tuple, dtype: DType):
-    """The model's IR for `dtype`, built once per process and reused by every point (shapes only)."""
+    """(Graph, IR) of the model for `dtype`, built once per process and reused by every point (shapes only)."""
     from accelsim.sim.model import load_model
     from compiler.pipeline import Options, compile_graph
 
-    return compile_graph(load_model(model, **dict(options)), Options(dtype=dtype))
+    graph = load_model(model, **dict(options))
+    return graph, compile_graph(graph, Options(dtype=dtype))
 
 
 def array_area(arch: Arch) -> float | None:

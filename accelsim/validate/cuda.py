@@ -48,13 +48,12 @@ class TritonCase:
     def __init__(self, case: Case, arch, inputs: dict, folder: Path):
         import torch
 
-        from accelsim.price.cost import reporter
+        from accelsim.sim.build import build
         from compiler.codegen.triton import load, triton_kernel
         from compiler.dtypes import DType
-        from compiler.pipeline import Options, compile_graph
 
-        ir = compile_graph(case.graph(), Options(dtype=case.dtype))
-        report = reporter(arch, ir)
+        compiled = build(case.graph(), arch, dtype=case.dtype)
+        ir = compiled.ir
         self.inputs, self.output = inputs, ir.outputs[0]
         self.steps, described = [], []
         device = next(iter(inputs.values())).device
@@ -66,7 +65,7 @@ class TritonCase:
             if op.kind.value == "move" and getattr(op, "view", False):
                 self.steps.append((op, None, out))
                 continue
-            kernel = triton_kernel(op, arch, report=report)
+            kernel = triton_kernel(op, arch, compiled.mappings[op.name])
             self.steps.append((op, load(kernel, folder), out))
             described.append(f"{op.name}: {kernel.describe()}")
         self.description = "; ".join(described)

@@ -80,15 +80,12 @@ def _conv_key(op: Einsum, tail: str) -> tuple[str | None, str]:
 
 def model_cases(model: str, dtype: DType, arch, **options) -> ModelCases:
     """The cases of zoo `model` (built with `options`) at `dtype`, and how much of it they cover on `arch`."""
-    from accelsim.sim.api import run
-    from accelsim.sim.model import load_model
-    from compiler.pipeline import Options, compile_graph
+    from accelsim.sim.build import build, simulate
 
-    graph = load_model(model, **options)
-    ir = compile_graph(graph, Options(dtype=dtype))
-    seconds = {r.name: r.seconds for r in run(graph, arch=arch, dtype=dtype).ops}
+    compiled = build(model, arch, dtype=dtype, **options)
+    seconds = {r.name: r.seconds for r in simulate(compiled).ops}
     counts, skipped, covered = Counter(), {}, 0.0
-    for op in ir.ops:
+    for op in compiled.ir.ops:
         key, why = _key(op, dtype)
         if key is None:
             skipped.setdefault(op.op, why)

@@ -6,12 +6,12 @@ compute model prices its folds). `Code.tiles` says which part of the op each com
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from compiler.codegen.einsum import einsum_rows
-from compiler.codegen.vector import output_axis_to_input, vector_rows
+from compiler.codegen.vector import chunk_axis, vector_rows
 from compiler.errors import UserError
 from compiler.ir import IR, Einsum, Move
 from compiler.mapping import Mapping, op_signature
@@ -36,16 +36,16 @@ class Code:
     program: np.ndarray
     op_rows: np.ndarray                      # op i owns rows op_rows[i]:op_rows[i + 1]
     tiles: list[Tiles | None]                # None for views (nothing moves)
-    mappings: dict[str, Mapping] = field(default_factory=dict)   # Einsums' and the vector chunk plans
+    mappings: dict[str, Mapping] = field(default_factory=dict)   # each op's, as given (views have none)
 
 
-def _rows(op, arch, mapping: Mapping | None) -> tuple:
-    """(rows with deps local to the op, compute rows, dims, tile start, extent, mapping, inputs cut, axis)."""
+def _rows(op, arch, mapping: Mapping) -> tuple:
+    """(rows with deps local to the op, compute rows, dims, tile start, extent, inputs cut, axis)."""
+    unit = unit_index(arch, mapping.unit)
     if isinstance(op, Einsum):
-        rows, computes, dims, start, extent = einsum_rows(op, mapping, arch, 0, unit_index(arch, mapping.unit))
-        return rows, computes, dims, start, extent, mapping, (), -1
-    rows, computes, dims, start, extent, mapping, cut = vector_rows(op, arch, 0, vector_unit(arch))
-    return rows, computes, dims, start, extent, mapping, cut, dims.index(mapping.levels[1].order[0])
+        return *einsum_rows(op, mapping, arch, 0, unit), (), -1
+    rows, computes, dims, start, extent, cut = vector_rows(op, arch, mapping, 0, unit)
+    return rows, computes, dims, start, extent, cut, chunk_axis(op, mapping)[0]
 
 
 def unit_index(arch, name: str) -> int:
@@ -53,10 +53,6 @@ def unit_index(arch, name: str) -> int:
         if unit.name == name:
             return i
     raise UserError(f"{arch.name}: a mapping names compute unit {name!r}, which the arch does not have")
-
-
-def vector_unit(arch) -> int:
-    return next(i for i, u in enumerate(arch.compute) if u.role.value == "vector")
 
 
 def generate(ir: IR, arch, mappings: dict[str, Mapping]) -> Code:
@@ -71,13 +67,14 @@ def generate(ir: IR, arch, mappings: dict[str, Mapping]) -> Code:
             tiles.append(None)
             op_rows.append(offset)
             continue
-        mapping = mappings.get(op.name) if isinstance(op, Einsum) else None
-        if isinstance(op, Einsum) and mapping is None:
-            raise UserError(f"einsum {op.name!r} has no mapping")
-        key = (op_signature(op), getattr(op, "axes", None), getattr(op, "ops_per_element", None), mapping)
+        mapping = mappings.get(op.name)
+        if mapping is None:
+            raise UserError(f"{op.kind.value} {op.name!r} has no mapping (compiler.map.map_ir maps every op)")
+        key = (op_signature(op), getattr(op, "axes", None), getattr(op, "ops_per_element", None),
+               replace(mapping, op=""))
         if key not in made:
             made[key] = _rows(op, arch, mapping)
-        rows, computes, dims, start, extent, mapping, cut, axis = made[key]
+        rows, computes, dims, start, extent, cut, axis = made[key]
         used[op.name] = mapping
         rows = rows.copy()
         rows["op"] = index
@@ -92,4 +89,4 @@ def generate(ir: IR, arch, mappings: dict[str, Mapping]) -> Code:
     return Code(program, np.array(op_rows, np.int64), tiles, used)
 
 
-__all__ = ["Code", "Tiles", "generate", "output_axis_to_input"]
+__all__ = ["Code", "Tiles", "generate"]

@@ -9,28 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.codegen import Code, Tiles, output_axis_to_input
-from compiler.ir import IR, Axis, Einsum, IROp, Move, Operand
-
-
-def run_tiled(ir: IR, code: Code, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """`env` holds inputs, weights and constants by tensor name; returns every graph output by name."""
-    env = dict(env)
-    for op, tiles in zip(ir.ops, code.tiles):
-        args = [np.asarray(env[o.tensor]) for o in op.inputs]
-        if tiles is None:
-            value = op.reference(args)
-        elif isinstance(op, Einsum):
-            value = einsum_tiled(op, tiles, args)
-        else:
-            value = vector_tiled(op, tiles, args)
-        env[op.output.tensor] = np.asarray(value).astype(op.output.dtype.numpy, copy=False)
-    return {name: env[name] for name in ir.outputs}
+from compiler.codegen import Tiles
+from compiler.ir import Axis, Einsum, IROp, Move, Operand
+from compiler.target import output_axis_to_input
 
 
 def einsum_tiled(op: Einsum, tiles: Tiles, args: list[np.ndarray]) -> np.ndarray:
     out = np.zeros(op.output.shape, np.float64 if op.acc.is_float else np.int64)
-    pos = {d: i for i, d in enumerate(tiles.dims)}
     # A grouped conv indexes weight rows by g*K/G + k: two output dims on one axis, which the reference
     # only evaluates whole. Such a dim (the one with the stride) is walked one value at a time.
     split = {d for axes in op.in_axes for a in axes if sum(t in op.out_dims for t, _ in a.terms) > 1

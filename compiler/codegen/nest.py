@@ -7,6 +7,7 @@ clip the tile (bytes and useful work) while the step still counts the full tile 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,13 +34,8 @@ class Nest:
                       for lv in mapping.levels]
         self.double_buffered = [lv.double_buffered for lv in mapping.levels]
         self.names = [lv.level for lv in mapping.levels]
-        loops: list[tuple[int, int, int]] = []       # (dim index, trips, mapping level), outermost first
-        for i, level in enumerate(mapping.levels):
-            trips = mapping.trips(i)
-            # A dim the mapper left out of `order` still has to be walked: innermost, in loop order.
-            order = list(level.order) + [d for d in self.dims if d not in level.order]
-            loops += [(position[d], trips[d], i) for d in order if trips[d] > 1]
-        self.loops = loops
+        # (dim index, trips, mapping level), outermost first
+        self.loops = loops = [(position[d], trips, level) for d, trips, level in loop_nest(mapping)]
         self.trips = np.array([t for _, t, _ in loops], np.int64)
         self.strides = np.array([math.prod(self.trips[j + 1:]) for j in range(len(loops))], np.int64)
         self.steps = int(math.prod(self.trips))
@@ -90,5 +86,44 @@ class Nest:
             start = new_start
         return start, extent
 
-    def padded_step_work(self) -> int:
-        return int(math.prod(self.tiles[-1])) if self.tiles else int(math.prod(self.extents))
+
+def loop_nest(mapping: Mapping) -> list[tuple[str, int, int]]:
+    """(dim, trips, mapping level) of every loop with more than one trip, outermost first: the walk the engine
+    runs and the cost model prices. A dim the mapper left out of `order` is still walked: innermost, in loop
+    order."""
+    loops = []
+    for i, level in enumerate(mapping.levels):
+        trips = mapping.trips(i)
+        order = list(level.order) + [d for d, _ in mapping.loops if d not in level.order]
+        loops += [(d, trips[d], i) for d in order if trips[d] > 1]
+    return loops
+
+
+def clipped_segments(mapping: Mapping, level: int) -> dict[str, Counter]:
+    """Per dim, {extent: tiles} of the tiles mapping level `level` holds as the nest walks the op. A ragged outer
+    edge clips the tiles inside it, and inner tiles wholly past it are empty: the engine moves and computes
+    nothing there (Nest.tile), so 1024 in l2 tiles of 496 and steps of 16 is 64 steps of work,
+    not 3 x 31 = 93."""
+    out = {}
+    for d, extent in mapping.loops:
+        segments, outer = Counter({extent: 1}), extent
+        for lv in mapping.levels[:level + 1]:
+            tile = lv.extent(d)
+            trips = math.ceil(outer / tile)
+            inner = Counter()
+            for length, count in segments.items():
+                whole = min(trips, length // tile)
+                inner[tile] += whole * count
+                if whole < trips and length > whole * tile:
+                    inner[length - whole * tile] += count
+            segments, outer = +inner, tile
+        out[d] = segments
+    return out
+
+
+def clipped_shapes(segments: dict[str, Counter], dims) -> Counter:
+    """{clipped tile over `dims` (extents in that order): tiles with it}."""
+    shapes = Counter({(): 1})
+    for d in dims:
+        shapes = Counter({shape + (length,): n * m for shape, n in shapes.items() for length, m in segments[d].items()})
+    return shapes

@@ -1,20 +1,25 @@
-"""The mapper: for each IR op, the cheapest legal Mapping a budgeted search finds, cached by signature.
+"""The mapper owns every op's Mapping: for an Einsum the cheapest legal one a budgeted search finds, cached by
+signature; for a Map, Reduce or Move its chunk plan (compiler.map.vector), which codegen executes.
 
 `report` is the cost model bound to the target (accelsim.price.cost.reporter); the compiler never imports it.
 """
 from __future__ import annotations
 
-from compiler.ir import IR, IROp
+from compiler.ir import IR, Einsum, IROp
 from compiler.errors import MappingError
 from compiler.map.search import CACHE, DEFAULT_BUDGET, Cache, Report, arch_key, search
 from compiler.map.space import candidates
+from compiler.map.vector import plan
 from compiler.mapping import Mapping, op_signature
 
 __all__ = ["map_op", "map_ir", "MappingError", "CACHE", "DEFAULT_BUDGET", "Cache"]
 
 
 def map_op(op: IROp, arch, report: Report, budget: int = DEFAULT_BUDGET, cache: Cache | None = CACHE) -> Mapping:
-    """The best of `budget` candidates for `op` on `arch` by `report`; `cache=None` always searches."""
+    """The best of `budget` candidates for an Einsum on `arch` by `report` (`cache=None` always searches); a
+    vector op's one chunk plan, which needs no search."""
+    if not isinstance(op, Einsum):
+        return plan(op, arch)
     key = (op_signature(op), arch_key(arch), budget)
     found = cache.lookup(key, op.name) if cache is not None else None
     if found is not None:

@@ -14,7 +14,7 @@ from compiler.target import Footprints, Overflow, per_instance, units_spread
 
 
 def check(mapping: Mapping, op: IROp, arch) -> Overflow | str | None:
-    """None if legal; else an Overflow or a sentence saying what the unit cannot do."""
+    """None if an Einsum's mapping is legal; else an Overflow or a sentence saying what the unit cannot do."""
     unit = next((u for u in arch.compute if u.name == mapping.unit), None)
     if unit is None:
         return f"{arch.name} has no compute unit {mapping.unit!r}"

@@ -1,14 +1,14 @@
 """The mapping space of one op: legal candidate Mappings, most promising first. Einsum steps are shaped
 by the unit (a PE-array fold per dataflow, a thread-block tile, a register block), outer levels shrunk
-until they fit, loop orders permuting the b/m/n/k groups; vector ops walk one flat dim `e` in chunks."""
+until they fit, loop orders permuting the b/m/n/k groups. (Vector ops have one plan: compiler.map.vector.)"""
 from __future__ import annotations
 
 import math
 from typing import Iterator
 
-from compiler.ir import Einsum, IROp
+from compiler.ir import Einsum
 from compiler.map.legal import nothing_fits
-from compiler.target import Footprints, Overflow, op_levels, per_instance, pick_unit, vector_extent
+from compiler.target import Footprints, Overflow, op_levels, per_instance, pick_unit
 from compiler.mapping import LevelTile, Mapping, Spatial, gemm_view, op_signature
 
 # Which GEMM group a systolic array lays on its rows, its columns, and streams through in time
@@ -22,12 +22,8 @@ SIMD_BLOCKS = ((64, 64, 64), (32, 64, 128), (128, 64, 32))
 POLICIES = ("kmn", "mnk", "nmk")     # which group an outer level tiles first when it must shrink
 
 
-def candidates(op: IROp, arch) -> Iterator[Mapping]:
-    """Legal Mappings of `op`; a MappingError naming operand, level and bytes if none fits."""
-    return _einsum(op, arch) if isinstance(op, Einsum) else _vector(op, arch)
-
-
-def _einsum(op: Einsum, arch) -> Iterator[Mapping]:
+def candidates(op: Einsum, arch) -> Iterator[Mapping]:
+    """Legal Mappings of an Einsum; a MappingError naming operand, level and bytes if none fits."""
     unit, dtype = pick_unit(op, arch)
     view = gemm_view(op)
     extents = dict(op.loops)
@@ -178,7 +174,7 @@ def _outer_tiles(sizes, levels, step, spread, groups, policy, extents):
         for d in order:
             if sizes.overflow(level, tile, True, spread) is None:
                 break
-            _shrink_dim(sizes, level, tile, d, tiles[-1][d], step[d], spread)
+            shrink_dim(sizes, level, tile, d, tiles[-1][d], step[d], spread)
         problem = sizes.overflow(level, tile, True, spread)
         if problem:
             return problem
@@ -187,7 +183,7 @@ def _outer_tiles(sizes, levels, step, spread, groups, policy, extents):
     return tiles if len(levels) > 1 else tiles[:1]
 
 
-def _shrink_dim(sizes, level, tile, d, outer, floor, spread) -> None:
+def shrink_dim(sizes, level, tile, d, outer, floor, spread) -> None:
     """The largest multiple of `floor` (the step's tile, so inner levels divide it evenly), at most
     `outer`, that fits; `floor` itself if none does."""
     before = sizes.overflow(level, tile, True, spread)
@@ -253,31 +249,3 @@ def _build(op, sizes, signature, unit, dtype, flow, levels, tiles, orders, sprea
     parts = tuple((d, g) for d in loops for g in "bmnk" if d in groups[g])
     return Mapping(op=op.name, signature=signature, unit=unit.name, loops=op.loops, levels=level_tiles,
                    spatial=tuple(spatial), dataflow=flow, notes=tuple(notes), dtype=dtype.value, parts=parts)
-
-
-def _vector(op: IROp, arch) -> Iterator[Mapping]:
-    unit, dtype = pick_unit(op, arch)
-    total = vector_extent(op)
-    loops = (("e", total),)
-    sizes = Footprints(op, arch)
-    levels = op_levels(sizes.paths)
-    signature = op_signature(op)
-    base = dict(op=op.name, signature=signature, unit=unit.name, loops=loops, dtype=dtype.value)
-    if not levels or total == 0:
-        yield Mapping(**base, levels=(), notes=("a view: no bytes move",) if getattr(op, "view", False) else ())
-        return
-    lanes = unit.peak_per_cycle(dtype)
-    spread = {"e": min(unit.count, math.ceil(total / lanes))} if unit.count > 1 else {}
-    tiles = [{"e": total}]
-    for level in levels[1:]:
-        tile = dict(tiles[-1])
-        _shrink_dim(sizes, level, tile, "e", tile["e"], spread.get("e", 1), spread)
-        problem = sizes.overflow(level, tile, True, spread)
-        if problem:
-            raise nothing_fits(op, arch, problem)
-        tiles.append(tile)
-    spatial = tuple(Spatial("e", "units", f) for f in spread.values()) + (
-        Spatial("e", "lanes", min(lanes, tiles[-1]["e"])),)
-    level_tiles = tuple(LevelTile(arch.memory[lv].name, (("e", t["e"]),), ("e",), i > 0 and sizes.buffered(lv))
-                        for i, (lv, t) in enumerate(zip(levels, tiles)))
-    yield Mapping(**base, levels=level_tiles, spatial=spatial)

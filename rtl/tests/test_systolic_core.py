@@ -8,7 +8,7 @@ import pytest
 
 from accelsim.price.systolic import native_cycles
 from accelsim.rtl import runner
-from accelsim.rtl.stimulus import chain
+from accelsim.sim.stimulus import chain
 from accelsim.rtl.workloads import suite, wraparound
 
 ACC_DEPTH = 64

@@ -5,7 +5,7 @@ import pytest
 
 from accelsim.sim import cycle; from accelsim.out import vcd
 from accelsim.rtl import runner
-from accelsim.rtl.stimulus import gemm, with_gaps
+from accelsim.sim.stimulus import gemm, with_gaps
 
 PORTS = {"clk": 1, "rst": 1, "w_valid": 1, "w_ready": 1, "x_valid": 1, "x_ready": 1, "x_last": 1, "x_acc": 1,
          "y_valid": 1, "y_last": 1, "w_data": 16, "x_data": 16, "y_data": 64}

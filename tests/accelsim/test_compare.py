@@ -11,7 +11,7 @@ import pytest
 
 from accelsim.arch import load_arch
 from accelsim.cli import main
-from accelsim.report import compare
+from accelsim.sim.api import compare
 from accelsim.report.compare import totals_rows
 
 ROOT = Path(__file__).resolve().parents[2]

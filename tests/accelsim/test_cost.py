@@ -49,6 +49,8 @@ def test_traffic_and_cycles_bound_by_the_roofline(arch_name):
         ir = ir_of(model, arch)
         mappings = map_ir(ir, arch, reporter(arch, ir))
         for op in ir.ops:
+            if op.kind.value != "einsum":       # the cost model ranks Einsum mappings; vector ops have one plan
+                continue
             compulsory = roofline.bytes_by_level(op, arch)
             moved = traffic(mappings[op.name], op, arch)
             for level, nbytes in compulsory.items():
@@ -116,7 +118,7 @@ def test_ragged_outer_tiles_leave_empty_inner_steps_unpriced():
     # 1024 in l2 tiles of 496 (496 + 496 + 32) and l1d steps of 16: the engine computes 64 steps of 16 in k, not
     # 3 x 31 = 93 (compiler.codegen.nest gives the 29 steps past the edge no work), and moves 1,024 rows of B, not
     # 1,488: the cost model counts the same.
-    from accelsim.price.cost import _segments
+    from compiler.codegen.nest import clipped_segments
 
     arch = load_arch(EPYC)
     op = fp32_gemm(1024, 1024, 1024)
@@ -126,7 +128,7 @@ def test_ragged_outer_tiles_leave_empty_inner_steps_unpriced():
                                             ("l1d", {"m": 64, "n": 64, "k": 16}, MNK)))
     l2 = replace(ragged.levels[2], tile=(("m", 64), ("n", 64), ("k", 512)))
     even = replace(ragged, levels=ragged.levels[:2] + (l2,) + ragged.levels[3:])
-    assert _segments(ragged, 3)["k"] == {16: 64} and _segments(ragged, 2)["k"] == {496: 2, 32: 1}
+    assert clipped_segments(ragged, 3)["k"] == {16: 64} and clipped_segments(ragged, 2)["k"] == {496: 2, 32: 1}
     assert ragged.padded_work == 1024 * 1024 * 93 * 16             # what the old estimate charged
     assert traffic(ragged, op, arch)["llc"] == traffic(even, op, arch)["llc"]
     assert cycles(ragged, op, arch) == pytest.approx(cycles(even, op, arch), rel=0.01)

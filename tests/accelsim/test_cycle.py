@@ -10,7 +10,7 @@ from accelsim.price import compute
 from accelsim.arch import load_arch
 from accelsim.price.systolic import native_cycles
 from accelsim.sim.cycle import run, write_vcd
-from accelsim.rtl.stimulus import Stimulus, assemble, chain, expected_outputs, gemm, with_gaps
+from accelsim.sim.stimulus import Stimulus, assemble, chain, expected_outputs, gemm, with_gaps
 from compiler.dtypes import DType
 
 SHAPES = [(1, 1), (2, 2), (3, 5), (5, 3), (8, 8), (16, 16)]

@@ -9,7 +9,7 @@ import pytest
 from accelsim.sim.api import run
 from accelsim.arch import load_arch
 from accelsim.cli import main
-from accelsim.report import loop_nests, sweep_report
+from accelsim.report import sweep_report
 from accelsim.report.breakdown import COMPUTE, attained, ceilings, intensity, layers, time_split, total_split
 from compiler.errors import UserError
 
@@ -92,7 +92,7 @@ def test_run_html_and_plot(tmp_path, capsys):
 
 
 def test_loop_nests_are_what_accelsim_map_prints(capsys):
-    nests = loop_nests("resnet18", load_arch("tpu_v1"), **SMALL)
+    nests = run("resnet18", arch="tpu_v1", **SMALL).loop_nests()
     assert main(["map", "resnet18", "--opt", "image=32", "--arch", "tpu_v1", "--layer", "layer1.0/conv1"]) == 0
     printed = capsys.readouterr().out
     assert nests["layer1.0/conv1"] in printed and "for " in nests["layer1.0/conv1"]

@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 from accelsim.sim.api import run, scalesim_layers
-from accelsim.arch import ArchError, load_arch
+from accelsim import load_arch
+from accelsim.arch import ArchError
 from accelsim.price import systolic
-from accelsim.importers.scalesim import CfgError, compat_layer_cycles, convert, read_cfg
+from accelsim.importers.scalesim import CfgError, convert, read_cfg
+from accelsim.price.compat import compat_layer_cycles
 from compiler.errors import UserError
 from compiler.topology import TopologyError, load_topology
 
@@ -182,6 +184,6 @@ def test_32x32_preset_prices_a_1024_cubed_gemm_instantly():
     """The issue's speed workload: 1024^3 on the 32x32 WS preset; SCALE-Sim 3.0.0 measured 1,144,831 cycles
     in 752 s and 3.4 GiB (benchmarks/scalesim_compare.py speed)."""
     arch = load_arch("systolic_32x32")
-    assert int(systolic.matrix_cycles(1024, 1024, 1024, arch.matrix, arch, None, arch.native_dtype,
-                                      "scalesim")) == compat_layer_cycles(1024, 1024, 1, 1024, 1, 1024, 1, 32, 32, "ws")
+    assert int(systolic.scalesim_split(1024, 1024, 1024, arch.matrix, arch, None)[0]) == \
+        compat_layer_cycles(1024, 1024, 1, 1024, 1, 1024, 1, 32, 32, "ws")
     assert compat_layer_cycles(1024, 1024, 1, 1024, 1, 1024, 1, 32, 32, "ws") == 32 * 32 * (64 + 32 + 1024 - 2) - 1

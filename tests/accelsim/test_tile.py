@@ -5,7 +5,7 @@ import json
 import pytest
 
 import accelsim
-from accelsim.arch import load_arch, preset_names
+from accelsim.arch import preset_names
 from accelsim.cli import main
 from compiler.zoo import MODELS
 
@@ -116,11 +116,10 @@ def test_trace_needs_the_tile_fidelity(tmp_path, capsys):
 ])
 def test_op_by_op_equals_the_whole_program(model, arch, options):
     # The default path simulates one op at a time and repeated ops once; it must change no number.
+    from accelsim.sim.build import build
     from accelsim.sim.tile import simulate, simulate_ops
-    from compiler.pipeline import Options, compile_graph
 
-    hw = load_arch(arch)
-    ir = compile_graph(accelsim.load_model(model, **options), Options(dtype=hw.native_dtype))
-    whole, _ = simulate(ir, hw)
-    alone = simulate_ops(ir, hw)
+    compiled = build(model, arch, **options)
+    whole, _ = simulate(compiled.ir, compiled.arch, compiled.mappings)
+    alone = simulate_ops(compiled.ir, compiled.arch, compiled.mappings)
     assert [r.to_dict() for r in alone] == [r.to_dict() for r in whole]

@@ -1,6 +1,8 @@
 """Validation case keys: parsed strictly, rebuilt as the same one-op model, priced by the current model."""
 import pytest
 
+import accelsim
+
 from accelsim.validate.cases import parse, predict
 from compiler.errors import UserError
 
@@ -13,8 +15,7 @@ from compiler.errors import UserError
 def test_keys_round_trip_and_count_macs(key, macs):
     case = parse(key)
     assert case.key == key and case.macs == macs
-    graph_macs = sum(op.macs for op in __import__("accelsim").api.run(case.graph(), arch="xeon_spr",
-                                                                     dtype=case.dtype).ops)
+    graph_macs = sum(op.macs for op in accelsim.run(case.graph(), arch="xeon_spr", dtype=case.dtype).ops)
     assert graph_macs == macs
 
 

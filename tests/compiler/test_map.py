@@ -162,7 +162,9 @@ def test_every_op_maps_legally_on_every_preset(arch_name):
         ir = ir_of(model, arch, **options)
         for name, mapping in map_ir(ir, arch, padded, cache=None).items():
             op = next(o for o in ir.ops if o.name == name)
-            assert check(mapping, op, arch) is None, (model, name)
+            # an Einsum's pick passes the legality check; a vector op's chunk plan is refused by the mapper
+            # itself if it does not fit (compiler.map.vector)
+            assert not isinstance(op, Einsum) or check(mapping, op, arch) is None, (model, name)
             assert mapping.padded_work >= (op.macs or 0)
             if mapping.levels:     # the outermost level holds the whole op
                 assert mapping.levels[0].tile == mapping.loops

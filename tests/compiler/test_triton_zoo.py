@@ -67,7 +67,7 @@ def test_every_kernel_of_a_small_model_matches_its_op(model, arch_name, dtype, t
 def test_the_codegen_mappings_give_the_same_kernels():
     """compiler.codegen.generate records an Einsum's SIMT mapping and a vector op's chunk plan per op: handed
     over, they give exactly the kernels triton_kernel derives by itself."""
-    from accelsim.sim.tile import mappings_for
+    from accelsim.sim.build import mappings_for
     from compiler.codegen import generate
 
     graph = build("bert_base", **MODELS["bert_base"][0])

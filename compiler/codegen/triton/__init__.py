@@ -13,6 +13,7 @@ from compiler.codegen.triton.elementwise import map_kernel
 from compiler.codegen.triton.kernel import TORCH_DTYPES, NoTritonKernel, TritonKernel, load
 from compiler.codegen.triton.reduce import SUPPORTED as REDUCE_OPS
 from compiler.codegen.triton.reduce import reduce_kernel
+from compiler.errors import UserError
 from compiler.ir import Einsum, IROp, Map, Reduce
 from compiler.mapping import Mapping
 
@@ -23,9 +24,9 @@ SUPPORTED = {"einsum": ("any 2-operand Einsum: MatMul, Gemm, batched MatMul, Con
 
 
 def triton_kernel(op: IROp, arch, mapping: Mapping | None = None, report=None) -> TritonKernel:
-    """The Triton kernel of `op` on SIMT `arch`. `mapping` is the op's mapping (compiler.codegen.Code.mappings
-    holds both kinds); without one, an Einsum is mapped by compiler.map.map_op with `report` (the cost model,
-    accelsim.price.cost.reporter(arch, [op]) when None) and a vector op gets its chunk plan."""
+    """The Triton kernel of `op` on SIMT `arch` from its mapping (accelsim.sim.build maps every op); without
+    one, an Einsum is mapped by compiler.map.map_op with `report` (the cost model, which the caller hands in:
+    the compiler never imports it) and a vector op gets the mapper's chunk plan."""
     if getattr(arch, "kind", None) is not None and arch.kind.value != "simt":
         raise NoTritonKernel(f"{op.name!r} ({op.op}): arch {arch.name!r} is a {arch.kind.value} target; "
                              f"Triton kernels are generated for SIMT (GPU) archs")
@@ -34,10 +35,8 @@ def triton_kernel(op: IROp, arch, mapping: Mapping | None = None, report=None) -
             from compiler.map import map_op
 
             if report is None:
-                # The convenience path only: the mapper itself never imports the cost model, it is handed one.
-                from accelsim.price.cost import reporter
-
-                report = reporter(arch, [op])
+                raise UserError(f"{op.name!r}: an Einsum's kernel needs its mapping, or a cost model (`report`, "
+                                f"accelsim.price.cost.reporter) to map it with")
             mapping = map_op(op, arch, report)
         return triton_gemm(op, mapping, arch)
     if isinstance(op, Map):

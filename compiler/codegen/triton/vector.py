@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from compiler.codegen import vector_unit
 from compiler.codegen.triton.kernel import NoTritonKernel, pow2, warp_size
-from compiler.codegen.vector import vector_rows
+from compiler.map.vector import plan
 from compiler.target import pick_unit
 from compiler.mapping import Mapping
 
@@ -31,8 +30,8 @@ class Launch:
 
 
 def chunk_mapping(op, arch) -> Mapping:
-    """The plan compiler.codegen.generate records for a vector op (Code.mappings holds the same)."""
-    return vector_rows(op, arch, 0, vector_unit(arch))[5]
+    """The mapper's chunk plan of a vector op, which compiler.codegen.generate executes."""
+    return plan(op, arch)
 
 
 def _chunk(op, arch, mapping: Mapping | None) -> tuple[int, int, int]:
@@ -41,7 +40,7 @@ def _chunk(op, arch, mapping: Mapping | None) -> tuple[int, int, int]:
     shape = op.output.shape or (1,)       # ops alike share one plan (compiler.codegen.generate): shapes must match
     if mapping.signature != "vector" or len(mapping.levels) != 2 or tuple(e for _, e in mapping.loops) != shape:
         raise NoTritonKernel(f"{op.name!r} ({op.op}): mapping of {mapping.op!r} is not a vector chunk plan "
-                             f"(compiler.codegen.vector.vector_rows) of it")
+                             f"(compiler.map.vector.plan) of it")
     unit, dtype = pick_unit(op, arch)
     warp = warp_size(arch)
     warps = min(MAX_WARPS, pow2(-(-unit.peak_per_cycle(dtype) // warp)))

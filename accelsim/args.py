@@ -1,0 +1,44 @@
+"""The command-line arguments every command that takes a model shares (`run`, `map`, `compare`, ...), and
+the checks on them; the main CLI and the sub-CLIs (accelsim.report.cli, ...) import them from here.
+"""
+from __future__ import annotations
+
+import argparse
+
+from compiler.errors import UserError
+
+
+def model_args(p: argparse.ArgumentParser, default: str | None) -> None:
+    p.add_argument("model", nargs=None if default is None else "?", default=default,
+                   help="a built-in model (see `accelsim models`), an .onnx file or a SCALE-Sim topology .csv"
+                   + (f" (default: {default})" if default else ""))
+    p.add_argument("--batch", type=int, help="batch size")
+    p.add_argument("--seq", type=int, help="sequence length (language models)")
+    p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="a built-in model's own option, e.g. --opt mode=decode --opt past=512 --opt layers=2")
+
+
+def model_options(args) -> dict:
+    options = {}
+    if args.seq is not None:
+        options["seq"] = args.seq
+    for item in args.opt:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--opt {item!r}: expected KEY=VALUE")
+        options[key] = _literal(value)
+    return options
+
+
+def _literal(text: str):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def positive(name: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise UserError(f"--{name} {value}: must be a positive integer")

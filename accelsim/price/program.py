@@ -1,0 +1,93 @@
+"""Pricing a Program: what each row costs in arch cycles, from the counts codegen wrote and the arch's figures.
+
+Codegen counts (rows, bytes, tile shapes, MACs); this module prices them (compute cycles per row from the
+compute models, transfer cycles from each level's bandwidth); the engine only schedules the priced rows.
+Invariant: a transfer holds its level's channel for bytes / bandwidth cycles, never less, so the engine can
+only add time to what the roofline counts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelsim.arch import Arch
+from accelsim.price.compat import Pricing
+from accelsim.price.compute import vector_cycles
+from compiler.codegen import Code
+from compiler.ir import IR, Einsum, IROp, Kind
+from compiler.mapping import Mapping
+from compiler.program import COMPUTE
+from compiler.target import compute_dtype, pick_unit, units_used
+
+
+@dataclass(frozen=True)
+class Prices:
+    """Per Program row: the resource it holds (a level's channel, or a unit after the levels), for how many
+    cycles, and the latency after that before its result is there."""
+
+    rates: list[tuple]          # per op: (unit, the dtype whose rate applies)
+    resource: np.ndarray        # level index for transfers, len(memory) + unit index for computes
+    occupancy: np.ndarray       # cycles the row holds its resource
+    latency: np.ndarray         # transfers: the level's latency; computes: the tail the next compute overlaps
+    resources: int              # levels + compute units
+
+
+def rate_of(op: IROp, arch: Arch, mapping: Mapping | None) -> tuple:
+    """(unit, dtype whose rate applies): the mapping's unit for an Einsum, else the roofline's choice."""
+    unit, rate = pick_unit(op, arch)
+    if isinstance(op, Einsum) and mapping is not None and mapping.unit != unit.name:
+        unit = next(u for u in arch.compute if u.name == mapping.unit)
+        rate = next((d for d in (compute_dtype(op), rate) if unit.supports(d)), unit.dtypes[0])
+    return unit, rate
+
+
+def price(ir: IR, arch: Arch, code: Code, pricing: Pricing) -> Prices:
+    program = code.program
+    rates = [rate_of(op, arch, code.mappings.get(op.name)) for op in ir.ops]
+    cycles, tail = compute_cycles(ir, arch, code, rates, pricing)
+    n_levels = len(arch.memory)
+    kind = program["kind"]
+    transfer = kind != COMPUTE
+    safe = np.where(transfer, program["level"].astype(np.int64), 0)
+    latency_cycles = np.array([lv.latency_cycles for lv in arch.memory], np.int64)
+    bytes_per_cycle = bandwidths(ir, arch, code, rates)[program["op"], safe]
+    # A compute holds its unit for its steady cycles; its tail (skew and drain) runs under the next compute
+    occupancy = np.where(transfer, np.ceil(program["bytes"] / bytes_per_cycle - 1e-9).astype(np.int64), cycles - tail)
+    latency = np.where(transfer, latency_cycles[safe], tail)
+    resource = np.where(transfer, safe, n_levels + program["unit"].astype(np.int64))
+    return Prices(rates, resource, occupancy, latency, n_levels + len(arch.compute))
+
+
+def bandwidths(ir: IR, arch: Arch, code: Code, rates) -> np.ndarray:
+    """Bytes per arch cycle of each level's channel for each op: an Einsum spread over 8 of 132 SMs draws
+    on 8 SMs' shared memories, not 132 (the cost model's rule); vector ops use every instance."""
+    per_instance = np.array([lv.bandwidth_bytes_per_s for lv in arch.memory]) / arch.clock_hz
+    instances = np.array([lv.instances for lv in arch.memory])
+    out = np.empty((len(ir.ops), len(arch.memory)))
+    for i, op in enumerate(ir.ops):
+        unit = rates[i][0]
+        used = units_used(code.mappings[op.name], unit) if isinstance(op, Einsum) else unit.count
+        out[i] = per_instance * np.minimum(instances, used)
+    return out
+
+
+def compute_cycles(ir: IR, arch: Arch, code: Code, rates, pricing: Pricing) -> tuple[np.ndarray, np.ndarray]:
+    """(cycles, tail) per Program row (0 for transfers): the compute model prices each compute row (its folds,
+    fill and drain) in arch cycles, and says how much of that the unit overlaps with its next row (`tail`)."""
+    program = code.program
+    cycles = np.zeros(len(program), np.int64)
+    tail = np.zeros(len(program), np.int64)
+    for i, op in enumerate(ir.ops):
+        tiles = code.tiles[i]
+        if tiles is None or len(tiles.rows) == 0:
+            continue
+        rows = program[tiles.rows]
+        unit, rate = rates[i]
+        if op.kind == Kind.einsum:
+            cycles[tiles.rows], tail[tiles.rows] = pricing.matrix_split(
+                rows["m"], rows["n"], rows["k"], unit, arch, code.mappings[op.name], rate)
+        else:
+            cycles[tiles.rows] = vector_cycles(rows["work"], unit, rate, arch)
+    return cycles, tail
+
