@@ -30,7 +30,7 @@ run: setup
 	$(BIN)/accelsim run resnet50 --arch tpu_v1
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2    # both cores (pytest-xdist)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

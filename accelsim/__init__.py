@@ -3,11 +3,13 @@
     import accelsim
     result = accelsim.run("resnet50", arch="tpu_v1")
     print(result.table()); result.to_json()
-"""
-from accelsim.sim.api import evaluate, run
-from accelsim.sim.model import load_arch
-from accelsim.sim.model import load_model
-from accelsim.out.result import Result
 
-__all__ = ["run", "evaluate", "load_arch", "load_model", "Result"]
+The pipeline is accelsim.sim.build; docs/architecture.md says which package owns what.
+"""
+from accelsim.out.result import Result
+from accelsim.sim.api import compare, evaluate, run
+from accelsim.sim.build import build, simulate
+from accelsim.sim.model import load_arch, load_model
+
+__all__ = ["run", "evaluate", "compare", "build", "simulate", "load_arch", "load_model", "Result"]
 __version__ = "0.1.0"

@@ -70,7 +70,7 @@ def measure_import(path: str) -> dict:
     """Runs in the child process: baseline RSS after imports, then load_onnx and lower."""
     sys.path.insert(0, str(ROOT))
     from compiler.frontend import load_onnx
-    from compiler.lower import lower
+    from compiler.ops.lower import lower
     import compiler.ops  # noqa: F401  (register ops before the baseline, not during the timed part)
 
     baseline = _peak_rss_kib()

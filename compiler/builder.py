@@ -17,7 +17,7 @@ import numpy as np
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
-from compiler.shapes import finalize, infer_node
+from compiler.ops.shapes import finalize, infer_node
 
 
 class Builder:

@@ -17,7 +17,7 @@ from onnx import numpy_helper
 from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.graph import Graph, Node, Tensor
-from compiler.shapes import finalize
+from compiler.ops.shapes import finalize
 
 TERNARY_MARK = "accelsim:ternary"   # doc_string of an int8 initializer holding -1/0/+1 weights
 SUPPORTED_OPSETS = range(9, 22)
@@ -80,6 +80,7 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
             tensors[info.name] = _value_info(info, source, overrides.get(info.name))
     nodes = [_node(n, i, source) for i, n in enumerate(g.node)]
     graph = Graph(name=g.name or Path(source).stem, inputs=inputs, outputs=[o.name for o in g.output],
+                  import_body=from_subgraph,
                   nodes=nodes, tensors=tensors, weights=weights, opset=opset, source=source)
     return finalize(graph)
 
@@ -252,5 +253,6 @@ def from_subgraph(body: onnx.GraphProto, outer: Graph, input_tensors: list[Tenso
             continue  # finalize reports the dangling name
         tensors[name] = outer.tensor(name)
     graph = Graph(name=body.name or where, inputs=inputs, outputs=[o.name for o in body.output], nodes=nodes,
+                  import_body=from_subgraph,
                   tensors=tensors, weights=weights, opset=outer.opset, source=source)
     return finalize(graph)

@@ -1,13 +1,13 @@
 """The ONNX-like Graph: named tensors (shape, dtype), nodes (op type, attributes), in topological order.
 
-Invariant after `compiler.shapes.finalize(graph)`: `nodes` are topologically sorted, every tensor a node reads
+Invariant after `compiler.ops.shapes.finalize(graph)`: `nodes` are topologically sorted, every tensor a node reads
 is a graph input, a weight or an earlier node's output, and every tensor has a shape and dtype.
 Weights may lack values (shape-only models): simulation never needs them, numerics do.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import networkx as nx
 import numpy as np
@@ -63,6 +63,9 @@ class Graph:
     constants: dict[str, np.ndarray] = field(default_factory=dict)  # values folded at compile time
     opset: int = 17
     source: str = "<graph>"                # file or builder, for messages
+    # How an ONNX control-flow body (a Scan's GraphProto) becomes a Graph: the ONNX frontend's own importer,
+    # handed over with the graph it imported (the ops that need it never import the frontend).
+    import_body: Callable | None = field(default=None, compare=False, repr=False)
 
     # -- queries ---------------------------------------------------------------
     def tensor(self, name: str) -> Tensor:
@@ -91,7 +94,7 @@ class Graph:
 
     # -- building --------------------------------------------------------------
     def order(self) -> "Graph":
-        """Name unnamed nodes, check references and sort topologically (compiler.shapes.finalize then infers
+        """Name unnamed nodes, check references and sort topologically (compiler.ops.shapes.finalize then infers
         every shape: shape rules live with the ops, which import this module)."""
         self._name_nodes()
         self._check_references()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from compiler.dtypes import DType
 from compiler.graph import Graph
 from compiler.ir import IR
-from compiler.lower import lower
+from compiler.ops.lower import lower
 from compiler.passes.quantize import quantize
 
 

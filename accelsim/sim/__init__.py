@@ -1,0 +1,2 @@
+"""The orchestration: what the user names becomes pipeline inputs (model), the pipeline runs once (build), the
+tile-level and cycle-level runs unpack their inputs for the engine (tile, cycle), and the Python API (api)."""

@@ -13,7 +13,7 @@ from accelsim.sim.model import load_model
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.graph import Graph
-from compiler.interpret import run_graph
+from compiler.ops.interpret import run_graph
 
 
 def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike | Arch = "tpu_v1",

@@ -27,7 +27,7 @@ from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.graph import Graph
 from compiler.ir import IR
-from compiler.lower import folded_nodes
+from compiler.ops.lower import folded_nodes
 from compiler.map import DEFAULT_BUDGET, map_ir
 from compiler.mapping import Mapping
 from compiler.pipeline import Options, compile_graph

@@ -64,7 +64,7 @@ class Scan(OpDef):
         return _run(node, args)
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
-        from compiler.lower import lower
+        from compiler.ops.lower import lower
 
         body, plan = node.resolved["body"], node.resolved["plan"]
         body_ir = lower(body)
@@ -99,11 +99,11 @@ def _import_body(node: Node, graph: Graph, feeds: list[Tensor]) -> Graph:
         return body
     from onnx import GraphProto
 
-    from compiler.frontend import from_subgraph
-
     if not isinstance(body, GraphProto):
         raise fail(node, "attribute body must be a graph")
-    return from_subgraph(body, graph, feeds, f"{node.where()}")
+    if graph.import_body is None:
+        raise fail(node, "its body is an ONNX graph, and this graph was not imported from ONNX")
+    return graph.import_body(body, graph, feeds, f"{node.where()}")
 
 
 def _axes(node: Node, key: str, ranks: list[int]) -> tuple[int, ...]:
@@ -121,7 +121,7 @@ def _directions(node: Node, key: str, count: int) -> tuple[bool, ...]:
 
 
 def _run(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    from compiler.interpret import run_graph
+    from compiler.ops.interpret import run_graph
 
     body, plan = node.resolved["body"], node.resolved["plan"]
     states, scans = list(args[: plan.states]), args[plan.states:]

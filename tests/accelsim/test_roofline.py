@@ -71,7 +71,7 @@ SMALL = {
 def test_invariants_on_every_preset(arch, model):
     result = accelsim.run(model, arch=arch, fidelity="roofline", **SMALL[model])
     graph = accelsim.load_model(model, **SMALL[model])
-    from compiler.lower import folded_nodes
+    from compiler.ops.lower import folded_nodes
 
     ran = {op.node for op in result.ops}
     skipped = set(folded_nodes(graph))

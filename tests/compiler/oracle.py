@@ -10,8 +10,8 @@ import onnxruntime
 
 from compiler.frontend import from_model
 from compiler.graph import Graph
-from compiler.interpret import run_graph, run_ir
-from compiler.lower import lower
+from compiler.ops.interpret import run_graph, run_ir
+from compiler.ops.lower import lower
 
 
 def ort_run(model: onnx.ModelProto, feeds: dict) -> dict:

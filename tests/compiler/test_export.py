@@ -11,8 +11,8 @@ from compiler.dtypes import DType
 from compiler.errors import MissingWeightsError, ModelError
 from compiler.export import save_onnx, to_model
 from compiler.frontend import TERNARY_MARK, from_model, load_onnx
-from compiler.interpret import run_graph, run_ir
-from compiler.lower import lower
+from compiler.ops.interpret import run_graph, run_ir
+from compiler.ops.lower import lower
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -10,8 +10,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler.errors import MissingWeightsError, ModelError
 from compiler.frontend import from_model, load_onnx
-from compiler.interpret import run_graph, run_ir
-from compiler.lower import lower
+from compiler.ops.interpret import run_graph, run_ir
+from compiler.ops.lower import lower
 from torch_models import export  # tests/compiler/torch_models.py
 
 ort = pytest.importorskip("onnxruntime")

@@ -7,9 +7,9 @@ from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.frontend import from_model
-from compiler.interpret import run_graph
+from compiler.ops.interpret import run_graph
 from compiler.ir import Kind
-from compiler.lower import lower
+from compiler.ops.lower import lower
 from onnx_models import model as onnx_model
 from oracle import check_against_ort
 

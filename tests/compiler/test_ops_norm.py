@@ -5,9 +5,9 @@ from onnx import helper
 
 from compiler.errors import ModelError
 from compiler.frontend import from_model
-from compiler.interpret import run_graph, run_ir
+from compiler.ops.interpret import run_graph, run_ir
 from compiler.ir import Kind
-from compiler.lower import lower
+from compiler.ops.lower import lower
 from onnx_models import F32, I32, I64, floats, init, ints, model
 from oracle import check_against_ort
 

@@ -6,9 +6,9 @@ from onnx import TensorProto, helper
 from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.errors import ModelError
-from compiler.interpret import run_graph
+from compiler.ops.interpret import run_graph
 from compiler.ir import Kind
-from compiler.lower import folded_nodes, lower
+from compiler.ops.lower import folded_nodes, lower
 from onnx_models import model as onnx_model
 from oracle import check_against_ort
 

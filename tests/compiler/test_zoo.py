@@ -10,8 +10,8 @@ from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.export import to_model
 from compiler.frontend import from_model
-from compiler.interpret import run_graph, run_ir
-from compiler.lower import lower
+from compiler.ops.interpret import run_graph, run_ir
+from compiler.ops.lower import lower
 from compiler.zoo import MODELS, build, parameter_count
 from compiler.zoo.ternary import absmean_ternary
 

@@ -1,4 +1,4 @@
-"""The launch shape of a Map or Reduce kernel, read off the op's vector chunk plan (compiler.codegen.vector).
+"""The launch shape of a Map or Reduce kernel, read off the op's vector chunk plan (compiler.map.vector).
 
 A chunk of the plan is what the whole vector unit works on at once (accelsim.price.vector prices it over
 every SM), so one program takes one SM's share of a chunk: ceil(chunk / SMs) elements (Map) or rows (Reduce),

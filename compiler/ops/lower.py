@@ -6,7 +6,7 @@ reference interpreter against the graph's own reference in the tests).
 from compiler.errors import ModelError
 from compiler.graph import Graph
 from compiler.ir import IR
-from compiler.shapes import opdef
+from compiler.ops.shapes import opdef
 
 
 def lower(graph: Graph) -> IR:

@@ -10,7 +10,7 @@ import numpy as np
 from compiler.errors import MissingWeightsError, ModelError
 from compiler.graph import Graph
 from compiler.ir import IR
-from compiler.shapes import opdef
+from compiler.ops.shapes import opdef
 
 
 def run_graph(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

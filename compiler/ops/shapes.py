@@ -7,13 +7,13 @@ import numpy as np
 
 from compiler.errors import ModelError
 from compiler.graph import Graph
+from compiler.ops.base import REGISTRY
 
 FOLD_LIMIT_ELEMENTS = 1 << 16   # fold only small tensors: shape arithmetic, not whole layers
 
 
 def opdef(graph: Graph, node):
-    from compiler.ops import REGISTRY
-
+    """The node's OpDef (compiler.ops registered every op module when the package was imported)."""
     if node.domain not in ("", "ai.onnx") or node.op not in REGISTRY:
         domain = f" in domain {node.domain!r}" if node.domain not in ("", "ai.onnx") else ""
         raise ModelError(f"{graph.source}: {node.where()}: op {node.op!r}{domain} is not supported "
