@@ -1,12 +1,13 @@
 """The simd preset `accelsim arch detect-host` writes from what accelsim.importers.host read: compute units, cache levels
 and DRAM in the archs/*.yaml format, every figure tagged with its source ([M] measured, [A] assumed, or the
-file it came from). Invariant: the text loads through accelsim.arch like any hand-written preset."""
+file it came from). Invariant: the text loads through accelsim.arch like any hand-written preset (it is built as
+data and checked by the arch schema as it is written: accelsim.arch.write)."""
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 
+from accelsim.arch.write import arch_yaml
 from accelsim.importers.host import Host
 
 # Figures no file on the host tells us: all [A], the energies copied from archs/xeon_spr.yaml.
@@ -49,55 +50,42 @@ def _size_text(n: int) -> str:
     return f"{n} B"
 
 
-def _compute(host: Host) -> list[str]:
+def _compute(host: Host, notes: dict[str, str]) -> list[dict]:
     width, isa = vector_bytes(host.flags)
     fp32 = fp32_macs_per_cycle(host.flags, host.fma_pipe_bytes)
     rows = 14 if width == 64 else 6   # accumulators: 14 x 2 of 32 zmm, 6 x 2 of 16 ymm/xmm
     n = host.cores
-    units = [
-        f"  - name: {isa}_fma     # FP32/FP64 GEMMs as FMAs on the vector ports",
-        "    role: matrix",
-        f"    count: {n}",
-        f"    macs_per_cycle: {{fp32: {fp32}, fp64: {fp32 // 2}}}",
-        f"    micro_kernel: {{rows: {rows}, cols: 2, register_rows: 1, register_bytes: {width} B}}",
-        f"    mac_energy: {{fp32: {MAC_ENERGY['fp32']}, fp64: {MAC_ENERGY['fp64']}}}",
-    ]
+    units = [{"name": f"{isa}_fma", "role": "matrix", "count": n, "macs_per_cycle": {"fp32": fp32, "fp64": fp32 // 2},
+              "micro_kernel": {"rows": rows, "cols": 2, "register_rows": 1, "register_bytes": f"{width} B"},
+              "mac_energy": {"fp32": MAC_ENERGY["fp32"], "fp64": MAC_ENERGY["fp64"]}}]
+    notes["compute[0]"] = "FP32/FP64 GEMMs as FMAs on the vector ports"
     amx = {d: m for d, m, flag in (("bf16", 512, "amx_bf16"), ("int8", 1024, "amx_int8")) if flag in host.flags}
     if "amx_tile" in host.flags and amx:
-        units += [
-            "  - name: amx        # TMUL figures of archs/xeon_spr.yaml",
-            "    role: matrix",
-            f"    count: {n}",
-            "    macs_per_cycle: {" + ", ".join(f"{d}: {m}" for d, m in amx.items()) + "}",
-            "    micro_kernel: {rows: 2, cols: 2, register_rows: 16, register_bytes: 64 B}",
-            "    mac_energy: {" + ", ".join(f"{d}: {MAC_ENERGY[d]}" for d in amx) + "}",
-        ]
+        notes[f"compute[{len(units)}]"] = "TMUL figures of archs/xeon_spr.yaml"
+        units.append({"name": "amx", "role": "matrix", "count": n, "macs_per_cycle": amx,
+                      "micro_kernel": {"rows": 2, "cols": 2, "register_rows": 16, "register_bytes": "64 B"},
+                      "mac_energy": {d: MAC_ENERGY[d] for d in amx}})
     ops = {"fp32": fp32, "fp64": fp32 // 2, "fp16": 2 * fp32, "int32": fp32, "int8": 4 * fp32}
-    units += [
-        f"  - name: {isa}",
-        "    role: vector",
-        f"    count: {n}",
-        "    ops_per_cycle: {" + ", ".join(f"{d}: {v}" for d, v in ops.items()) + "}",
-        "    op_energy: {" + ", ".join(f"{d}: {OP_ENERGY[d]}" for d in ops) + "}",
-    ]
+    units.append({"name": isa, "role": "vector", "count": n, "ops_per_cycle": ops,
+                  "op_energy": {d: OP_ENERGY[d] for d in ops}})
     return units
 
 
-def _level(name: str, capacity: str, bandwidth: str, latency: str, energy: str, instances: int = 1) -> list[str]:
-    lines = [f"  - name: {name}", f"    capacity: {capacity}"]
+def _level(name: str, capacity: str, bandwidth: str, latency: str, energy: str, instances: int = 1) -> dict:
+    level = {"name": name, "capacity": capacity}
     if instances > 1:
-        lines.append(f"    instances: {instances}")
-    return lines + [f"    bandwidth: {bandwidth}", f"    latency: {latency}", "    holds: [weight, input, output]",
-                    "    access: 64 B", f"    read_energy: {energy}", f"    write_energy: {energy}"]
+        level["instances"] = instances
+    return level | {"bandwidth": bandwidth, "latency": latency, "holds": ["weight", "input", "output"],
+                    "access": "64 B", "read_energy": energy, "write_energy": energy}
 
 
-def _memory(host: Host) -> list[str]:
+def _memory(host: Host, notes: dict[str, str]) -> list[dict]:
     hz = host.clock_ghz * 1e9
     width, _ = vector_bytes(host.flags)
     width = min(width, host.fma_pipe_bytes or width)      # Zen 4 loads 2 x 32 B per cycle, not 2 x 64 B [A]
     dram = min(DRAM_GBPS_PER_CORE * host.cores, DRAM_GBPS_CAP) * 1e9
-    lines = _level("dram", f"{_size_text(host.memory_bytes)}   # MemTotal", f"{_gbps(dram)}     # [A]",
-                   f"{DRAM_LATENCY_NS} ns   # [A]", LEVEL_ENERGY["dram"])
+    levels = [_level("dram", _size_text(host.memory_bytes), _gbps(dram), f"{DRAM_LATENCY_NS} ns", LEVEL_ENERGY["dram"])]
+    notes.update({"memory[0].capacity": "MemTotal", "memory[0].bandwidth": "[A]", "memory[0].latency": "[A]"})
     per_cycle = {"l3": L3_BYTES_PER_CYCLE_PER_CORE * host.cores, "l2": L2_BYTES_PER_CYCLE, "l1d": 2 * width}
     why = {"l3": f"{host.cores} x {L3_BYTES_PER_CYCLE_PER_CORE} B", "l2": f"{L2_BYTES_PER_CYCLE} B",
            "l1d": f"2 x {width} B"}
@@ -108,10 +96,11 @@ def _memory(host: Host) -> list[str]:
         # The LLC is one shared level: its slices (one per CCX on EPYC) are summed, instances 1.
         total = key == "l3"
         capacity = cache.capacity_bytes * (cache.instances if total else 1)
-        bandwidth = f"{_gbps(per_cycle[key] * hz)}     # {why[key]} x {host.clock_ghz:.2f} GHz [A]"
-        lines += _level(name, _size_text(capacity), bandwidth, f"{LATENCY_CYCLES[name]} cycles   # [A]",
-                        LEVEL_ENERGY[name], 1 if total else cache.instances)
-    return lines
+        at = f"memory[{len(levels)}]"
+        notes.update({f"{at}.bandwidth": f"{why[key]} x {host.clock_ghz:.2f} GHz [A]", f"{at}.latency": "[A]"})
+        levels.append(_level(name, _size_text(capacity), _gbps(per_cycle[key] * hz), f"{LATENCY_CYCLES[name]} cycles",
+                             LEVEL_ENERGY[name], 1 if total else cache.instances))
+    return levels
 
 
 def _header(host: Host) -> list[str]:
@@ -122,26 +111,26 @@ def _header(host: Host) -> list[str]:
                        for k, c in host.caches.items()) or "none found"
     simd_text = " ".join(simd) or "none of avx2/avx512f/amx"
     return [
-        f"# {host.model}: written by `accelsim arch detect-host` on the machine itself.",
-        "# Tags: [V] read from the machine, [M] measured on it, [D] derived, [A] assumption (nothing on the host"
+        f"{host.model}: written by `accelsim arch detect-host` on the machine itself.",
+        "Tags: [V] read from the machine, [M] measured on it, [D] derived, [A] assumption (nothing on the host"
         " says it).",
-        f"#   {host.cores} physical cores ({host.cores_source}) [V]",
-        f"#   clock {host.clock_ghz:.2f} GHz from {host.clock_source}",
-        f"#   SIMD flags (/proc/cpuinfo): {simd_text} -> {isa}, {width} B registers [V]",
-        f"#   {fp32_macs_per_cycle(host.flags, host.fma_pipe_bytes)} fp32 MACs per cycle per core = FMA ports x"
+        f"  {host.cores} physical cores ({host.cores_source}) [V]",
+        f"  clock {host.clock_ghz:.2f} GHz from {host.clock_source}",
+        f"  SIMD flags (/proc/cpuinfo): {simd_text} -> {isa}, {width} B registers [V]",
+        f"  {fp32_macs_per_cycle(host.flags, host.fma_pipe_bytes)} fp32 MACs per cycle per core = FMA ports x"
         f" {min(width, host.fma_pipe_bytes or width) // 4} lanes; {FMA_PORTS} FMA ports with FMA, else 1 [A]"
         + (f"; {host.fma_pipe_bytes} B FMA pipes on this CPU family (FMA_PIPE_BYTES) [A]" if host.fma_pipe_bytes
            else ""),
-        f"#   caches: {caches} [V]",
-        "#   the LLC's slices are summed into one shared level [D]",
-        f"#   DRAM capacity from /proc/meminfo MemTotal [V]; bandwidth {DRAM_GBPS_PER_CORE} GB/s per core capped at"
+        f"  caches: {caches} [V]",
+        "  the LLC's slices are summed into one shared level [D]",
+        f"  DRAM capacity from /proc/meminfo MemTotal [V]; bandwidth {DRAM_GBPS_PER_CORE} GB/s per core capped at"
         f" {DRAM_GBPS_CAP:.0f} GB/s,",
-        f"#   latency {DRAM_LATENCY_NS} ns [A]. Cache bandwidths per cycle: L1 2 x register (or FMA pipe) width, L2"
+        f"  latency {DRAM_LATENCY_NS} ns [A]. Cache bandwidths per cycle: L1 2 x register (or FMA pipe) width, L2"
         f" {L2_BYTES_PER_CYCLE} B, LLC {L3_BYTES_PER_CYCLE_PER_CORE} B per core [A];",
-        f"#   latencies L1 {LATENCY_CYCLES['l1d']}, L2 {LATENCY_CYCLES['l2']}, LLC {LATENCY_CYCLES['llc']} cycles"
+        f"  latencies L1 {LATENCY_CYCLES['l1d']}, L2 {LATENCY_CYCLES['l2']}, LLC {LATENCY_CYCLES['llc']} cycles"
         f" [A]. TDP {WATTS_PER_CORE} W per core [A].",
-        "# Energy: per-MAC, per-op and per-access figures copied from archs/xeon_spr.yaml (Horowitz 45 nm",
-        "#   scaled to 10 nm) [A]: they are not this chip's.",
+        "Energy: per-MAC, per-op and per-access figures copied from archs/xeon_spr.yaml (Horowitz 45 nm",
+        "  scaled to 10 nm) [A]: they are not this chip's.",
     ]
 
 
@@ -159,11 +148,9 @@ def preset_yaml(host: Host, cores: int | None = None) -> str:
                     for k, c in host.caches.items()}
         host = replace(host, cores=cores, cores_source=f"{cores} of {host.cores}: the threads used",
                        caches=per_core)
-    description = f"{host.model}, {host.cores} cores (detected on the host)"
-    lines = _header(host) + [
-        "version: 1", f"name: {preset_name(host.model)}", "kind: simd", f"description: {json.dumps(description)}",
-        f"clock: {host.clock_ghz:.2f} GHz     # {host.clock_source}",
-        "compute:", *_compute(host), "memory:", *_memory(host),
-        "power:", f"  tdp: {WATTS_PER_CORE * host.cores} W     # {WATTS_PER_CORE} W per core [A]",
-    ]
-    return "\n".join(lines) + "\n"
+    notes = {"clock": host.clock_source, "power.tdp": f"{WATTS_PER_CORE} W per core [A]"}
+    data = {"version": 1, "name": preset_name(host.model), "kind": "simd",
+            "description": f"{host.model}, {host.cores} cores (detected on the host)",
+            "clock": f"{host.clock_ghz:.2f} GHz", "compute": _compute(host, notes), "memory": _memory(host, notes),
+            "power": {"tdp": f"{WATTS_PER_CORE * host.cores} W"}}
+    return arch_yaml(data, _header(host), notes, shown="detect-host")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accelsim.arch import Arch, ArchError, load_arch_text
+from accelsim.arch.write import arch_yaml
 
 # SCALE-Sim counts cycles only; a clock turns its words per cycle into bytes per second. At 1 GHz and its
 # 1-byte words (single_layer_sim: word_size = 1), 10 words/cycle is 10 GB/s.
@@ -87,47 +88,59 @@ def read_cfg(path: str | os.PathLike) -> ScaleSimConfig:
                           user_bandwidth=mode == "USER")
 
 
-def to_yaml(cfg: ScaleSimConfig, source: str) -> str:
-    """The schema-version-1 arch YAML equivalent to `cfg`, its assumptions in comments."""
+def to_arch(cfg: ScaleSimConfig, source: str) -> tuple[dict, list[str], dict[str, str]]:
+    """(the arch document equivalent to `cfg`, header lines, notes by key path): its assumptions in comments."""
     r, c = cfg.rows, cfg.cols
     gbps = cfg.words_per_cycle * CLOCK_HZ / 1e9
     mode = ("InterfaceBandwidth USER: SCALE-Sim stalls on it" if cfg.user_bandwidth else
             "InterfaceBandwidth CALC: SCALE-Sim would assume whatever bandwidth avoids stalls; we use Bandwidth")
+    header = [
+        f"Converted from the SCALE-Sim config {source} by `accelsim arch convert`.",
+        f"[A] assumptions SCALE-Sim does not make: a {CLOCK_HZ / 1e9:g} GHz clock (SCALE-Sim counts cycles only),",
+        f"so its {cfg.words_per_cycle} words/cycle of DRAM bandwidth, 1-byte words, is {gbps:g} GB/s ({mode});",
+        "int8 MACs with 32-bit sums; energies from Horowitz ISSCC 2014, 45 nm (MAC 0.3 pJ, SRAM 10 pJ",
+        f"per 8 B, DRAM 1.3 nJ per 8 B); DRAM 4 GiB, 100 ns; a {c}-lane output stage; 1 W.",
+        "Not represented: address offsets, request buffers, banks, layouts, sparsity, Ramulator traces.",
+        "Weights are single-buffered: SCALE-Sim's folds never overlap a weight load with a stream.",
+    ]
 
-    def sram(name: str, kb: int, holds: str, words: int, note: str) -> str:
+    def sram(name: str, kb: int, holds: str, words: int) -> dict:
         access = min(words, kb * 1024)
-        return (f"  - name: {name}\n    capacity: {kb} KiB\n    bandwidth: {words * CLOCK_HZ / 1e9:g} GB/s"
-                f"   # {note}\n    latency: 1 cycle\n    holds: [{holds}]\n    access: {access} B\n"
-                f"    read_energy: {access * 10 / 8:g} pJ\n    write_energy: {access * 10 / 8:g} pJ\n")
+        return {"name": name, "capacity": f"{kb} KiB", "bandwidth": f"{words * CLOCK_HZ / 1e9:g} GB/s",
+                "latency": "1 cycle", "holds": [holds], "access": f"{access} B",
+                "read_energy": f"{access * 10 / 8:g} pJ", "write_energy": f"{access * 10 / 8:g} pJ"}
 
-    return (
-        f"# Converted from the SCALE-Sim config {source} by `accelsim arch convert`.\n"
-        f"# [A] assumptions SCALE-Sim does not make: a {CLOCK_HZ / 1e9:g} GHz clock (SCALE-Sim counts cycles"
-        f" only),\n# so its {cfg.words_per_cycle} words/cycle of DRAM bandwidth, 1-byte words, is {gbps:g} GB/s"
-        f" ({mode});\n# int8 MACs with 32-bit sums; energies from Horowitz ISSCC 2014, 45 nm (MAC 0.3 pJ,"
-        f" SRAM 10 pJ\n# per 8 B, DRAM 1.3 nJ per 8 B); DRAM 4 GiB, 100 ns; a {c}-lane output stage; 1 W.\n"
-        f"# Not represented: address offsets, request buffers, banks, layouts, sparsity, Ramulator traces.\n"
-        f"# Weights are single-buffered: SCALE-Sim's folds never overlap a weight load with a stream.\n"
-        f"version: 1\nname: {json.dumps(cfg.run_name)}\nkind: systolic\n"   # JSON strings are YAML strings
-        f"description: {json.dumps(f'{r}x{c} {cfg.dataflow.upper()} systolic array from SCALE-Sim config {source}')}\n"
-        f"clock: {CLOCK_HZ / 1e9:g} GHz\ncompute:\n"
-        f"  - name: pe_array\n    role: matrix\n    count: 1\n    macs_per_cycle: {{int8: {r * c}}}\n"
-        f"    array: {{rows: {r}, cols: {c}, accumulator_bits: 32, weight_buffers: 1}}\n"
-        f"    dataflows: [{cfg.dataflow}]\n    mac_energy: {{int8: 0.3 pJ}}\n"
-        f"  - name: output_stage\n    role: vector\n    count: 1\n    ops_per_cycle: {{int32: {c}, int8: {c}}}\n"
-        f"    op_energy: {{int32: 0.1 pJ, int8: 0.03 pJ}}\n"
-        f"memory:\n  - name: dram\n    capacity: 4 GiB\n    bandwidth: {gbps:g} GB/s\n    latency: 100 ns\n"
-        f"    holds: [weight, input, output]\n    access: 64 B\n    read_energy: 10.4 nJ\n    write_energy: 10.4 nJ\n"
-        + sram("ifmap_sram", cfg.ifmap_kb, "input", r, "one word per array row per cycle")
-        + sram("filter_sram", cfg.filter_kb, "weight", c, "one word per array column per cycle")
-        + sram("ofmap_sram", cfg.ofmap_kb, "output", c, "one word per array column per cycle")
-        + "power:\n  tdp: 1 W\n"
-    )
+    data = {
+        "version": 1, "name": cfg.run_name, "kind": "systolic",
+        "description": f"{r}x{c} {cfg.dataflow.upper()} systolic array from SCALE-Sim config {source}",
+        "clock": f"{CLOCK_HZ / 1e9:g} GHz",
+        "compute": [
+            {"name": "pe_array", "role": "matrix", "count": 1, "macs_per_cycle": {"int8": r * c},
+             "array": {"rows": r, "cols": c, "accumulator_bits": 32, "weight_buffers": 1},
+             "dataflows": [cfg.dataflow], "mac_energy": {"int8": "0.3 pJ"}},
+            {"name": "output_stage", "role": "vector", "count": 1, "ops_per_cycle": {"int32": c, "int8": c},
+             "op_energy": {"int32": "0.1 pJ", "int8": "0.03 pJ"}},
+        ],
+        "memory": [
+            {"name": "dram", "capacity": "4 GiB", "bandwidth": f"{gbps:g} GB/s", "latency": "100 ns",
+             "holds": ["weight", "input", "output"], "access": "64 B", "read_energy": "10.4 nJ",
+             "write_energy": "10.4 nJ"},
+            sram("ifmap_sram", cfg.ifmap_kb, "input", r),
+            sram("filter_sram", cfg.filter_kb, "weight", c),
+            sram("ofmap_sram", cfg.ofmap_kb, "output", c),
+        ],
+        "power": {"tdp": "1 W"},
+    }
+    notes = {"memory[1].bandwidth": "one word per array row per cycle",
+             "memory[2].bandwidth": "one word per array column per cycle",
+             "memory[3].bandwidth": "one word per array column per cycle"}
+    return data, header, notes
 
 
 def convert(path: str | os.PathLike) -> str:
-    """`accelsim arch convert`: the YAML text for a .cfg file."""
-    return to_yaml(read_cfg(path), Path(path).name)
+    """`accelsim arch convert`: the YAML text for a .cfg file, checked by the arch schema as it is written."""
+    data, header, notes = to_arch(read_cfg(path), Path(path).name)
+    return arch_yaml(data, header, notes, shown=str(path))
 
 
 def load_cfg(path: str | os.PathLike) -> Arch:

@@ -17,7 +17,8 @@ from accelsim.price import simt  # noqa: E402
 from compiler.target import gemm_sizes  # noqa: E402
 from accelsim.price.cost import reporter  # noqa: E402
 from compiler.builder import Builder  # noqa: E402
-from compiler.codegen.triton import NoTritonKernel, load, triton_gemm, triton_kernel  # noqa: E402
+from compiler.codegen.triton import NoTritonKernel, load, triton_gemm  # noqa: E402
+from tests.compiler.kernels import kernel_of  # noqa: E402
 from compiler.dtypes import DType  # noqa: E402
 from compiler.errors import UserError  # noqa: E402
 from compiler.ir import Axis, Einsum, Operand, Role  # noqa: E402
@@ -76,7 +77,7 @@ def arrays(op, rng, kernel):
 
 def check(op, arch, rng, mapping=None, tol=None, out_dtype=torch.float32, inputs=None, module_dir=None):
     """Generate, load and launch `op`'s kernel on `arch` and compare its every output with op.reference."""
-    kernel = triton_kernel(op, arch, mapping)
+    kernel = kernel_of(op, arch, mapping)
     tensors, values = inputs if inputs is not None else arrays(op, rng, kernel)
     want = np.asarray(op.reference(values)).astype(np.float64)
     fill = float("nan") if out_dtype.is_floating_point else 0
@@ -209,7 +210,7 @@ def test_transposed_weight_uses_its_strides(tmp_path):
 def test_non_contiguous_inputs_are_read_through_their_strides(tmp_path):
     op = gemm(24, 40, 32)
     arch = load_arch("h100")
-    kernel = triton_kernel(op, arch, report=reporter(arch, [op]))
+    kernel = kernel_of(op, arch)
     rng = np.random.default_rng(2)
     a = torch.from_numpy(rng.standard_normal((32, 24), np.float32)).t()       # a view, strides (1, 24)
     w = torch.from_numpy(rng.standard_normal((40, 32), np.float32)).t()
@@ -220,7 +221,7 @@ def test_non_contiguous_inputs_are_read_through_their_strides(tmp_path):
 def test_launch_checks_shapes(tmp_path):
     op = gemm(8, 16, 16)
     arch = load_arch("h100")
-    module = load(triton_kernel(op, arch), tmp_path)
+    module = load(kernel_of(op, arch), tmp_path)
     with pytest.raises(ValueError, match=r"g: input 1 \(g.w\) has shape \(16, 8\); the op's is \(16, 16\)"):
         module.launch(torch.zeros(8, 16), torch.zeros(16, 8), torch.zeros(8, 16))
 
@@ -231,15 +232,15 @@ def test_systolic_mapping_is_refused():
     with pytest.raises(UserError, match="not a SIMT mapping"):
         triton_gemm(op, mapping, arch)
     with pytest.raises(NoTritonKernel, match="'g' \\(MatMul\\): arch 'systolic_8x8' is a systolic target"):
-        triton_kernel(op, arch, mapping)
+        kernel_of(op, arch, mapping)
 
 
 def test_an_op_without_a_kernel_names_it_and_what_is_supported():
     ir = one_op(lambda b: b.node("Transpose", [b.input("x", (4, 6))], perm=[1, 0]))
     with pytest.raises(NoTritonKernel, match=r"'transpose' is a move op of type Transpose, which has no triton "
                                              r"kernel \(supported: einsum: .*; map: .*Gelu.*; reduce: .*Softmax"):
-        triton_kernel(ir.ops[0], load_arch("h100"))
+        kernel_of(ir.ops[0], load_arch("h100"))
     pool = one_op(lambda b: b.node("MaxPool", [b.input("x", (1, 2, 6, 6))], kernel_shape=[2, 2], strides=[2, 2]))
     with pytest.raises(NoTritonKernel, match="'maxpool': Reduce ops of type MaxPool have no triton kernel"):
-        triton_kernel(pool.ops[0], load_arch("h100"))
+        kernel_of(pool.ops[0], load_arch("h100"))
     assert issubclass(NoTritonKernel, UserError)      # the validation runner records it, it is not fatal

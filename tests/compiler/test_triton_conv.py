@@ -9,7 +9,8 @@ from test_triton import assert_blocks_as_priced, check, first, one_op, torch  # 
 
 from accelsim.arch import load_arch
 from accelsim.price.cost import reporter
-from compiler.codegen.triton import load, triton_gemm, triton_kernel
+from compiler.codegen.triton import load, triton_gemm
+from tests.compiler.kernels import kernel_of
 from compiler.dtypes import DType
 from compiler.map import map_op
 
@@ -104,7 +105,7 @@ def test_grouped_conv_in_narrow_dtypes(dtype, tmp_path):
 def test_unpadded_conv_has_no_bounds_masks():
     """A 1x1 stride-2 conv never reads outside its input: the kernel has no padding masks, only the edges."""
     op = conv(1, 4, 8, 8, 6, 1, 1, 2, 0)
-    source = triton_kernel(op, load_arch("h100")).source
+    source = kernel_of(op, load_arch("h100")).source
     assert "x_a2" not in source and "x_a3" not in source
 
 
@@ -126,7 +127,7 @@ def test_conv_bias_and_ungroup_run_in_order(tmp_path):
             tensors[op.output.tensor] = args[0].reshape(op.output.shape)
         else:
             out = torch.empty(op.output.shape)
-            tensors[op.output.tensor] = load(triton_kernel(op, arch), tmp_path).launch(*args, out)
+            tensors[op.output.tensor] = load(kernel_of(op, arch), tmp_path).launch(*args, out)
         env[op.output.tensor] = op.reference([env[o.tensor] for o in op.inputs])
     final = ir.outputs[0]
     np.testing.assert_allclose(tensors[final].numpy(), env[final], rtol=1e-5, atol=1e-5)

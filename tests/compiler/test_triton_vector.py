@@ -7,7 +7,8 @@ import pytest
 from test_triton import check, first, one_op, torch  # noqa: F401  (sets TRITON_INTERPRET)
 
 from accelsim.arch import load_arch
-from compiler.codegen.triton import NoTritonKernel, triton_kernel
+from compiler.codegen.triton import NoTritonKernel
+from tests.compiler.kernels import kernel_of
 from compiler.codegen.triton.elementwise import UNARY
 from compiler.codegen.triton.vector import VALUES_PER_THREAD, chunk_mapping
 from compiler.dtypes import DType
@@ -119,7 +120,7 @@ def test_integer_maps_have_no_kernel():
     op = first(one_op(lambda b: b.node("Add", [b.input("a", (4,), DType.int32), b.input("b", (4,), DType.int32)]),
                       quantize=False), "map")
     with pytest.raises(NoTritonKernel, match="'add' \\(Add\\): integer or bool operands"):
-        triton_kernel(op, load_arch("h100"))
+        kernel_of(op, load_arch("h100"))
 
 
 def softmax(shape, axis=-1, opset=17, op="Softmax", dtype=DType.fp32):
@@ -138,7 +139,7 @@ def test_softmax_before_opset_13_normalizes_every_trailing_axis(tmp_path):
     kernel = check(op, load_arch("h100"), np.random.default_rng(11), tol=1e-6, module_dir=tmp_path)
     assert kernel.tile[1] == 15 and kernel.block[1] == 16
     with pytest.raises(NoTritonKernel, match=r"reduces axes \(1,\) of a rank-3 input; the kernel reduces trailing"):
-        triton_kernel(softmax((2, 3, 5), axis=1), load_arch("h100"))
+        kernel_of(softmax((2, 3, 5), axis=1), load_arch("h100"))
 
 
 def layer_norm(shape, axis=-1, bias=True, dtype=DType.fp32, scale_shape=None, epsilon=1e-5):
@@ -188,7 +189,7 @@ def test_layer_norm_statistics_outputs_have_no_kernel():
     ir = one_op(build)
     stats = [op for op in ir.ops if op.kind.value == "reduce"][1]
     with pytest.raises(NoTritonKernel, match="the mean or inverse std of a LayerNormalization"):
-        triton_kernel(stats, load_arch("h100"))
+        kernel_of(stats, load_arch("h100"))
 
 
 @pytest.mark.parametrize("arch_name, dtype, warps", [("h100", "fp32", 4), ("h100", "bf16", 8), ("a100", "fp32", 2),
@@ -196,7 +197,7 @@ def test_layer_norm_statistics_outputs_have_no_kernel():
 def test_warps_are_the_units_lanes(arch_name, dtype, warps):
     """H100: 128 fp32 (256 bf16) lanes per SM = 4 (8) warps; A100 64 fp32; a GTX 580's SM has 32 cores."""
     op = unary("Relu", (64, 1024), DType(dtype))
-    assert triton_kernel(op, load_arch(arch_name)).num_warps == warps
+    assert kernel_of(op, load_arch(arch_name)).num_warps == warps
 
 
 def test_a_program_is_one_sms_share_of_a_chunk():
@@ -205,17 +206,17 @@ def test_a_program_is_one_sms_share_of_a_chunk():
     arch = load_arch("h100")
     op = unary("Gelu", (64, 1024))
     chunk = math.prod(e for _, e in chunk_mapping(op, arch).levels[1].tile)
-    kernel = triton_kernel(op, arch)
+    kernel = kernel_of(op, arch)
     assert kernel.tile == (math.ceil(chunk / arch.vector.count),)
     assert kernel.block[0] == min(1 << (kernel.tile[0] - 1).bit_length(), VALUES_PER_THREAD * 32 * kernel.num_warps)
     assert kernel.grid == (math.ceil(64 * 1024 / kernel.block[0]),)
     rows = softmax((512, 96))
     chunk_rows = math.prod(e for _, e in chunk_mapping(rows, arch).levels[1].tile) // 96
-    kernel = triton_kernel(rows, arch)
+    kernel = kernel_of(rows, arch)
     assert kernel.tile == (math.ceil(chunk_rows / arch.vector.count), 96) and kernel.block[1] == 128
     assert kernel.grid == (math.ceil(512 / kernel.block[0]),)
 
 
 def test_a_row_longer_than_a_program_holds_has_no_kernel():
     with pytest.raises(NoTritonKernel, match="rows of 100000 elements; one program reduces at most 65536"):
-        triton_kernel(softmax((2, 100000)), load_arch("h100"))
+        kernel_of(softmax((2, 100000)), load_arch("h100"))

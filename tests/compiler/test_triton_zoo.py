@@ -6,7 +6,8 @@ import pytest
 from test_triton import TOLERANCE, torch  # noqa: F401  (sets TRITON_INTERPRET)
 
 from accelsim.arch import load_arch
-from compiler.codegen.triton import NoTritonKernel, load, triton_kernel
+from compiler.codegen.triton import NoTritonKernel, load
+from tests.compiler.kernels import kernel_of
 from compiler.dtypes import DType
 from compiler.pipeline import Options, compile_graph
 from compiler.zoo import build
@@ -47,7 +48,7 @@ def test_every_kernel_of_a_small_model_matches_its_op(model, arch_name, dtype, t
         if op.kind.value == "move" and getattr(op, "view", False):
             continue
         try:
-            kernel = triton_kernel(op, arch)
+            kernel = kernel_of(op, arch)
         except NoTritonKernel as e:
             assert repr(op.name) in str(e) and op.op in str(e)
             refused.add(op.op)
@@ -77,6 +78,6 @@ def test_the_codegen_mappings_give_the_same_kernels():
     compared = 0
     for op in ir.ops:
         if op.kind.value in ("einsum", "map", "reduce"):
-            assert triton_kernel(op, arch, code.mappings[op.name]) == triton_kernel(op, arch)
+            assert kernel_of(op, arch, code.mappings[op.name]) == kernel_of(op, arch)
             compared += 1
     assert compared > 30
