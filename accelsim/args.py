@@ -1,5 +1,5 @@
 """The command-line arguments every command that takes a model shares (`run`, `map`, `compare`, ...), and
-the checks on them; the main CLI and the sub-CLIs (accelsim.report.cli, ...) import them from here.
+the checks on them; the main CLI and any sub-CLI import them from here.
 """
 from __future__ import annotations
 

@@ -6,7 +6,6 @@ Invariant: a converted .cfg loads through accelsim.arch (the only YAML reader) l
 from __future__ import annotations
 
 import configparser
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path

@@ -89,6 +89,8 @@ def simulate(compiled: Compiled, fidelity: str = "tile", trace: bool = False) ->
     if fidelity not in FIDELITIES:
         raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
     ir, hw = compiled.ir, compiled.arch
+    if fidelity == "tile" and len(compiled.mappings) < len(ir.ops):     # built unmapped: map it now
+        compiled = replace(compiled, mappings=mappings_for(ir, hw, compiled.pricing))
     timeline = None
     if fidelity == "roofline":
         ops = estimate(ir, hw)
