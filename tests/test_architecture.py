@@ -28,7 +28,7 @@ def test_import_contracts_hold():
 
 @pytest.fixture(scope="module")
 def graph():
-    return grimp.build_graph(*PACKAGES, include_external_packages=True)
+    return grimp.build_graph(*PACKAGES, include_external_packages=True, cache_dir=None)
 
 
 def test_the_engine_imports_only_numpy_and_numba(graph):
