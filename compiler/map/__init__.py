@@ -17,14 +17,15 @@ __all__ = ["map_op", "map_ir", "MappingError", "CACHE", "DEFAULT_BUDGET", "Cache
 
 def map_op(op: IROp, arch, report: Report, budget: int = DEFAULT_BUDGET, cache: Cache | None = CACHE) -> Mapping:
     """The best of `budget` candidates for an Einsum on `arch` by `report` (`cache=None` always searches); a
-    vector op's one chunk plan, which needs no search."""
-    if not isinstance(op, Einsum):
-        return plan(op, arch)
-    key = (op_signature(op), arch_key(arch), budget)
+    vector op's one chunk plan, which needs no search (cached too: a decoder repeats its norms 32 times)."""
+    einsum = isinstance(op, Einsum)
+    # a vector plan depends on the reduced axes and on whether the op is a view, which signatures leave out
+    key = (op_signature(op), arch_key(arch), budget) if einsum else \
+        (op_signature(op), getattr(op, "axes", None), bool(getattr(op, "view", False)), arch_key(arch))
     found = cache.lookup(key, op.name) if cache is not None else None
     if found is not None:
         return found
-    best = search(candidates(op, arch), report, budget)
+    best = search(candidates(op, arch), report, budget) if einsum else plan(op, arch)
     if cache is not None:
         cache.store(key, best)
     return best
