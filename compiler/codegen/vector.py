@@ -10,9 +10,9 @@ import numpy as np
 
 from compiler.codegen.assemble import OUTPUT, Stream, assemble
 from compiler.codegen.nest import Nest
-from compiler.ir import IROp, Kind, Move, Role
+from compiler.ir import IROp, Kind, Move
 from compiler.mapping import Mapping
-from compiler.target import op_home, role_path, sliced
+from compiler.target import sliced, vector_paths
 
 
 def chunk_axis(op: IROp, mapping: Mapping) -> tuple[int, list[bool]]:
@@ -28,10 +28,8 @@ def chunk_axis(op: IROp, mapping: Mapping) -> tuple[int, list[bool]]:
 def vector_rows(op: IROp, arch, mapping: Mapping, op_index: int, unit: int):
     """(rows, compute rows, dims, chunk start and extent per output axis: shape (chunks, axes), which inputs are
     cut along the chunk axis) of the chunk plan `mapping` (compiler.map.vector.plan)."""
-    home = op_home(arch, op)
     move = isinstance(op, Move)
-    roles = [Role.input if move else o.role for o in op.inputs]
-    paths = [role_path(arch, r, home) for r in roles] + [role_path(arch, Role.output, home)]
+    paths = vector_paths(arch, op)
     axis, cut = chunk_axis(op, mapping)
     shape = op.output.shape or (1,)
     dims = tuple(d for d, _ in mapping.loops)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 
-from compiler.ir import IROp, Move, Role
+from compiler.ir import IROp
 from compiler.map.legal import nothing_fits
 from compiler.map.space import shrink_dim
 from compiler.mapping import LevelTile, Mapping
-from compiler.target import Footprints, op_home, op_levels, pick_unit, role_path, sliced, vector_extent
+from compiler.target import Footprints, op_levels, pick_unit, sliced, vector_extent, vector_paths
 
 MIN_CHUNKS = 4      # enough to overlap loading chunk i+1 with computing chunk i and storing chunk i-1
 
@@ -33,8 +33,6 @@ def chunk_plan(op: IROp, capacity: int) -> tuple[int, int, list[bool] | None]:
     return axis, math.ceil(shape[axis] / chunks), cut
 
 
-
-
 def plan(op: IROp, arch) -> Mapping:
     """The chunk plan of a vector op on `arch` (a view's moves nothing: no levels)."""
     unit = next(u for u in arch.compute if u.role.value == "vector")
@@ -42,10 +40,7 @@ def plan(op: IROp, arch) -> Mapping:
         return Mapping(op=op.name, signature="vector", unit=unit.name, loops=(("e", vector_extent(op)),),
                        notes=("a view: no bytes move",), levels=(), dtype=pick_unit(op, arch)[1].value)
     _check_fits(op, arch)
-    home = op_home(arch, op)
-    roles = [Role.input if isinstance(op, Move) else o.role for o in op.inputs]
-    paths = [role_path(arch, r, home) for r in roles] + [role_path(arch, Role.output, home)]
-    inner = max((p[-1] for p in paths if p), default=0)
+    inner = max((p[-1] for p in vector_paths(arch, op) if p), default=0)
     axis, chunk, cut = chunk_plan(op, arch.memory[inner].capacity_total)
     shape = op.output.shape or (1,)
     dims = tuple(f"a{i}" for i in range(len(shape)))

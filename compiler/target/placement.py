@@ -9,7 +9,7 @@ stays on chip for the next op is fused in effect: its DRAM traffic is gone.
 """
 from __future__ import annotations
 
-from compiler.ir import IROp, Role
+from compiler.ir import IROp, Move, Role
 
 
 def activation_home(arch, activation_bytes: int) -> int | None:
@@ -31,3 +31,11 @@ def op_home(arch, op: IROp) -> int | None:
     # All of the op's bytes must fit: a LayerNorm's gamma and beta pass through the same L2 as its
     # activations (BERT's embeddings on a GTX 580's 768 KiB L2 missed by 16 bytes).
     return activation_home(arch, sum(op.bytes_by_role().values()))
+
+
+def vector_paths(arch, op: IROp) -> list[list[int]]:
+    """Per operand of a Map, Reduce or Move (inputs, then the output), the levels it crosses: a copy (Move) reads
+    even a weight as an activation, from where activations live."""
+    home = op_home(arch, op)
+    roles = [Role.input if isinstance(op, Move) else o.role for o in op.inputs] + [Role.output]
+    return [role_path(arch, role, home) for role in roles]
