@@ -323,8 +323,7 @@ def _compare(args: argparse.Namespace) -> int:
     results = compare(args.model, archs, batch=args.batch, dtype=args.dtype, **options)
     print(compare_text(results, args.limit), end="")
     if args.html or args.plot:
-        nests = [result.loop_nests() for result in results] if args.html else None
-        for path in compare_report(results, archs, nests, html_path=args.html, plot_dir=args.plot):
+        for path in compare_report(results, archs, html_path=args.html, plot_dir=args.plot):
             print(f"wrote {path}")
     return 0
 
@@ -335,9 +334,8 @@ def _report_run(result, args: argparse.Namespace) -> None:
     from accelsim.sim.model import load_arch
 
     arch = load_arch(args.arch)
-    nests = result.loop_nests() if args.html and result.fidelity == "tile" else None
     quiet = "-" in (args.json, args.csv)   # stdout carries JSON or CSV only
-    for path in run_report(result, arch, nests, html_path=args.html, plot_dir=args.plot):
+    for path in run_report(result, arch, html_path=args.html, plot_dir=args.plot):
         print(f"wrote {path}", file=sys.stderr if quiet else sys.stdout)
 
 

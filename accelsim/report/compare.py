@@ -116,9 +116,10 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def compare_report(results: list[Result], archs: list[Arch], nests: list[dict[str, str]] | None = None,
-                   html_path: str | None = None, plot_dir: str | None = None) -> list[Path]:
-    """Write the comparison page and/or its figures as PNGs; returns the paths written."""
+def compare_report(results: list[Result], archs: list[Arch], html_path: str | None = None,
+                   plot_dir: str | None = None) -> list[Path]:
+    """Write the comparison page and/or its figures as PNGs; returns the paths written (the loop nests are each
+    Result's own mappings)."""
     roofs = [ceilings(r, a) for r, a in zip(results, archs)]
     figures = compare_figures(results, roofs)
     written = write_pngs(figures, plot_dir) if plot_dir else []
@@ -133,7 +134,7 @@ def compare_report(results: list[Result], archs: list[Arch], nests: list[dict[st
         roof = next(f for f in figures if f.name.startswith(f"roofline_{i}_"))
         blocks.append(html.section(f"{name}", summary(result), html.notes(result.notes), html.figure(roof),
                                    html.section("Per op", layer_table(result, f"ops-{i}"), level=3),
-                                   html.section("Mappings (loop nests)", html.nests((nests or [{}] * len(results))[i]),
+                                   html.section("Mappings (loop nests)", html.nests(result.loop_nests()),
                                                 level=3)))
     model = results[0].model
     title = f"accelsim compare: {model['name']} (batch {model['batch']}) on {', '.join(names)}"

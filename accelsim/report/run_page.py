@@ -18,9 +18,9 @@ from accelsim.out.table import seconds, si
 from compiler.errors import UserError
 
 
-def run_report(result: Result, arch: Arch, nests: dict[str, str] | None = None, html_path: str | None = None,
-               plot_dir: str | None = None) -> list[Path]:
-    """Write the page and/or the PNGs; returns the paths written."""
+def run_report(result: Result, arch: Arch, html_path: str | None = None, plot_dir: str | None = None) -> list[Path]:
+    """Write the page and/or the PNGs; returns the paths written. The loop nests are the Result's own mappings."""
+    nests = result.loop_nests()
     figures = run_figures(result, ceilings(result, arch))
     written = write_pngs(figures, plot_dir) if plot_dir else []
     if html_path:
