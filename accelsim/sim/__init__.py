@@ -1,2 +1,3 @@
 """The orchestration: what the user names becomes pipeline inputs (model), the pipeline runs once (build), the
-tile-level and cycle-level runs unpack their inputs for the engine (tile, cycle), and the Python API (api)."""
+tile-level and cycle-level runs unpack their inputs for the engine (tile, cycle; stimulus is the format the
+cycle model shares with the RTL bench), and the Python API (api)."""
