@@ -12,7 +12,7 @@ accelsim predicts for it.
     batchnorm 1 64 56 56 bf16               inference batch norm of NCHW, per-channel statistics (batchnorm N C H W DTYPE)
 
 Invariant: the same key always builds the same small Graph, so a measured dataset can be re-predicted by any later
-version of the model (tests/accelsim/test_validation.py does, on every commit).
+version of the model (tests/accelsim/validate/test_validation.py does, on every commit).
 """
 from __future__ import annotations
 

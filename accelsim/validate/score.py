@@ -4,7 +4,7 @@ A dataset is a folder with measurements.csv (suite,case,measured_s,predicted_s, 
 columns, as `validate cuda` writes, are kept for people and ignored here), dataset.yaml (provenance and
 `targets:` per suite) and arch.yaml (the preset the predictions are for). Invariant: with repredict=True the CSV's
 predicted_s is ignored and every case is predicted again by the current model on the dataset's own arch.yaml, so a
-change that makes the model less accurate misses a committed target (tests/accelsim/test_validation.py).
+change that makes the model less accurate misses a committed target (tests/accelsim/validate/test_validation.py).
 """
 from __future__ import annotations
 

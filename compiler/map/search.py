@@ -12,7 +12,7 @@ from typing import Callable, Iterable
 from compiler.errors import UserError
 from compiler.mapping import Mapping
 
-DEFAULT_BUDGET = 24      # reports per op; ResNet-18 maps in well under 0.3 s (tests/compiler/test_map.py)
+DEFAULT_BUDGET = 24      # reports per op; ResNet-18 maps in well under 0.3 s (tests/compiler/map/test_map.py)
 
 Report = Callable[[Mapping], float]
 

@@ -3,7 +3,7 @@
 # Triton and accelsim's dependencies (numpy, numba, networkx, pyyaml, onnx, ml_dtypes, threadpoolctl, rich,
 # matplotlib): no virtual environment, no network. Writes the dataset folder, then scores it and plots it.
 #   validation/cuda/run.sh OUT_DIR [PRESET] [SUITE]      e.g. validation/cuda/run.sh validation/cuda/h200 h200
-# Commit OUT_DIR under validation/cuda/ and tests/accelsim/test_validation.py re-scores it on every commit.
+# Commit OUT_DIR under validation/cuda/ and tests/accelsim/validate/test_validation.py re-scores it on every commit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: validation/cuda/run.sh OUT_DIR [PRESET] [SUITE]}

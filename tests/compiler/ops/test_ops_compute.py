@@ -10,8 +10,8 @@ from compiler.errors import ModelError
 from compiler.frontend import TERNARY_MARK, from_model
 from compiler.ir import Einsum, Kind, Move
 from compiler.ops.lower import lower
-from onnx_models import F32, I8, I32, U8, floats, init, ints, model
-from oracle import check_against_ort
+from tests.compiler.onnx_models import F32, I8, I32, U8, floats, init, ints, model
+from tests.compiler.oracle import check_against_ort
 
 
 # -- Conv ------------------------------------------------------------------------------------------

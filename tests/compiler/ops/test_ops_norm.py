@@ -8,8 +8,8 @@ from compiler.frontend import from_model
 from compiler.ops.interpret import run_graph, run_ir
 from compiler.ir import Kind
 from compiler.ops.lower import lower
-from onnx_models import F32, I32, I64, floats, init, ints, model
-from oracle import check_against_ort
+from tests.compiler.onnx_models import F32, I32, I64, floats, init, ints, model
+from tests.compiler.oracle import check_against_ort
 
 
 def _one(op, x, opset, inits=(), extra_inputs=(), **attrs):

@@ -17,7 +17,7 @@ from accelsim.sweep.pareto import front
 from accelsim.sweep.strategies import Adaptive, Grid, RandomSample, unravel
 from accelsim.sweep.tasks import tasks_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ACCELSIM = Path(sys.executable).with_name("accelsim")
 BASE = yaml.safe_load((ROOT / "archs" / "systolic_32x32.yaml").read_text())
 GOOD = {

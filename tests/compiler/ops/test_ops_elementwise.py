@@ -10,8 +10,8 @@ from compiler.frontend import from_model
 from compiler.ops.interpret import run_graph
 from compiler.ir import Kind
 from compiler.ops.lower import lower
-from onnx_models import model as onnx_model
-from oracle import check_against_ort
+from tests.compiler.onnx_models import model as onnx_model
+from tests.compiler.oracle import check_against_ort
 
 F32, F16, I32, I64, BOOL = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT32, TensorProto.INT64, \
     TensorProto.BOOL

@@ -18,7 +18,7 @@ from accelsim.price.compat import compat_layer_cycles
 from compiler.errors import UserError
 from compiler.topology import TopologyError, load_topology
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 ACCELSIM = Path(sys.executable).with_name("accelsim")
 ROWS = list(csv.DictReader((GOLDEN / "scalesim_v3.csv").open()))
 FILE_ROWS = list(csv.DictReader((GOLDEN / "scalesim_v3_files.csv").open()))

@@ -14,7 +14,7 @@ from accelsim.cli import main
 from accelsim.sim.api import compare
 from accelsim.report.compare import totals_rows
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GDDR5 = ROOT / "examples" / "archs" / "tpu_v1_gddr5.yaml"
 DOC = ROOT / "docs" / "compare.md"
 SMALL = {"image": 32}

@@ -6,7 +6,7 @@ import pytest
 
 from accelsim.validate.score import score
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DATASETS = sorted(path.parent for path in (ROOT / "validation").glob("**/dataset.yaml"))
 
 

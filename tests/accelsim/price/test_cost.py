@@ -14,7 +14,7 @@ from compiler.errors import UserError
 from compiler.target import pick_unit
 from compiler.mapping import LevelTile
 from compiler.pipeline import Options, compile_graph
-from tests.compiler.test_map import gemm
+from tests.compiler.map.test_map import gemm
 
 
 def ir_of(model, arch, **options):

@@ -7,7 +7,7 @@ import pytest
 
 from accelsim.arch import area
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def rtl_area():

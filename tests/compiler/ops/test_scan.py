@@ -8,8 +8,8 @@ from compiler.frontend import from_model
 from compiler.ops.interpret import run_graph
 from compiler.ir import Kind
 from compiler.ops.lower import lower
-from onnx_models import F32, floats, init, model
-from oracle import check_against_ort
+from tests.compiler.onnx_models import F32, floats, init, model
+from tests.compiler.oracle import check_against_ort
 
 T, B, H, D = 5, 2, 4, 3
 

@@ -1,7 +1,7 @@
 """The mapper: legality, the nothing-fits error, determinism, the cache, padding and the budget.
 
 A stand-in report (padded work plus a pinch of traffic-free tie-breaking) keeps these tests independent
-of the compute models; tests/accelsim/test_cost.py runs the real cost model.
+of the compute models; tests/accelsim/price/test_cost.py runs the real cost model.
 """
 import os
 import subprocess
@@ -142,14 +142,14 @@ def test_cache_hits_share_the_search():
 
 def test_search_is_deterministic_across_processes():
     script = ("from accelsim.arch import load_arch; from accelsim.price.cost import reporter; "
-              "from compiler.map import map_ir; from tests.compiler.test_map import ir_of; "
+              "from compiler.map import map_ir; from tests.compiler.map.test_map import ir_of; "
               "a = load_arch('h100'); ir = ir_of('resnet18', a); "
               "print('\\n'.join(m.text() for m in map_ir(ir, a, reporter(a, ir)).values()))")
     outputs = []
     for seed in ("1", "2"):
         env = dict(os.environ, PYTHONHASHSEED=seed)
         proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
-                              cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+                              cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
         assert proc.returncode == 0, proc.stderr
         outputs.append(proc.stdout)
     assert outputs[0] == outputs[1] and "layer4.1/conv2" in outputs[0]

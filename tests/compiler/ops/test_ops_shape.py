@@ -9,8 +9,8 @@ from compiler.errors import ModelError
 from compiler.ops.interpret import run_graph
 from compiler.ir import Kind
 from compiler.ops.lower import folded_nodes, lower
-from onnx_models import model as onnx_model
-from oracle import check_against_ort
+from tests.compiler.onnx_models import model as onnx_model
+from tests.compiler.oracle import check_against_ort
 
 F32, I32, I64, BOOL = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL
 RNG = np.random.default_rng(1)

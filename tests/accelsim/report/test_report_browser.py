@@ -20,7 +20,7 @@ import pytest
 from accelsim.cli import main
 from accelsim.report import sweep_report
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GDDR5 = str(ROOT / "examples" / "archs" / "tpu_v1_gddr5.yaml")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TIMEOUT_S = 60

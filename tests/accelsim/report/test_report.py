@@ -1,5 +1,5 @@
 """Reports: the time split every figure draws, `run --html/--plot`, and the sweep page from hand-made rows
-(the browser side of the same pages is tests/accelsim/test_report_browser.py)."""
+(the browser side of the same pages is tests/accelsim/report/test_report_browser.py)."""
 import base64
 import html
 import re

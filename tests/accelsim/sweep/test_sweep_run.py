@@ -157,7 +157,7 @@ def test_the_command_prints_the_front_and_hands_the_report_its_rows(tmp_path):
 
 
 def test_the_example_spec_runs_as_the_readme_says(tmp_path):
-    example = Path(__file__).resolve().parents[2] / "examples" / "sweep" / "systolic.yaml"
+    example = Path(__file__).resolve().parents[3] / "examples" / "sweep" / "systolic.yaml"
     proc = subprocess.run([str(ACCELSIM), "sweep", str(example), "--db", str(tmp_path / "example.sqlite")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -14,7 +14,7 @@ from accelsim.validate.cli import add_score_parser
 from accelsim.validate.score import load, metrics, plot, ranks, score, spearman
 from compiler.errors import UserError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GEMMS = ["gemm 128 128 128 fp32", "gemm 256 256 256 fp32", "gemm 512 512 512 fp32", "gemm 1024 1024 1024 fp32"]
 NEAR = [1.05, 0.95, 1.10, 0.92]   # measured / predicted: MAPE about 7%, order kept
 CONV = "conv 1 16 14 14 16 3 3 1 1 1 fp32"
