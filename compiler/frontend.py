@@ -122,7 +122,11 @@ def _initializer_value(init: onnx.TensorProto, base_dir: Path | None, where: str
         if relative.is_absolute() or ".." in relative.parts or not relative.parts:
             raise ModelError(f"{where}: external data location {str(relative)!r} must be a file beside "
                              f"the model")
-        location = (base_dir or Path(".")) / relative
+        folder = (base_dir or Path(".")).resolve()
+        location = (folder / relative).resolve()      # links followed: a link beside the model may point anywhere
+        if not location.is_relative_to(folder):
+            raise ModelError(f"{where}: external data {str(relative)!r} resolves to {location}, outside the "
+                             f"model's folder {folder}; external data must be a file in that folder")
         if not location.is_file():
             return None  # shapes suffice to simulate; `eval` reports the missing weights
         plain = _plain_numpy(init.data_type)
@@ -160,9 +164,14 @@ def _read_external(init, location: Path, info: dict, dtype: np.dtype, where: str
     if "length" in info and int(info["length"]) != size:
         raise ModelError(f"{where}: external data length {info['length']} bytes, but its shape "
                          f"{list(init.dims)} needs {size}")
+    offset = int(info.get("offset", 0))
+    available = max(0, location.stat().st_size - offset)
+    if size > available:      # checked before a byte is allocated: a 110-byte model may declare gigabytes
+        raise ModelError(f"{where}: external data file {location} is truncated ({available} of {size} bytes "
+                         f"at offset {offset})")
     buffer = bytearray(size)
     with open(location, "rb") as file:
-        file.seek(int(info.get("offset", 0)))
+        file.seek(offset)
         got = file.readinto(buffer)
     if got != size:
         raise ModelError(f"{where}: external data file {location} is truncated ({got} of {size} bytes "

@@ -212,3 +212,37 @@ def test_truncated_external_data_is_named(tmp_path):
 def test_external_data_outside_the_model_folder_is_refused(tmp_path, location):
     with pytest.raises(ModelError, match="'w'.*must be a file beside the model"):
         load_onnx(external_model(tmp_path, location=location))
+
+
+def test_a_link_beside_the_model_may_not_lead_outside_its_folder(tmp_path):
+    secret = tmp_path / "elsewhere" / "secret.bin"
+    secret.parent.mkdir()
+    secret.write_bytes(np.arange(12, dtype=np.float32).tobytes())
+    folder = tmp_path / "model"
+    folder.mkdir()
+    path = external_model(folder)
+    (folder / "w.bin").rename(folder / "real.bin")
+    (folder / "w.bin").symlink_to(secret)
+    with pytest.raises(ModelError, match="'w'.*resolves to .*secret.bin, outside the model's folder"):
+        load_onnx(path)
+    (folder / "w.bin").unlink()
+    (folder / "w.bin").symlink_to(folder / "real.bin")          # a link that stays inside is fine
+    assert load_onnx(path).weights["w"].sum() == sum(range(12))
+
+
+def test_declared_sizes_are_checked_before_memory_is_allocated(tmp_path):
+    import tracemalloc
+
+    w = onnx.TensorProto(name="w", data_type=onnx.TensorProto.FLOAT, dims=[1 << 29], data_location=1)
+    w.external_data.add(key="location", value="w.bin")
+    proto = model([helper.make_node("Identity", ["w"], ["y"])], [], [("y", [1 << 29])], [w])
+    onnx.save_model(proto, str(tmp_path / "big.onnx"))
+    (tmp_path / "w.bin").write_bytes(b"\0" * 64)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelError, match=r"'w'.*truncated \(64 of 2147483648 bytes"):
+            load_onnx(tmp_path / "big.onnx")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20          # 2 GiB declared; nothing near it allocated
