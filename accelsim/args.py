@@ -4,6 +4,7 @@ the checks on them; the main CLI and any sub-CLI import them from here.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from compiler.errors import UserError
 
@@ -42,3 +43,16 @@ def _literal(text: str):
 def positive(name: str, value: int | None) -> None:
     if value is not None and value < 1:
         raise UserError(f"--{name} {value}: must be a positive integer")
+
+
+OUTPUTS = ("json", "csv", "html", "trace", "plot", "out", "vcd", "waves", "db")   # flags that name what is written
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Every output a command was given, checked before anything runs (a long simulation is not lost to a
+    typo in --json): the folder it goes in must exist."""
+    for flag in OUTPUTS:
+        target = getattr(args, flag, None)
+        if target and target != "-" and not Path(target).resolve().parent.is_dir():
+            raise UserError(f"--{flag} {target}: the folder {Path(target).parent} does not exist; create it or "
+                            f"write elsewhere")

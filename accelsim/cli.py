@@ -11,7 +11,8 @@ import sys
 import traceback
 from pathlib import Path
 
-from accelsim.args import model_args, model_options, positive
+from accelsim import __version__
+from accelsim.args import check_outputs, model_args, model_options, positive
 from accelsim.explain.cli import add_explain_parser
 from accelsim.sweep.cli import add_sweep_parser
 from accelsim.validate.cli import add_cuda_parser, add_score_parser
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        check_outputs(args)
         return args.handler(args) or 0
     except UserError as error:
         print(f"accelsim: error: {error}", file=sys.stderr)
@@ -47,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="accelsim", description="Simulate AI models on accelerators "
                                      "described in YAML.")
+    parser.add_argument("--version", action="version", version=f"accelsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser("run", help="simulate a model on an arch and print a per-layer report")

@@ -5,6 +5,7 @@ accelsim.arch.schema; a bad file is an ArchError naming file, key and value.
 """
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 
@@ -36,8 +37,10 @@ def load_arch(name_or_path: str | os.PathLike) -> Arch:
     else:
         path = presets_dir() / f"{text}.yaml"
         if not path.is_file():
-            presets = ", ".join(preset_names())
-            raise ArchError(f"unknown arch {text!r}; presets: {presets} (or give a path to a .yaml file)")
+            close = difflib.get_close_matches(text, preset_names(), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ArchError(f"unknown arch {text!r}; {hint}presets: {', '.join(preset_names())} (or give a path "
+                            f"to a .yaml file)")
     return load_arch_text(path.read_text(), _shown(path), path.resolve())
 
 

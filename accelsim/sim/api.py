@@ -50,7 +50,23 @@ def evaluate(model: str | os.PathLike | Graph, inputs: dict[str, np.ndarray] | N
     """Run the numpy reference. Returns (inputs used, outputs); random inputs (seeded) where none given."""
     graph = load_model(model, batch=batch, weights=True, **model_options)
     feeds = dict(inputs) if inputs is not None else random_inputs(graph, seed)
+    for name, value in feeds.items():
+        if name in graph.inputs:
+            _check_kind(graph, name, np.asarray(value))
     return feeds, run_graph(graph, feeds)
+
+
+def _check_kind(graph: Graph, name: str, value: np.ndarray) -> None:
+    """An input of another kind of number is refused, as onnxruntime refuses it, never cast: float token ids
+    would be truncated, complex numbers lose their imaginary part. A wider float for a float input is fine."""
+    dtype = graph.tensor(name).dtype
+    want, given = np.dtype(dtype.numpy), value.dtype
+    same = (given.kind == want.kind == "f") or (given.kind in "iu" and want.kind in "iu") or \
+        given.kind == want.kind == "b"
+    if not same or not np.can_cast(given, want, "same_kind"):
+        stored = f" (stored as {want})" if str(want) != dtype.value else ""
+        raise UserError(f"{graph.source}: input {name!r} is {given}, the model expects {dtype.value}{stored}; "
+                        f"convert it first (accelsim does not cast inputs)")
 
 
 def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:

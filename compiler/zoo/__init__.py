@@ -4,6 +4,7 @@ Every model takes batch, dtype and weights (False: shapes only, no arrays drawn)
 """
 from __future__ import annotations
 
+import difflib
 import inspect
 from typing import Callable
 
@@ -42,14 +43,36 @@ def build(name: str, **kwargs) -> Graph:
     matmulfree_lm); weights (False: shape-only, nothing drawn, fast at any size); seed.
     """
     if name not in MODELS:
-        raise ModelError(f"unknown model {name!r}; the zoo has: {', '.join(MODELS)}")
+        close = difflib.get_close_matches(name, MODELS, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ModelError(f"unknown model {name!r}; {hint}the zoo has: {', '.join(MODELS)}")
     fn = MODELS[name]
     accepted = inspect.signature(fn).parameters
     unknown = [key for key in kwargs if key not in accepted]
     if unknown:
         raise ModelError(f"model {name!r} takes no argument {', '.join(map(repr, unknown))}; it takes: "
                          f"{', '.join(accepted)}")
+    for key, value in kwargs.items():
+        _check_option(name, key, value, accepted[key].default)
     return fn(**kwargs)
+
+
+def _check_option(model: str, key: str, value, default) -> None:
+    """An option given in place of an int, float or bool default must be one: `--opt image=abc` is refused
+    here, naming the option, not deep inside the model's code."""
+    def fail(expected: str):
+        raise ModelError(f"model {model!r} option {key}={value!r}: expected {expected}")
+
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            fail("true or false")
+    elif isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            fail("an integer")
+        if value < min(default, 1):
+            fail(f"an integer of at least {min(default, 1)}")
+    elif isinstance(default, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        fail("a number")
 
 
 def parameter_count(graph: Graph) -> int:
