@@ -44,10 +44,53 @@ def load_arch(name_or_path: str | os.PathLike) -> Arch:
     return load_arch_text(path.read_text(), _shown(path), path.resolve())
 
 
+MAX_YAML_VALUES = 100_000    # values a document may expand to: a preset has a few hundred, an alias bomb billions
+
+
+class YamlTooLarge(yaml.YAMLError):
+    """A document whose aliases expand past MAX_YAML_VALUES values (or into themselves)."""
+
+
+def bounded_yaml(text: str):
+    """yaml.safe_load, refusing a document whose aliases would expand past MAX_YAML_VALUES values before anything
+    walks or prints it: 600 bytes of nested aliases (an alias bomb) expand to billions, and one error message
+    that formats the value would take the machine's memory. Counted on the composed nodes, in linear time."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded(node, {}, set())
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _expanded(node, sizes: dict, open_: set) -> int:
+    """Values `node` stands for once every alias is expanded (each shared node counted where it is used)."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        raise YamlTooLarge(f"an alias refers to itself (line {node.start_mark.line + 1}): it expands forever")
+    open_.add(key)
+    children = node.value if isinstance(node, yaml.SequenceNode) else \
+        [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else []
+    total = 1 + sum(_expanded(child, sizes, open_) for child in children)
+    open_.discard(key)
+    if total > MAX_YAML_VALUES:
+        raise YamlTooLarge(f"its aliases expand to more than {MAX_YAML_VALUES:,} values (line "
+                           f"{node.start_mark.line + 1}); an alias bomb is refused")
+    sizes[key] = total
+    return total
+
+
 def load_arch_text(text: str, shown: str, source: Path) -> Arch:
     """An Arch from YAML text; messages name the file as `shown` (SCALE-Sim .cfg files convert to text)."""
     try:
-        data = yaml.safe_load(text)
+        data = bounded_yaml(text)
+    except YamlTooLarge as e:
+        raise ArchError(f"{shown}: {e}") from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = f"line {mark.line + 1}: " if mark is not None else ""
@@ -60,7 +103,7 @@ def load_arch_text(text: str, shown: str, source: Path) -> Arch:
 def arch_document(arch: Arch) -> dict:
     """The mapping a YAML preset was parsed from, read again from its file: for tools that derive new archs
     from it by key path (accelsim.sweep) and hand each back to build_arch."""
-    return yaml.safe_load(arch.source_file.read_text())
+    return bounded_yaml(arch.source_file.read_text())
 
 
 def _shown(path: Path) -> str:

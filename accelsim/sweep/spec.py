@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from accelsim.arch import ArchError, Kind, arch_document, load_arch
+from accelsim.arch.load import YamlTooLarge, bounded_yaml
 from accelsim.sweep.axes import Axis, check_dtype, check_values, fitted, parse_axes, parse_derived_keys
 from accelsim.sweep.derive import Derived
 from compiler.errors import UserError
@@ -105,7 +106,9 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError(f"{spec_path}: no such sweep spec")
     shown = str(spec_path)
     try:
-        data = yaml.safe_load(spec_path.read_text())
+        data = bounded_yaml(spec_path.read_text())
+    except YamlTooLarge as error:
+        raise SpecError(f"{shown}: {error}") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark is not None else ""

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from accelsim.arch.load import YamlTooLarge, bounded_yaml
 from compiler.errors import UserError
 
 COLUMNS = ("suite", "case", "measured_s", "predicted_s")   # required; "threads" is optional (1 without it)
@@ -135,7 +136,9 @@ def load(folder_or_csv: str | os.PathLike) -> Dataset:
     if not yaml_path.is_file():
         raise UserError(f"{yaml_path}: no such file (the dataset's provenance and targets)")
     try:
-        meta = yaml.safe_load(yaml_path.read_text()) or {}
+        meta = bounded_yaml(yaml_path.read_text()) or {}
+    except YamlTooLarge as e:
+        raise UserError(f"{yaml_path}: {e}") from None
     except yaml.YAMLError as e:
         raise UserError(f"{yaml_path}: YAML syntax error: {e}") from None
     if not isinstance(meta, dict):

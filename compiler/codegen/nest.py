@@ -12,7 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from compiler.errors import UserError
 from compiler.mapping import Mapping
+
+# Compute rows one op's Program may hold: about 2 GB of rows and dependencies. ResNet-50 on TPU v1 is 925 in all.
+MAX_STEPS = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -36,9 +40,14 @@ class Nest:
         self.names = [lv.level for lv in mapping.levels]
         # (dim index, trips, mapping level), outermost first
         self.loops = loops = [(position[d], trips, level) for d, trips, level in loop_nest(mapping)]
-        self.trips = np.array([t for _, t, _ in loops], np.int64)
-        self.strides = np.array([math.prod(self.trips[j + 1:]) for j in range(len(loops))], np.int64)
-        self.steps = int(math.prod(self.trips))
+        trips = [int(t) for _, t, _ in loops]
+        steps = math.prod(trips)          # Python ints: a 10^9-cubed GEMM must not wrap around int64
+        if steps > MAX_STEPS:
+            raise UserError(f"op {mapping.op!r}: its mapping walks {steps:,} tile steps; the tile engine "
+                            f"simulates at most {MAX_STEPS:,} per op (--fidelity roofline prices any size)")
+        self.trips = np.array(trips, np.int64)
+        self.strides = np.array([math.prod(trips[j + 1:]) for j in range(len(loops))], np.int64)
+        self.steps = steps
 
     def level_of(self, name: str, fallback: int) -> int:
         """Mapping level holding arch level `name`; a level the mapping skips streams the next inner tile."""

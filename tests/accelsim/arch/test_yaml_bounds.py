@@ -1,0 +1,44 @@
+"""YAML from anywhere: aliases that expand past a bound (an alias bomb) or into themselves are refused at once,
+in an arch file, a sweep spec and a dataset's provenance, before anything walks or prints the value."""
+import subprocess
+import sys
+
+import pytest
+
+from accelsim.arch import ArchError, load_arch
+from accelsim.arch.load import MAX_YAML_VALUES, bounded_yaml
+from accelsim.sweep.spec import SpecError, load_spec
+
+LEVELS = "abcdefghi"
+BOMB = "version: 1\n" + "".join(
+    f"{x}: &{x} [{', '.join([repr('lol')] * 9 if i == 0 else [f'*{LEVELS[i - 1]}'] * 9)}]\n"
+    for i, x in enumerate(LEVELS)) + "name: *i\n"      # 9^9 = 387 M values from 600 bytes
+
+
+def test_an_alias_bomb_is_refused_by_every_reader(tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(BOMB)
+    assert len(BOMB) < 700
+    with pytest.raises(ArchError, match=r"bomb.yaml: its aliases expand to more than 100,000 values"):
+        load_arch(path)
+    with pytest.raises(SpecError, match="alias bomb"):
+        load_spec(path)
+
+
+def test_the_command_line_answers_at_once(tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(BOMB)
+    done = subprocess.run([sys.executable, "-m", "accelsim.cli", "run", "resnet18", "--arch", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "alias bomb is refused" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_self_referring_alias_is_refused():
+    with pytest.raises(Exception, match="refers to itself"):
+        bounded_yaml("a: &a [1, *a]\n")
+
+
+def test_ordinary_aliases_still_read():
+    text = "unit: &u {int8: 1}\nother: *u\nmany: [" + ", ".join(["*u"] * 1000) + "]\n"
+    data = bounded_yaml(text)
+    assert data["other"] == {"int8": 1} and len(data["many"]) == 1000 and MAX_YAML_VALUES >= 10_000

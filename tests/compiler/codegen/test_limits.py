@@ -1,0 +1,38 @@
+"""Counts that do not fit are an error, never a wrapped number, and are refused before memory is spent on them."""
+import tracemalloc
+
+import pytest
+
+import accelsim
+from compiler.errors import UserError
+
+
+def test_a_billion_cubed_gemm_is_refused_by_the_engine_and_priced_by_the_roofline(tmp_path):
+    topology = tmp_path / "big.csv"
+    topology.write_text("Layer,M,N,K,\nbig,1000000000,1000000000,1000000000,\n")
+    tracemalloc.start()
+    try:
+        with pytest.raises(UserError, match=r"'big': its mapping walks 2,051,603,589,483,000,000,000 tile steps"):
+            accelsim.run(topology, arch="systolic_32x32")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 << 20
+    (op,) = accelsim.run(topology, arch="systolic_32x32", fidelity="roofline").ops
+    assert op.macs == 10**27 and op.cycles > 0 and op.seconds > 0          # exact, not wrapped
+
+
+@pytest.mark.parametrize("arch", ["tpu_v1", "h100"])
+def test_a_dimension_of_two_to_the_forty_is_refused_before_its_tiles_are_built(arch):
+    from compiler.builder import Builder
+
+    b = Builder("huge")
+    y = b.node("MatMul", [b.input("x", (1 << 40, 64)), b.weight("w", (64, 64))])
+    tracemalloc.start()
+    try:
+        with pytest.raises(UserError, match="'matmul'.*(tile steps|does not fit)"):
+            accelsim.run(b.build([y]), arch=arch)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 << 20
