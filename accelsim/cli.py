@@ -128,7 +128,8 @@ def _parser() -> argparse.ArgumentParser:
                      "(default 1)")
     cpu.add_argument("--repeats", type=int, default=7, help="timed samples per case, median kept (default 7; "
                      "at most 3 for cases over 0.3 s)")
-    cpu.add_argument("--out", metavar="DIR", help="dataset folder (default: validation/cpu/<host preset name>)")
+    cpu.add_argument("--out", metavar="DIR", help="a new or empty dataset folder (default: a new folder "
+                     "<host preset name>-<date>-<time> here)")
     cpu.add_argument("--arch", help="price on this preset or YAML file as it is (default: the host's, detected, "
                      "with --threads cores)")
     cpu.set_defaults(handler=_validate_cpu)

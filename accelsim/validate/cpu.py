@@ -222,7 +222,10 @@ def validate_cpu(suite: str, threads: int, repeats: int, out_dir: str | None, ar
         raise UserError(f"--threads {threads} --repeats {repeats}: both must be positive integers")
     keys = suite_keys(suite)
     text, source = arch_text(arch, threads)
-    folder = Path(out_dir) if out_dir else Path("validation/cpu") / preset_name(read_host().model)
+    folder = Path(out_dir) if out_dir else Path(f"{preset_name(read_host().model)}-{time.strftime('%Y%m%d-%H%M%S')}")
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise UserError(f"{folder}: already holds files; validate cpu writes a new dataset and never over one it "
+                        f"did not make in this run (give --out a new or empty folder)")
     priced = write_arch(folder, text)
     start = time.perf_counter()
     rows = run_suites(keys, priced, threads, repeats)

@@ -66,3 +66,22 @@ def test_bad_arguments_exit_2(tiny, tmp_path, capsys, argv, message):
     err = capsys.readouterr().err
     assert err.startswith("accelsim: error:") and message in err
     assert not (tmp_path / "measurements.csv").exists()
+
+
+def test_a_dataset_is_never_written_over(tmp_path, capsys, monkeypatch):
+    (tmp_path / "dataset.yaml").write_text("targets: {gemm: {mape: 0.15}}  # hand-written\n")
+    before = (tmp_path / "dataset.yaml").read_text()
+    assert main(["validate", "cpu", "--suite", "gemm", "--repeats", "1", "--out", str(tmp_path)]) == 2
+    assert "already holds files" in capsys.readouterr().err and (tmp_path / "dataset.yaml").read_text() == before
+    assert not (tmp_path / "measurements.csv").exists()
+
+
+def test_the_default_folder_is_new_and_outside_the_committed_datasets(tmp_path, monkeypatch):
+    import accelsim.validate.cpu as cpu
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cpu, "run_suites", lambda *a, **k: [])
+    monkeypatch.setattr(cpu, "mape", lambda rows: {})
+    assert main(["validate", "cpu", "--suite", "gemm", "--repeats", "1"]) == 0
+    (made,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert made.name.startswith("host_") and (made / "dataset.yaml").is_file()
