@@ -8,7 +8,10 @@ scheduler's allowed-failures) and a task that keeps killing workers is recorded 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
+import threading
+import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -20,6 +23,7 @@ from accelsim.sweep.tasks import Task
 
 MAX_CRASHES = 3   # deaths of a worker running one task alone before the task is recorded as crashed
 DASK_RETRIES = 2  # Dask's retries= per task (exceptions); worker deaths count against allowed-failures
+WATCH_S = 0.5     # how often a pool worker checks that its driver is alive
 DASK_RESUBMITS = 1  # submissions after Dask gave a task up (KilledWorker) before it is recorded as crashed
 
 
@@ -38,9 +42,18 @@ class InProcess:
         pass
 
 
-def _ignore_sigint() -> None:
-    """Pool workers leave Ctrl-C to the driving process, which stops the pool (no traceback per worker)."""
+def _worker_start(driver: int) -> None:
+    """Pool workers leave Ctrl-C to the driving process, which stops the pool (no traceback per worker), and die
+    with it: a driver killed by SIGTERM or SIGKILL runs no cleanup, so each worker watches for being handed to
+    another parent and then exits (within WATCH_S), rather than running on, orphaned, for minutes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while os.getppid() == driver:
+            time.sleep(WATCH_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="accelsim-driver-watch", daemon=True).start()
 
 
 class LocalPool:
@@ -53,7 +66,7 @@ class LocalPool:
     def _start(self) -> ProcessPoolExecutor:
         # spawn, not fork: the driving process runs a progress thread, and forking a threaded process can hang
         return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_ignore_sigint)
+                                   initializer=_worker_start, initargs=(os.getpid(),))
 
     def run(self, tasks: list[Task]) -> Iterator[dict]:
         pending, suspects = deque(tasks), deque()
