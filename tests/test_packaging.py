@@ -1,0 +1,12 @@
+"""The package metadata uses today's forms: an SPDX license expression (PEP 639), so installing warns of nothing
+deprecated, with a setuptools that reads it."""
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_license_is_an_spdx_expression():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["license"] == "Apache-2.0"
+    assert any(r.replace(" ", "").startswith("setuptools>=77") for r in project["build-system"]["requires"])
