@@ -12,7 +12,7 @@ from accelsim.arch import Arch
 from accelsim.out.result import OpResult
 from accelsim.price.energy import energy_j
 from compiler.dtypes import DType
-from compiler.ir import IR, IROp, Kind, Move
+from compiler.ir import IR, IROp, Kind, Move, Role
 from compiler.target import compute_dtype, op_home, pick_unit, role_path
 
 
@@ -54,9 +54,10 @@ def bytes_by_level(op: IROp, arch: Arch) -> dict[str, int]:
 
 
 def energy(op: IROp, arch: Arch, unit, dtype: DType, by_level: dict[str, int]) -> dict[str, float]:
-    """Actions x per-action energy: the op's MACs or vector ops, and at each level its bytes, the output's
-    written and the rest read."""
-    written = {name: min(op.output.nbytes, n) for name, n in by_level.items()}
+    """Actions x per-action energy: the op's MACs or vector ops, and at each level its bytes: the output's written
+    into the levels on the output's path, everything else read (as the tile engine's loads and stores count)."""
+    out_path = {arch.memory[i].name for i in role_path(arch, Role.output, op_home(arch, op))}
+    written = {name: min(op.output.nbytes, n) if name in out_path else 0 for name, n in by_level.items()}
     read = {name: n - written[name] for name, n in by_level.items()}
     return energy_j(unit, dtype, op.macs if op.kind == Kind.einsum else op.ops, arch.memory, read, written)
 

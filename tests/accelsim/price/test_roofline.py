@@ -95,3 +95,44 @@ def test_results_are_deterministic():
     assert a == b
     data = json.loads(a)
     assert data["version"] == 1 and data["arch"]["name"] == "a100"
+
+
+def asymmetric_tpu_v1(tmp_path):
+    """TPU v1 with every level's write energy 3x its read energy, so a dropped or swapped term shows."""
+    from accelsim.arch import arch_document, load_arch_text
+    from accelsim.arch.write import arch_yaml
+
+    doc = arch_document(load_arch("tpu_v1"))
+    for level in doc["memory"]:
+        value, unit = level["read_energy"].split()
+        level["write_energy"] = f"{3 * float(value):g} {unit}"
+    return load_arch_text(arch_yaml(doc), "asymmetric.yaml", tmp_path / "asymmetric.yaml")
+
+
+def test_every_level_of_a_gemm_by_hand_on_tpu_v1(tmp_path):
+    # x [256, 256] int8 lives in the Unified Buffer; the output is accumulated in the accumulators and kept in the
+    # Unified Buffer; the weights cross DDR3 and the weight FIFO. Bandwidths from archs/tpu_v1.yaml.
+    arch = asymmetric_tpu_v1(tmp_path)
+    (op,) = accelsim.run(gemm(), arch=arch, fidelity="roofline").ops
+    tile = 256 * 256
+    moved = {"ddr3": tile, "weight_fifo": tile, "unified_buffer": 2 * tile, "accumulators": tile}
+    bandwidth = {"ddr3": 34e9, "weight_fifo": 179.2e9, "unified_buffer": 358.4e9, "accumulators": 716.8e9}
+    assert op.bytes_by_level == moved
+    assert op.level_seconds == {lv: pytest.approx(n / bandwidth[lv]) for lv, n in moved.items()}
+    written = {"ddr3": 0, "weight_fifo": 0, "unified_buffer": tile, "accumulators": tile}
+    per_byte = {lv.name: (lv.read_energy_j / lv.access_bytes, lv.write_energy_j / lv.access_bytes)
+                for lv in arch.memory}
+    want = {lv: (n - written[lv]) * per_byte[lv][0] + written[lv] * per_byte[lv][1] for lv, n in moved.items()}
+    want["mxu"] = 256 ** 3 * arch.matrix.energy_per_action(DType.int8)
+    assert op.energy_j == pytest.approx(want, rel=1e-12)
+
+
+def test_tile_energy_is_reads_times_read_energy_plus_writes_times_write_energy(tmp_path):
+    arch = asymmetric_tpu_v1(tmp_path)
+    for op in accelsim.run("resnet18", arch=arch, image=32).ops:
+        if op.bound == "view":
+            continue
+        for lv in arch.memory:
+            reads, writes = op.bytes_read_by_level.get(lv.name, 0), op.bytes_written_by_level.get(lv.name, 0)
+            want = reads * lv.read_energy_j / lv.access_bytes + writes * lv.write_energy_j / lv.access_bytes
+            assert op.energy_j.get(lv.name, 0.0) == pytest.approx(want, rel=1e-12), (op.name, lv.name)

@@ -170,3 +170,33 @@ def test_adaptive_finds_the_whole_front_with_fewer_evaluations_than_the_grid():
     while batch := budgeted.ask():
         budgeted.tell({c: [hardware_like(c)] for c in batch})
     assert len(budgeted.asked) == 100
+
+
+def test_the_content_key_changes_with_everything_that_decides_a_result():
+    import json
+
+    from accelsim.arch import arch_document, load_arch
+    from accelsim.sweep.spec import ModelSpec
+    from accelsim.sweep.tasks import content_key
+
+    doc = arch_document(load_arch("systolic_8x8"))
+    arch = json.dumps(doc, sort_keys=True)
+    base = content_key(arch, ModelSpec("resnet18", (("image", 32),)), "int8", "tile")
+    changed = {
+        "an option's value": content_key(arch, ModelSpec("resnet18", (("image", 64),)), "int8", "tile"),
+        "another option": content_key(arch, ModelSpec("resnet18", (("image", 32), ("width", 0.5))), "int8", "tile"),
+        "the model": content_key(arch, ModelSpec("resnet50", (("image", 32),)), "int8", "tile"),
+        "the dtype": content_key(arch, ModelSpec("resnet18", (("image", 32),)), "int16", "tile"),
+        "the fidelity": content_key(arch, ModelSpec("resnet18", (("image", 32),)), "int8", "roofline"),
+    }
+    for path in (("clock",), ("memory", 0, "bandwidth"), ("compute", 0, "array", "rows")):
+        edited = json.loads(arch)
+        place = edited
+        for key in path[:-1]:
+            place = place[key]
+        place[path[-1]] = f"{place[path[-1]]} " if isinstance(place[path[-1]], str) else place[path[-1]] + 1
+        changed[f"arch {path}"] = content_key(json.dumps(edited, sort_keys=True),
+                                              ModelSpec("resnet18", (("image", 32),)), "int8", "tile")
+    assert all(key != base for key in changed.values()), [what for what, key in changed.items() if key == base]
+    assert len(set(changed.values())) == len(changed)
+    assert base == content_key(arch, ModelSpec("resnet18", (("image", 32),)), "int8", "tile")     # deterministic

@@ -107,6 +107,14 @@ def test_softmax_axis_rule_changes_at_opset_13(op, opset, axis, reduced):
     assert reduce.axes == reduced and reduce.ops == 5 * x.size
 
 
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("scale", [1e3, -1e3, 3e4])
+def test_softmax_of_large_logits_equals_onnxruntime(op, scale):
+    # exp(1000) overflows float32: only a max-subtracted softmax survives logits this large
+    x = (floats(2, 3, 8) + scale).astype(np.float32)
+    _one(op, x, 13, axis=-1)
+
+
 # -- Reduce ----------------------------------------------------------------------------------------
 
 REDUCE_CASES = [([1], 1), ([0, 2], 0), ([-1], 1), (None, 1), (None, 0), ([-3, 1], 0)]
