@@ -1,0 +1,54 @@
+"""Skips are loud: a test skipped because a tool or package is missing (Icarus, Verilator, Yosys, Chromium,
+Triton, PyTorch...) is listed at the end of the run, and under CI, where the test command installed them, such a
+skip fails the run instead of hiding a missing install step."""
+import os
+
+import pytest
+
+MISSING = ("not installed", "not on PATH", "No module named", "could not import", "no node", "cannot re-synthesize",
+           "not found")
+
+
+def _missing_tool(report) -> str | None:
+    if not report.skipped or not isinstance(report.longrepr, tuple):
+        return None
+    reason = str(report.longrepr[2])
+    return reason if any(word in reason for word in MISSING) else None
+
+
+# PyTorch is the one the test command installs only where a CPU wheel lies on the machine (Makefile): its
+# absence is listed, not failed.
+OPTIONAL = ("torch", "PyTorch")
+
+
+def _fail_under_ci(report) -> None:
+    reason = _missing_tool(report)
+    if reason and os.environ.get("CI") == "true" and not any(name in reason for name in OPTIONAL):
+        report.outcome = "failed"          # CI has every tool: a skip for a missing one is a broken install
+        report.longrepr = f"under CI every tool is installed, yet: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _fail_under_ci(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _fail_under_ci(outcome.get_result())      # a whole module skipped at import (allow_module_level=True)
+
+
+def pytest_terminal_summary(terminalreporter):
+    missing = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = _missing_tool(report)
+        if reason:
+            missing.setdefault(reason.removeprefix("Skipped: "), []).append(report.nodeid)
+    if missing:
+        terminalreporter.write_sep("!", f"{sum(map(len, missing.values()))} tests did not run: a tool is missing",
+                                   red=True, bold=True)
+        for reason, ids in missing.items():
+            terminalreporter.write_line(f"{len(ids):4} x {reason} (e.g. {ids[0]})", red=True)
+        terminalreporter.write_line("`make test` installs them all", red=True)
