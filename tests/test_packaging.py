@@ -10,3 +10,12 @@ def test_license_is_an_spdx_expression():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert project["project"]["license"] == "Apache-2.0"
     assert any(r.replace(" ", "").startswith("setuptools>=77") for r in project["build-system"]["requires"])
+
+
+def test_make_run_needs_python_only():
+    import subprocess
+
+    run = subprocess.run(["make", "-n", "-B", "run"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    test = subprocess.run(["make", "-n", "-B", "test"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    assert "accelsim run resnet50 --arch tpu_v1" in run and "apt-get" not in run and "[test]" not in run
+    assert "apt-get" in test and "'.[test]'" in test and "pytest" in test

@@ -19,8 +19,8 @@ def add_sweep_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("sweep", help=HELP, description=HELP + ". Rerunning the same command resumes: rows "
                        "already in the results file are not evaluated again.")
     p.add_argument("spec", metavar="SPEC.yaml", help="the sweep spec (see examples/sweep/)")
-    p.add_argument("--db", metavar="FILE", help="SQLite results file (default: the spec's name with .sqlite, "
-                   "next to it)")
+    p.add_argument("--db", metavar="FILE", help="SQLite results file (default: the spec's name with .sqlite, in "
+                   "the current folder)")
     p.add_argument("--jobs", type=int, metavar="N", help="local worker processes (default: the CPUs this process "
                    "may use; 1 evaluates in this process)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="run on a Dask distributed cluster instead, e.g. "
@@ -44,7 +44,7 @@ def sweep_command(args) -> int:
         raise UserError("--jobs and --scheduler: give one (the cluster has its own workers)")
     report = _report_hook(args)   # checked before anything runs
     spec = load_spec(args.spec)
-    db = Path(args.db) if args.db else spec.path.with_suffix(".sqlite")
+    db = Path(args.db) if args.db else Path.cwd() / f"{spec.path.stem}.sqlite"   # here, not beside the spec
     try:
         summary = run_sweep(spec, db, jobs=args.jobs, scheduler=args.scheduler, progress=not args.quiet)
     except KeyboardInterrupt:

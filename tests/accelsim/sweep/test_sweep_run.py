@@ -138,19 +138,22 @@ def test_the_command_prints_the_front_and_hands_the_report_its_rows(tmp_path):
                  derive={"compute.pe_array.macs_per_cycle.int8": "compute.pe_array.array.rows * compute.pe_array."
                                                                 "array.cols"},
                  strategy={"kind": "random", "points": 3, "seed": 4})
+    (tmp_path / "elsewhere").mkdir()
     proc = subprocess.run([str(ACCELSIM), "sweep", str(path), "--jobs", "1", "--html", str(tmp_path / "s.html")],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path / "elsewhere")
     try:
         from accelsim.report import sweep_report  # noqa: F401  (built by another part of the project)
     except ImportError:
         assert proc.returncode == 2 and proc.stderr.strip() == "accelsim: error: --html needs accelsim.report"
         proc = subprocess.run([str(ACCELSIM), "sweep", str(path), "--jobs", "1"], capture_output=True, text=True,
-                              timeout=120)
+                              timeout=120, cwd=tmp_path / "elsewhere")
     else:
         assert proc.returncode == 0, proc.stderr
         assert "Pareto" in (tmp_path / "s.html").read_text()
     assert proc.returncode == 0, proc.stderr
-    assert "3 points x 1 model = 3 rows" in proc.stdout and path.with_suffix(".sqlite").exists()
+    # the store goes where the command runs, not beside the spec (which may be in a checkout)
+    assert "3 points x 1 model = 3 rows" in proc.stdout and (tmp_path / "elsewhere" / "sweep.sqlite").exists()
+    assert not path.with_suffix(".sqlite").exists()
     assert "Pareto-optimal for resnet18(image=32, width=0.25) (latency, energy, area)" in proc.stdout
     assert "array.rows  weight_sram.capacity  latency  energy  area".split() == proc.stdout.splitlines()[3].split()
     assert "sweep sweep.yaml: 3/3 rows (100%)" in proc.stderr    # the plain progress line off a terminal
