@@ -205,7 +205,7 @@ def _objectives(raw, kind: Kind, fail) -> tuple[str, ...]:
     if not isinstance(raw, list) or not raw:
         raise fail("objectives", f"expected a list, some of {', '.join(OBJECTIVES)}")
     for i, name in enumerate(raw):
-        if name not in OBJECTIVES:
+        if not isinstance(name, str) or name not in OBJECTIVES:   # a list inside the list is unhashable
             close = difflib.get_close_matches(str(name), OBJECTIVES, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise fail(f"objectives[{i}]", f"unknown objective {name!r}; {hint}use {', '.join(OBJECTIVES)}")

@@ -11,6 +11,7 @@ import json
 import sqlite3
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 from compiler.errors import UserError
@@ -75,26 +76,39 @@ class Store:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @contextmanager
+    def _answering(self, doing: str):
+        """SQLite's errors as the user's: a damaged file or a full disk is their environment, not a bug."""
+        try:
+            yield
+        except sqlite3.DatabaseError as error:
+            raise UserError(f"{self.path}: cannot {doing} ({error}); every row stored before is kept in it: "
+                            f"fix the cause (free disk space, or sweep into a new --db) and run the same command "
+                            f"to resume") from None
+
     def finished(self, keys: list[str]) -> dict[str, dict]:
         """The stored rows among `keys` that need no evaluation (status ok or invalid)."""
         out: dict[str, dict] = {}
         columns = [c for c in COLUMNS if c != "arch"]
-        for i in range(0, len(keys), 500):   # SQLite caps host parameters per statement
-            chunk = keys[i:i + 500]
-            marks = ", ".join("?" * len(chunk))
-            cursor = self.db.execute(f"SELECT {', '.join(columns)} FROM results WHERE key IN ({marks}) "
-                                     f"AND status IN ('ok', 'invalid')", chunk)
-            out.update((row[0], dict(zip(columns, row))) for row in cursor)
+        with self._answering("read its rows"):
+            for i in range(0, len(keys), 500):   # SQLite caps host parameters per statement
+                chunk = keys[i:i + 500]
+                marks = ", ".join("?" * len(chunk))
+                cursor = self.db.execute(f"SELECT {', '.join(columns)} FROM results WHERE key IN ({marks}) "
+                                         f"AND status IN ('ok', 'invalid')", chunk)
+                out.update((row[0], dict(zip(columns, row))) for row in cursor)
         return out
 
     def put(self, row: dict) -> None:
         """Store one evaluated row and commit it; an ok/invalid row already there is kept as it is."""
         full = {**row, "run_id": self.run_id, "created": time.time()}
-        self.db.execute(_INSERT, [full.get(column) for column in COLUMNS])
-        self.db.commit()
+        with self._answering("store a row"):
+            self.db.execute(_INSERT, [full.get(column) for column in COLUMNS])
+            self.db.commit()
 
     def count(self) -> int:
-        return self.db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        with self._answering("count its rows"):
+            return self.db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
 
 OBJECTIVE_COLUMNS = ("latency", "energy", "area", "edp")

@@ -88,6 +88,8 @@ BAD = [
     ({"models": ["resnet19"]}, "models[0].name: unknown model 'resnet19'"),
     ({"models": [{"name": "resnet18", "options": {"imagesize": 32}}]}, "models[0]: model 'resnet18' takes no argument"),
     ({"objectives": ["latency", "speed"]}, "objectives[1]: unknown objective 'speed'"),
+    ({"objectives": [["latency"]]}, "objectives[0]: unknown objective ['latency']"),
+    ({"models": [{"name": "resnet18", "options": {"image": "abc"}}]}, "models[0]: model 'resnet18' option image='abc'"),
     ({"base": "xeon_spr", "axes": {"clock": ["1 GHz"]}, "derive": {}}, "objectives[2]: area applies to systolic"),
     ({"base": "tpu_v9"}, "base: unknown arch 'tpu_v9'"),
     ({"strategy": {"kind": "annealing"}}, "strategy.kind: unknown strategy 'annealing'"),
