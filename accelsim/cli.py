@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 import traceback
+import warnings
 from pathlib import Path
 
 from accelsim import __version__
@@ -22,6 +23,7 @@ EXIT_MISMATCH, EXIT_USAGE, EXIT_INTERNAL = 1, 2, 3
 
 
 def main(argv: list[str] | None = None) -> int:
+    warnings.showwarning = _show_warning
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
@@ -44,6 +46,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"accelsim: internal error: {type(error).__name__}: {error} "
               f"(set ACCELSIM_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """accelsim's own warnings (an arch beyond any buildable chip) as one line, as its errors are."""
+    from accelsim.arch.schema import ArchWarning
+
+    if issubclass(category, ArchWarning):
+        print(f"accelsim: warning: {message}", file=sys.stderr)
+    else:
+        _PLAIN_WARNING(message, category, filename, lineno, file, line)
+
+
+_PLAIN_WARNING = warnings.showwarning
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -5,6 +5,7 @@ the value at fault. Invariant: build_arch returns only an Arch whose units, role
 (e.g. a systolic unit never claims more MACs per cycle than it has PEs).
 """
 import difflib
+import warnings
 
 from accelsim.arch import units
 from accelsim.arch.hardware import (
@@ -13,6 +14,15 @@ from accelsim.arch.hardware import (
 )
 from compiler.dtypes import DType
 from compiler.ir import Role
+
+# A generous ceiling on PEs in one systolic array: TPU v4's MXU has 16,384, a wafer-scale engine under a million
+# cores. Past it an arch still loads, with a warning (ArchWarning).
+BUILDABLE_PES = 1 << 24
+
+
+class ArchWarning(UserWarning):
+    """An arch that loads but describes hardware no one could build."""
+
 
 _TOP = ("version", "name", "kind", "description", "clock", "compute", "memory", "power")
 _UNIT = ("name", "role", "count")
@@ -118,7 +128,12 @@ def _latency(f: _File, value, path: str, clock_hz: float) -> tuple[float, int]:
 def _array(f: _File, value, path: str) -> SystolicArray:
     d = _mapping(f, value, path, _ARRAY, _ARRAY_OPTIONAL)
     extra = {k: _count(f, d[k], _at(path, k), minimum=0) for k in _ARRAY_OPTIONAL if k in d}
-    return SystolicArray(*(_count(f, d[k], _at(path, k)) for k in _ARRAY), **extra)
+    array = SystolicArray(*(_count(f, d[k], _at(path, k)) for k in _ARRAY), **extra)
+    if array.pes > BUILDABLE_PES:
+        warnings.warn(ArchWarning(f"{f.shown}: {path}: a {array.rows:,} x {array.cols:,} array is {array.pes:,} PEs, "
+                                  f"beyond any chip built ({BUILDABLE_PES:,}); the numbers are a thought experiment"),
+                      stacklevel=2)
+    return array
 
 
 def _limits(f: _File, value, path: str) -> SimtLimits:
