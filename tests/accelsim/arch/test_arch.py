@@ -208,6 +208,10 @@ def test_arch_is_the_only_yaml_reader():
 
 
 def test_an_array_beyond_any_chip_loads_with_a_warning(tmp_path, capsys):
+    import warnings
+
+    import yaml
+
     from accelsim.arch import arch_document
     from accelsim.arch.schema import ArchWarning
     from accelsim.cli import main
@@ -216,11 +220,11 @@ def test_an_array_beyond_any_chip_loads_with_a_warning(tmp_path, capsys):
     doc["compute"][0]["array"] |= {"rows": 10**9, "cols": 10**9}
     doc["compute"][0]["macs_per_cycle"] = {k: 10**18 for k in doc["compute"][0]["macs_per_cycle"]}
     path = tmp_path / "giant.yaml"
-    path.write_text(__import__("yaml").safe_dump(doc))
+    path.write_text(yaml.safe_dump(doc))
     with pytest.warns(ArchWarning, match=r"1,000,000,000 x 1,000,000,000 array is .* beyond any chip built"):
         assert load_arch(path).matrix.array.pes == 10**18
     assert main(["run", "resnet18", "--opt", "image=32", "--arch", str(path), "--fidelity", "roofline"]) == 0
     assert "accelsim: warning: " in capsys.readouterr().err
-    with __import__("warnings").catch_warnings():
-        __import__("warnings").simplefilter("error")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         load_arch("tpu_v4")                        # a real chip: no warning
