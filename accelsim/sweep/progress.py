@@ -1,7 +1,9 @@
 """Sweep progress on stderr: a rich bar with an ETA on a terminal, a plain line every 10% (or 30 s) otherwise.
 
-The total can grow while the sweep runs (an adaptive strategy asks batch by batch); the ETA is for what is
-known so far. Rows taken from the store count as done at once and do not skew the rate.
+The total is the whole sweep's rows from the start (the strategy's plan times the models, not the batch in hand:
+a million-point grid is asked 4,096 points at a time); an adaptive search may end before its budget. Rows taken
+from the store count as done at once and do not skew the rate; a sweep that will take over an hour says so as
+soon as the rate is known.
 """
 from __future__ import annotations
 
@@ -10,11 +12,17 @@ import time
 from typing import TextIO
 
 
+LONG_S = 3600      # a sweep estimated past this says so when the rate is first known
+
+
 class Progress:
-    def __init__(self, label: str, stream: TextIO | None = None, enabled: bool = True):
+    def __init__(self, label: str, stream: TextIO | None = None, enabled: bool = True, planned: int = 0):
         self.stream = stream or sys.stderr
         self.label, self.enabled = label, enabled
-        self.total = self.done = self.reused = self.invalid = 0
+        self.total = planned          # rows the whole sweep will have: every batch, not only the current one
+        self.done = self.reused = self.invalid = self.added = 0
+        self.planned = planned
+        self._warned = False
         self.start = time.monotonic()
         self._last_line, self._last_decile, self._shown = self.start, 0, -1
         self._first: float | None = None   # when the first evaluated row came back
@@ -28,12 +36,13 @@ class Progress:
                             TextColumn("{task.fields[invalid]} invalid"), TimeElapsedColumn(),
                             TextColumn("ETA"), TimeRemainingColumn(), console=Console(file=self.stream),
                             transient=False)
-            self._task = self._bar.add_task(label, total=None, invalid=0)
+            self._task = self._bar.add_task(label, total=self.total or None, invalid=0)
             self._bar.start()
 
     def add(self, count: int, reused: int, reused_not_ok: int = 0) -> None:
         """`count` more rows are expected, `reused` of them already in the store (`reused_not_ok` not ok)."""
-        self.total += count
+        self.added += count
+        self.total = max(self.planned, self.added)
         self.done += reused
         self.reused += reused
         self.invalid += reused_not_ok
@@ -49,7 +58,17 @@ class Progress:
             self.invalid += 1
         if self._bar is not None:
             self._bar.update(self._task, completed=self.done, invalid=self.invalid)
+        self._warn_if_long()
         self._line()
+
+    def _warn_if_long(self) -> None:
+        """Once the rate is known (a few rows in), a sweep that will take over an hour says so at once."""
+        eta = self.eta()
+        if self.enabled and not self._warned and eta is not None and self.done - self.reused >= 3 and eta > LONG_S:
+            self._warned = True
+            print(f"{self.label}: {self.total - self.done:,} rows to go will take about {_duration(eta)}; "
+                  f"Ctrl-C keeps every finished row and the same command resumes (or sample with strategy: random)",
+                  file=self.stream, flush=True)
 
     def eta(self) -> float | None:
         """Seconds left at the rate since the first evaluated row (worker start-up is not the rate)."""

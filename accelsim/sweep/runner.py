@@ -43,7 +43,7 @@ def run_sweep(spec: Spec, db: str | Path, jobs: int | None = None, scheduler: st
     start = time.monotonic()
     strategy = strategy_for(spec)
     executor = executor_for(jobs or default_jobs(), scheduler)
-    bar = Progress(f"sweep {spec.path.name}", enabled=progress)
+    bar = Progress(f"sweep {spec.path.name}", enabled=progress, planned=strategy.planned * len(spec.models))
     keys: list[str] = []
     points = evaluated = reused = not_ok = stale = 0
     code = code_fingerprint()

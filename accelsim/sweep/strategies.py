@@ -23,6 +23,7 @@ GRID_BATCH = 4096   # coordinates per ask: a million-point grid is never held at
 class Grid:
     def __init__(self, shape: Sequence[int]):
         self._coords = itertools.product(*(range(n) for n in shape))
+        self.planned = math.prod(shape)        # points it will ask, in all: what progress counts against
 
     def ask(self) -> list[Coord]:
         return list(itertools.islice(self._coords, GRID_BATCH))
@@ -37,6 +38,7 @@ class RandomSample:
     def __init__(self, shape: Sequence[int], points: int, seed: int):
         size = math.prod(shape)
         self._batch = [unravel(i, shape) for i in random.Random(seed).sample(range(size), points)]
+        self.planned = points
 
     def ask(self) -> list[Coord]:
         batch, self._batch = self._batch, []
@@ -64,6 +66,7 @@ class Adaptive:
         self.shape = tuple(shape)
         self.size = math.prod(shape)
         self.budget = min(budget or self.size, self.size)
+        self.planned = self.budget            # at most: the search may stop sooner
         self.initial = min(initial or default_initial(self.size, len(shape)), self.budget)
         self.ranks = ranks
         self._rng = random.Random(seed)
