@@ -95,7 +95,8 @@ def _parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("export", help="write a built-in model to an .onnx file")
     model_args(ex, default=None)
-    ex.add_argument("--out", required=True, metavar="FILE.onnx")
+    ex.add_argument("--out", required=True, metavar="FILE.onnx", help="the ONNX file to write (weights inside, or "
+                    "beside it as external data when large)")
     ex.set_defaults(handler=_export)
 
     mp = sub.add_parser("map", help="print each layer's chosen mapping as a loop nest per memory level")
@@ -123,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     arch = sub.add_parser("arch", help="work with arch files").add_subparsers(dest="arch_command",
                                                                              metavar="ACTION", required=True)
     convert = arch.add_parser("convert", help="write the arch YAML equivalent to a SCALE-Sim .cfg")
-    convert.add_argument("cfg", metavar="FILE.cfg")
+    convert.add_argument("cfg", metavar="FILE.cfg", help="a SCALE-Sim config file")
     convert.add_argument("--out", metavar="FILE.yaml", help="where to write it (default: stdout)")
     convert.set_defaults(handler=_arch_convert)
     detect = arch.add_parser("detect-host", help="write a simd preset for this machine (lscpu, /proc, sysfs)")
@@ -148,7 +149,18 @@ def _parser() -> argparse.ArgumentParser:
     cpu.add_argument("--arch", help="price on this preset or YAML file as it is (default: the host's, detected, "
                      "with --threads cores)")
     cpu.set_defaults(handler=_validate_cpu)
+    _describe(parser)
     return parser
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Every subcommand's own --help opens with the line its parent lists it with."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                sub.description = sub.description or helps.get(name)
+                _describe(sub)
 
 
 def _run(args) -> int:

@@ -156,3 +156,23 @@ def test_readme_python_runs():
         scope: dict = {}
         exec(compile(block, "README.md", "exec"), scope)
         assert scope["data"]["version"] == 1 and scope["data"]["ops"]
+
+
+def test_every_subcommand_and_option_explains_itself():
+    import argparse
+
+    from accelsim.cli import _parser
+
+    missing = []
+
+    def walk(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    if not sub.description:
+                        missing.append(" ".join(path + [name]) + ": no description")
+                    walk(sub, path + [name])
+            elif not action.help:
+                missing.append(" ".join(path) + f": {action.option_strings or action.dest} has no help")
+    walk(_parser(), ["accelsim"])
+    assert not missing
