@@ -71,8 +71,8 @@ def add_cuda_parser(group) -> argparse.ArgumentParser:
                    "handful of small cases for checking the harness)")
     p.add_argument("--case", action="append", default=[], metavar="KEY", help="measure this case instead of a suite "
                    "(repeatable; suite 'custom'), e.g. --case 'gemm 4096 4096 4096 bf16' (keys: docs/validation.md)")
-    p.add_argument("--out", required=True, metavar="DIR", help="dataset folder: measurements.csv, dataset.yaml, "
-                   "arch.yaml")
+    p.add_argument("--out", metavar="DIR", help="a new or empty dataset folder for measurements.csv, dataset.yaml "
+                   "and arch.yaml (default: a new folder cuda-<arch>-<date>-<time> here)")
     p.add_argument("--repeats", type=int, default=25, help="timed runs per case and library after 5 warm-ups, "
                    "median kept (default 25)")
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS", help="stop starting new "

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from compiler.errors import UserError
 from accelsim.validate.cases import Case, parse, predict
-from accelsim.validate.dataset import arch_text, git_commit, write_arch
+from accelsim.validate.dataset import arch_text, git_commit, new_folder, write_arch
 
 ALEXNET_CONVS = [   # batch 1, 224 x 224 input; conv2, 4 and 5 are split in two groups as in the paper's two GPUs
     "conv 1 3 224 224 96 11 11 4 2 1 fp32",       # conv1 -> 55 x 55
@@ -222,10 +222,7 @@ def validate_cpu(suite: str, threads: int, repeats: int, out_dir: str | None, ar
         raise UserError(f"--threads {threads} --repeats {repeats}: both must be positive integers")
     keys = suite_keys(suite)
     text, source = arch_text(arch, threads)
-    folder = Path(out_dir) if out_dir else Path(f"{preset_name(read_host().model)}-{time.strftime('%Y%m%d-%H%M%S')}")
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise UserError(f"{folder}: already holds files; validate cpu writes a new dataset and never over one it "
-                        f"did not make in this run (give --out a new or empty folder)")
+    folder = new_folder(out_dir, preset_name(read_host().model))
     priced = write_arch(folder, text)
     start = time.perf_counter()
     rows = run_suites(keys, priced, threads, repeats)

@@ -16,10 +16,12 @@ from pathlib import Path
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from accelsim.validate.cases import parse
-from accelsim.validate.dataset import arch_text, git_commit, write_arch
+from accelsim.validate.dataset import arch_text, git_commit, new_folder, write_arch
 from accelsim.validate.cuda_suites import TARGETS, ZOO, suite_keys
 
 DEFAULT_BUDGET_S = 480    # the default run fits in 8 minutes
+INTERPRETER_NOTE = ("note: --device cpu-interpreter times Triton's interpreter on this CPU, not a GPU: the "
+                    "numbers check the harness, never the model")
 
 
 def work_list(suite: str, fp8: bool, arch, keys: list[str] = (), stream=sys.stdout) -> list[tuple[str, str, int]]:
@@ -70,12 +72,14 @@ def validate_cuda(suite: str, arch: str, out_dir: str, repeats: int, budget_s: f
         raise UserError("validate cuda needs PyTorch (pip install 'accelsim[torch]') and triton") from None
     clock = (InterpreterClock if device == "cpu-interpreter" else CudaClock)(repeats)
     text, source = arch_text(arch, 1)
-    folder = Path(out_dir)
+    folder = new_folder(out_dir, f"cuda-{Path(str(arch)).stem}")
     priced = write_arch(folder, text)
     if priced.kind.value != "simt" and device == "cuda":
         raise UserError(f"--arch {arch}: a {priced.kind.value} preset; a GPU is validated against a simt one "
                         f"(h200, h100, a100, v100, gtx580)")
     work = work_list(suite, has_fp8(clock), priced, keys)
+    if device == "cpu-interpreter":
+        print(INTERPRETER_NOTE)
     meta = {"device": device_info(clock), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "commit": git_commit(), "arch": "arch.yaml", "arch_source": source, "repeats": repeats,
             "timing": "CUDA events, median, L2 flushed before each run" if device == "cuda" else "perf_counter",
@@ -94,6 +98,8 @@ def validate_cuda(suite: str, arch: str, out_dir: str, repeats: int, budget_s: f
         target = TARGETS.get(name, {}).get("mape")
         print(f"{name}: MAPE {value:.1%} over {sum(r.suite == name for r in rows)} cases"
               + (f" (target {target:.0%})" if target else " (report only)"))
+    if device == "cpu-interpreter":
+        print(INTERPRETER_NOTE)
     mismatches = [r for r in rows if r.mismatch]
     for r in mismatches:
         print(f"MISMATCH {r.case.key}: generated Triton differs from {r.library} by {r.triton_error:.2e}")

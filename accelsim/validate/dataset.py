@@ -7,6 +7,7 @@ the same hardware description later.
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 from compiler.errors import UserError
@@ -39,6 +40,16 @@ def git_commit() -> str:
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else "unknown"
+
+
+def new_folder(out_dir: str | None, default_name: str) -> Path:
+    """The dataset folder a run writes: --out if it is new or empty, else a new `<default_name>-<date>-<time>`
+    here. A run never writes over a dataset it did not make (a committed one, with hand-written targets)."""
+    folder = Path(out_dir) if out_dir else Path(f"{default_name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise UserError(f"{folder}: already holds files; a validation run writes a new dataset and never over one "
+                        f"it did not make in this run (give --out a new or empty folder)")
+    return folder
 
 
 def write_arch(folder: Path, text: str):

@@ -84,8 +84,13 @@ def test_harness_end_to_end_under_the_interpreter(tmp_path):
     meta = yaml.safe_load((out / "dataset.yaml").read_text())
     assert meta["cases_measured"] == len(rows) and meta["device"]["software"]["triton"]
     assert meta["targets"] == {"smoke": {"report_only": True}}
+    assert proc.stdout.count("not a GPU") == 2          # said before the run and beside its figures
     score = _accelsim("validate", "score", str(out))
     assert score.returncode == 0 and "smoke" in score.stdout, score.stdout + score.stderr
+    again = _accelsim("validate", "cuda", "--device", "cpu-interpreter", "--suite", "smoke", "--arch", "h100",
+                      "--repeats", "1", "--out", str(out))
+    assert again.returncode == 2 and "already holds files" in again.stderr    # as validate cpu: never over a dataset
+    assert list(csv.DictReader((out / "measurements.csv").open())) == rows
 
 
 def test_budget_stops_between_cases_and_keeps_what_it_measured(tmp_path):
