@@ -41,7 +41,7 @@ def read_cfg(path: str | os.PathLike) -> ScaleSimConfig:
     """Parse a SCALE-Sim .cfg as SCALE-Sim does (configparser: `key: value` or `key = value`, keys in any
     case); only the keys that shape the hardware are required."""
     path = Path(path)
-    parser = configparser.ConfigParser()
+    parser = configparser.ConfigParser(interpolation=None)   # values literally: a "%" is text, not a reference
     try:
         parser.read_string(path.read_text(), source=str(path))
     except OSError as error:

@@ -187,3 +187,14 @@ def test_32x32_preset_prices_a_1024_cubed_gemm_instantly():
     assert int(systolic.scalesim_split(1024, 1024, 1024, arch.matrix, arch, None)[0]) == \
         compat_layer_cycles(1024, 1024, 1, 1024, 1, 1024, 1, 32, 32, "ws")
     assert compat_layer_cycles(1024, 1024, 1, 1024, 1, 1024, 1, 32, 32, "ws") == 32 * 32 * (64 + 32 + 1024 - 2) - 1
+
+
+def test_a_percent_sign_in_a_cfg_is_text_not_an_interpolation(tmp_path):
+    # found by tests/fuzz/test_parsers.py: configparser's interpolation raised its own error class on "%"
+    path = tmp_path / "pct.cfg"
+    path.write_text((GOLDEN / "scalesim_16x8_ws.cfg").read_text().replace("ArrayHeight", "ArrayHeight: 8%\n#", 1))
+    with pytest.raises(CfgError, match=r"ArrayHeight: '8%' is not a positive integer"):
+        read_cfg(path)
+    named = tmp_path / "named.cfg"
+    named.write_text((GOLDEN / "scalesim_16x8_ws.cfg").read_text().replace("golden_16x8_ws", "a%(b", 1))
+    assert read_cfg(named).run_name.startswith("a_")
