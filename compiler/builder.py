@@ -17,7 +17,7 @@ import numpy as np
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
-from compiler.ops.shapes import finalize, infer_node
+from compiler.ops.shapes import FOLD_LIMIT_ELEMENTS, finalize, infer_node
 
 
 class Builder:
@@ -71,6 +71,18 @@ class Builder:
         full = self.fresh(name)
         self.graph.weights[full] = array.astype(dtype.numpy)
         self.graph.tensors[full] = Tensor(full, array.shape, dtype)
+        return full
+
+    def table(self, shape, make, dtype: DType | None = None, name: str = "const") -> str:
+        """A constant computed from positions (a causal mask, rotary tables): its values when the builder draws
+        weights or the table is small, else its shape alone. A shape-only build for simulation never holds the
+        32 GiB a 65,536-position mask would take; folding only ever needs the small ones (FOLD_LIMIT_ELEMENTS)."""
+        shape = tuple(int(d) for d in shape)
+        if self.with_weights or math.prod(shape) <= FOLD_LIMIT_ELEMENTS:
+            return self.const(make(), dtype=dtype, name=name)
+        full = self.fresh(name)
+        self.graph.weights[full] = None
+        self.graph.tensors[full] = Tensor(full, shape, dtype or self.dtype)
         return full
 
     def shape(self, name: str) -> tuple[int, ...]:

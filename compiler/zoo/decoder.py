@@ -55,19 +55,23 @@ def causal_mask(b: Builder, tokens: int, cached: int) -> str | None:
     """Additive [S, past+S] mask: query i (at position past+i) sees keys 0..past+i. None for one token."""
     if tokens == 1:
         return None
-    allowed = np.arange(cached + tokens)[None, :] <= cached + np.arange(tokens)[:, None]
-    # a finite value rather than -inf: exp underflows to 0 either way, and a row never turns NaN
-    return b.const(np.where(allowed, 0.0, mask_value(b.dtype)), dtype=b.dtype, name="const_causal_mask")
+    def mask() -> np.ndarray:
+        allowed = np.arange(cached + tokens)[None, :] <= cached + np.arange(tokens)[:, None]
+        # a finite value rather than -inf: exp underflows to 0 either way, and a row never turns NaN
+        return np.where(allowed, 0.0, mask_value(b.dtype))
+    return b.table((tokens, cached + tokens), mask, dtype=b.dtype, name="const_causal_mask")
 
 
 def rotary_tables(b: Builder, cfg: Config, tokens: int, cached: int) -> tuple[str, str]:
     """cos and sin [S, Dh] for positions past..past+S-1 (Su et al. 2021), halves laid out as in Llama."""
     head_dim = cfg.hidden // cfg.heads
-    inv_freq = cfg.rope_theta ** (-np.arange(0, head_dim, 2) / head_dim)
-    angles = np.outer(np.arange(cached, cached + tokens), inv_freq)
-    angles = np.concatenate([angles, angles], axis=-1)
-    return (b.const(np.cos(angles), dtype=b.dtype, name="const_rope_cos"),
-            b.const(np.sin(angles), dtype=b.dtype, name="const_rope_sin"))
+
+    def angles() -> np.ndarray:
+        inv_freq = cfg.rope_theta ** (-np.arange(0, head_dim, 2) / head_dim)
+        half = np.outer(np.arange(cached, cached + tokens), inv_freq)
+        return np.concatenate([half, half], axis=-1)
+    return (b.table((tokens, head_dim), lambda: np.cos(angles()), dtype=b.dtype, name="const_rope_cos"),
+            b.table((tokens, head_dim), lambda: np.sin(angles()), dtype=b.dtype, name="const_rope_sin"))
 
 
 def rotate(b: Builder, x: str, cos: str, sin: str, name: str) -> str:
