@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import traceback
 import warnings
@@ -79,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json", metavar="FILE", help="write the result as JSON ('-' for stdout)")
     run.add_argument("--csv", metavar="FILE", help="write one row per op as CSV ('-' for stdout)")
     run.add_argument("--limit", type=int, metavar="N", help="show only the first N ops in the table")
+    run.add_argument("--wide", action="store_true", help="every column at full width, whatever the terminal's "
+                     "width (by default the table fits it: names wrap, then the shape and op columns go)")
     run.add_argument("--compat", choices=["scalesim"], help="price matrix ops' compute_cycles as another "
                      "simulator does (scalesim: SCALE-Sim v3's total minus stall cycles, per layer)")
     run.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (works offline)")
@@ -179,7 +182,8 @@ def _run(args) -> int:
 
         write_trace(result, args.trace)
     if "-" not in (args.json, args.csv):
-        print(result.table(args.limit), end="")
+        width = None if args.wide else shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
+        print(result.table(args.limit, width), end="")
     if args.html or args.plot:
         _report_run(result, args)
     return 0

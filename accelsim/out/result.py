@@ -150,10 +150,11 @@ class Result:
             writer.writerow(row)
         return buffer.getvalue()
 
-    def table(self, limit: int | None = None) -> str:
+    def table(self, limit: int | None = None, width: int | None = 120) -> str:
+        """The terminal table, `width` columns wide (None: every column, as wide as it takes)."""
         from accelsim.out.table import render
 
-        return render(self, limit)
+        return render(self, limit, width)
 
     def __str__(self) -> str:
         return self.table()

@@ -47,27 +47,40 @@ def seconds(value: float) -> str:
     return f"{value / 1e-9:.3g} ns"
 
 
-def render(result, limit: int | None = None) -> str:
+COLUMNS = (("layer", "left"), ("op", "left"), ("shape", "left"), ("MACs | ops", "right"), ("bytes", "right"),
+           ("bound", "left"), ("time", "right"), ("util", "right"))
+DROPPED = (("shape", 110), ("op", 90))     # a column left out below this width (layer names wrap first)
+WIDTH = 120                                 # off a terminal, and the default
+
+
+def render(result, limit: int | None = None, width: int | None = WIDTH) -> str:
+    """The per-op table and the totals, `width` columns wide (narrow: names wrap, then shape and op columns
+    go); None for every column at whatever width it takes (`accelsim run --wide`)."""
     arch, model = result.arch, result.model
     title = escape(f"{model['name']} (batch {model['batch']}, {model['dtype']}) on {arch['name']} "
                    f"[{arch['kind']}], {result.fidelity}")
     table = Table(title=title, title_justify="left", show_lines=False, pad_edge=False)
-    for column, justify in (("layer", "left"), ("op", "left"), ("shape", "left"), ("MACs | ops", "right"),
-                            ("bytes", "right"), ("bound", "left"), ("time", "right"), ("util", "right")):
-        table.add_column(column, justify=justify, no_wrap=column != "layer", overflow="fold")
+    shown = [name for name, _ in COLUMNS if width is None or all(name != d or width >= w for d, w in DROPPED)]
+    for column, justify in COLUMNS:
+        if column in shown:
+            table.add_column(column, justify=justify, no_wrap=column != "layer", overflow="fold")
+
+    def row(*cells) -> None:
+        table.add_row(*(cell for (name, _), cell in zip(COLUMNS, cells) if name in shown))
+
     ops = result.ops if limit is None else result.ops[:limit]
     for op in ops:
         work = si(op.macs) if op.macs else f"{si(op.ops)} ops" if op.ops else "-"
-        table.add_row(escape(op.name), op.op, "x".join(map(str, op.shape)), work, si(op.bytes, "B"), op.bound,
-                      seconds(op.seconds), f"{op.utilisation:.0%}" if op.seconds else "-")
+        row(escape(op.name), op.op, "x".join(map(str, op.shape)), work, si(op.bytes, "B"), op.bound,
+            seconds(op.seconds), f"{op.utilisation:.0%}" if op.seconds else "-")
     if limit is not None and len(result.ops) > limit:
-        table.add_row(f"... {len(result.ops) - limit} more ops", "", "", "", "", "", "", "")
+        row(f"... {len(result.ops) - limit} more ops", "", "", "", "", "", "", "")
     totals = result.totals()
     table.add_section()
-    table.add_row(f"total ({len(result.ops)} ops)", "", "", si(totals["macs"]), si(totals["bytes"], "B"), "",
-                  seconds(totals["seconds"]), f"{totals['utilisation']:.0%}")
+    row(f"total ({len(result.ops)} ops)", "", "", si(totals["macs"]), si(totals["bytes"], "B"), "",
+        seconds(totals["seconds"]), f"{totals['utilisation']:.0%}")
     buffer = io.StringIO()
-    console = Console(file=buffer, width=120, force_terminal=False, color_system=None)
+    console = Console(file=buffer, width=width or 10_000, force_terminal=False, color_system=None)
     console.print(table)
     lines = [f"latency {seconds(totals['seconds'])} per batch of {model['batch']}: "
              f"{model['batch'] / totals['seconds']:.1f} samples/s" if totals["seconds"] else "throughput: -",
