@@ -47,7 +47,9 @@ SUITES = {
     + [f"gemm {n} {n} {n} fp64" for n in (256, 512, 1024)],
     "conv": ALEXNET_CONVS + RESNET50_CONVS,
 }
-TARGETS = {"gemm": {"mape": 0.15}, "conv": {"report_only": True}}
+# The GEMM guard the committed host dataset is scored against (validation/cpu/host_amd_epyc/dataset.yaml): a new
+# dataset gets the same one, so `validate cpu` and `validate score` hold a host to one target.
+TARGETS = {"gemm": {"mape": 0.12, "spearman": 0.95}, "conv": {"report_only": True}}
 SAMPLE_S = 0.02      # a timed sample repeats the op until it lasts this long: evens out timer and scheduler noise
 BIG_S = 0.3          # ops slower than this get at most BIG_REPEATS samples: the default run stays under a minute
 BIG_REPEATS = 3
