@@ -41,6 +41,12 @@ def test_compute_waits_for_its_data_and_its_unit():
     assert start == [0, 10, 12, 42] and end == [12, 22, 42, 72]
 
 
+def test_a_missing_dependency_in_the_middle_skips_to_the_next():
+    # row 2 names no dependency in slot 0 and row 1 in slot 1: -1 means "none here", not "no more"
+    start, end, _ = run([0, 1, 2], [10, 30, 5], [0, 0, 0], [[], [], [-1, 1]])
+    assert start[2] == 30 and end[2] == 35
+
+
 def test_ops_run_one_after_another():
     start, end, _ = run([0, 1], [10, 5], [0, 0], [[], []], op=[0, 1])
     assert start[1] == 10                                   # op 1 has no dependency, yet waits for op 0
