@@ -18,15 +18,23 @@ from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map, Move, Operand, Role
 
 REGISTRY: dict[str, "OpDef"] = {}
+# The ops a training step adds (gradients, optimizer updates) are not ONNX ops: they live in their own domain,
+# so an ONNX file cannot name them by accident and an exported training graph says where they come from.
+TRAINING_DOMAIN = "ai.accelsim.training"
+TRAINING: dict[str, "OpDef"] = {}
 
 
-def register(*op_types: str):
+def register(*op_types: str, domain: str = ""):
+    table = TRAINING if domain == TRAINING_DOMAIN else REGISTRY
+    if domain not in ("", TRAINING_DOMAIN):
+        raise RuntimeError(f"ops register in the ONNX domain or in {TRAINING_DOMAIN}, not {domain!r}")
+
     def wrap(cls):
         instance = cls()
         for op_type in op_types:
-            if op_type in REGISTRY:
+            if op_type in table:
                 raise RuntimeError(f"op {op_type} registered twice")
-            REGISTRY[op_type] = instance
+            table[op_type] = instance
         return cls
     return wrap
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from compiler.ir import IROp, Move, Reduce
 
-# Frontend ops lowered to a Map that is a recurrence, not element-wise (an ONNX Scan steps through time):
-# no axis of theirs is safe to cut without knowing the scan axis, so they run as one chunk.
-RECURRENT = frozenset({"Scan"})
+# Ops lowered to a Map that is not element-wise: a recurrence (an ONNX Scan steps through time), a scatter (an
+# embedding's gradient adds any input row into any table row) or a placement (a slice's gradient puts dy inside
+# zeros). No axis of theirs is safe to cut without knowing more of the op: they run as one chunk.
+WHOLE = frozenset({"Scan", "GatherGrad", "SliceGrad"})
 
 
 def output_axis_to_input(op: IROp, axis: int) -> int | None:
@@ -27,7 +28,7 @@ def sliced(op: IROp, axis: int) -> list[bool] | None:
     """Per input: sliced along the chunk axis (True) or whole (False); None if `axis` cannot be cut."""
     if isinstance(op, Move):
         return [True] * len(op.inputs)   # bytes only: a copy's tiles are byte ranges
-    if op.op in RECURRENT:
+    if op.op in WHOLE:
         return None
     a = output_axis_to_input(op, axis)
     if a is None or not op.inputs:

@@ -1,0 +1,129 @@
+"""Reverse-mode differentiation of a Graph: the gradient of a scalar loss with respect to chosen weights, added to the
+graph as nodes (ONNX ops where ONNX has them, `ai.accelsim.training` ops where it does not).
+
+Invariant: the walk visits, in reverse order, only the nodes on a path from a parameter to the loss; a node's rule
+sees the gradients of its outputs (None where nothing downstream needs one) and computes only the input gradients
+that lead to a parameter. A tensor read by several nodes sums its gradients in the order they arrive.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from compiler.dtypes import DType
+from compiler.errors import ModelError
+from compiler.graph import Graph, Node, Tensor
+from compiler.ops.base import TRAINING_DOMAIN
+from compiler.ops.shapes import infer_node
+
+# op type -> rule(tape, node, output gradients, which inputs want one) -> one gradient (or None) per input
+Rule = Callable[["Tape", Node, list, list], list]
+RULES: dict[str, Rule] = {}
+
+
+def rule(*op_types: str):
+    def wrap(fn: Rule) -> Rule:
+        for op_type in op_types:
+            if op_type in RULES:
+                raise RuntimeError(f"gradient rule for {op_type} registered twice")
+            RULES[op_type] = fn
+        return fn
+    return wrap
+
+
+class Tape:
+    """What a rule may do to the graph it differentiates: add nodes (shapes inferred at once) and constants."""
+
+    def __init__(self, graph: Graph, scope: str = "step"):
+        self.graph = graph
+        self.scope = scope                   # names the nodes added outside any rule (the loss, the optimizer)
+        self.at: Node | None = None          # the forward node whose rule is running
+        self._count: dict[str, int] = {}
+
+    def fresh(self, base: str) -> str:
+        n = self._count.get(base, 0)
+        self._count[base] = n + 1
+        name = base if n == 0 else f"{base}_{n}"
+        return name if name not in self.graph.tensors else self.fresh(base)
+
+    def node(self, op: str, inputs, outputs: int = 1, training: bool = False, **attrs):
+        """Add a node after the forward pass; its output name(s). `training`: an ai.accelsim.training op."""
+        name = self.fresh(f"{self.at.name}/grad/{op}" if self.at is not None else f"{self.scope}/{op}")
+        outs = tuple(name if outputs == 1 else f"{name}:{i}" for i in range(outputs))
+        node = Node(name, op, tuple(inputs), outs, dict(attrs), domain=TRAINING_DOMAIN if training else "")
+        self.graph.nodes.append(node)
+        infer_node(self.graph, node)
+        return outs[0] if outputs == 1 else outs
+
+    def const(self, value, dtype: DType, name: str = "const") -> str:
+        full = self.fresh(f"{self.at.name if self.at is not None else self.scope}/{name}")
+        self.graph.weights[full] = np.asarray(value).astype(dtype.numpy)
+        self.graph.tensors[full] = Tensor(full, tuple(int(d) for d in np.shape(value)), dtype)
+        return full
+
+    def ints(self, values) -> str:
+        return self.const(np.asarray(values, dtype=np.int64), DType.int64, "const_ints")
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self.graph.tensor(name).shape
+
+    def dtype(self, name: str) -> DType:
+        return self.graph.tensor(name).dtype
+
+    def reshape(self, x: str, shape) -> str:
+        return x if self.shape(x) == tuple(shape) else self.node("Reshape", [x, self.ints(list(shape))])
+
+    def sum_to(self, grad: str, shape: tuple[int, ...]) -> str:
+        """The gradient of a broadcast operand: `grad` summed over the axes broadcasting added or stretched."""
+        have = self.shape(grad)
+        if have == tuple(shape):
+            return grad
+        lead = len(have) - len(shape)
+        axes = list(range(lead)) + [lead + i for i, d in enumerate(shape) if d == 1 and have[lead + i] != 1]
+        summed = self.node("ReduceSum", [grad, self.ints(axes)], keepdims=0) if axes else grad
+        return self.reshape(summed, shape)
+
+
+def differentiate(graph: Graph, loss: str, params: list[str]) -> dict[str, str]:
+    """Add to `graph` the nodes that compute d loss / d p for every p in params; returns p -> gradient tensor."""
+    if graph.tensor(loss).elements != 1:
+        raise ModelError(f"{graph.source}: the loss {loss!r} has shape {list(graph.tensor(loss).shape)}; "
+                         f"a gradient needs a scalar")
+    forward = list(graph.nodes)
+    leads = _leading_to(forward, set(params), loss)
+    tape = Tape(graph)
+    dtype = graph.tensor(loss).dtype
+    grads: dict[str, str] = {loss: tape.const(np.ones(graph.tensor(loss).shape), dtype, "dloss")}
+    for node in reversed(forward):
+        if not any(o in grads for o in node.outputs) or not any(i in leads for i in node.inputs if i):
+            continue
+        if node.op not in RULES or node.domain not in ("", "ai.onnx"):
+            raise ModelError(f"{graph.source}: {node.where()}: op {node.op!r} has no gradient rule, so the model "
+                             f"cannot be trained through it (ops with one: {', '.join(sorted(RULES))})")
+        tape.at = node
+        wants = [bool(name) and name in leads for name in node.inputs]
+        results = RULES[node.op](tape, node, [grads.get(o) for o in node.outputs], wants)
+        for name, want, grad in zip(node.inputs, wants, results):
+            if not want or grad is None:
+                continue
+            if tape.shape(grad) != graph.tensor(name).shape:
+                raise RuntimeError(f"the {node.op} rule gave {name!r} a gradient of shape {tape.shape(grad)}, "
+                                   f"not {graph.tensor(name).shape}")
+            grads[name] = tape.node("Add", [grads[name], grad]) if name in grads else grad
+    tape.at = None
+    return {p: grads[p] for p in params if p in grads}
+
+
+def _leading_to(nodes: list[Node], params: set[str], loss: str) -> set[str]:
+    """Tensors on a path from a parameter to the loss (the only ones that need a gradient)."""
+    reached = set(params)
+    for node in nodes:
+        if any(i in reached for i in node.inputs if i):
+            reached.update(o for o in node.outputs if o)
+    needed = {loss}
+    for node in reversed(nodes):
+        if any(o in needed for o in node.outputs):
+            needed.update(i for i in node.inputs if i)
+    return reached & needed
+

@@ -1,0 +1,18 @@
+"""Gradient rules of the losses: SoftmaxCrossEntropyLoss reads the log-probabilities its forward pass saved (its
+second output; recomputed by a LogSoftmax when the node has none), NegativeLogLikelihoodLoss only the labels."""
+from __future__ import annotations
+
+from compiler.train.autodiff import Tape, rule
+
+
+@rule("SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss")
+def cross_entropy(t: Tape, node, dys, wants):
+    softmax = node.op == "SoftmaxCrossEntropyLoss"
+    if softmax:
+        saved = node.outputs[1] if len(node.outputs) > 1 and node.outputs[1] else \
+            t.node("LogSoftmax", [node.inputs[0]], axis=1)
+    else:
+        saved = node.inputs[0]
+    attrs = {k: v for k, v in node.attrs.items() if k in ("reduction", "ignore_index")}
+    grad = t.node("CrossEntropyGrad", [dys[0], saved, *node.inputs[1:]], training=True, softmax=int(softmax), **attrs)
+    return [grad] + [None] * (len(node.inputs) - 1)

@@ -1,0 +1,58 @@
+"""Gradient rules of ops that move data without arithmetic: the gradient moves back the way the data came.
+
+Reshape-like ops reshape it back, Transpose applies the inverse permutation, Expand sums over what it stretched,
+Concat splits it, Slice and Gather put it back where they took from (zeros elsewhere, repeated indices added).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.ops.base import normalize_axis
+from compiler.ops.slice import _bounds
+from compiler.train.autodiff import Tape, rule
+
+
+@rule("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+def reshape(t: Tape, node, dys, wants):
+    return [t.reshape(dys[0], t.shape(node.inputs[0]))] + [None] * (len(node.inputs) - 1)
+
+
+@rule("Transpose")
+def transpose(t: Tape, node, dys, wants):
+    rank = len(t.shape(node.inputs[0]))
+    perm = [int(p) for p in node.attr("perm", list(range(rank))[::-1])]
+    return [t.node("Transpose", [dys[0]], perm=[int(i) for i in np.argsort(perm)])]
+
+
+@rule("Expand")
+def expand(t: Tape, node, dys, wants):
+    return [t.sum_to(dys[0], t.shape(node.inputs[0])), None]
+
+
+@rule("Concat")
+def concat(t: Tape, node, dys, wants):
+    axis = normalize_axis(node, int(node.attr("axis")), len(t.shape(dys[0])))
+    sizes = [t.shape(name)[axis] for name in node.inputs]
+    if t.graph.opset >= 13:
+        parts = t.node("Split", [dys[0], t.ints(sizes)], outputs=len(sizes), axis=axis)
+    else:
+        parts = t.node("Split", [dys[0]], outputs=len(sizes), axis=axis, split=sizes)
+    parts = parts if isinstance(parts, tuple) else (parts,)
+    return [part if want else None for part, want in zip(parts, wants)]
+
+
+@rule("Slice")
+def slice_(t: Tape, node, dys, wants):
+    starts, ends, axes, steps = _bounds(node, lambda i: t.graph.value(node.inputs[i])
+                                        if len(node.inputs) > i and node.inputs[i] else None)
+    listed = [None if v is None else [int(x) for x in np.asarray(v).reshape(-1)] for v in (starts, ends, axes, steps)]
+    attrs = {k: v for k, v in zip(("starts", "ends", "axes", "steps"), listed) if v is not None}
+    grad = t.node("SliceGrad", [dys[0]], training=True, shape=list(t.shape(node.inputs[0])), **attrs)
+    return [grad] + [None] * (len(node.inputs) - 1)
+
+
+@rule("Gather")
+def gather(t: Tape, node, dys, wants):
+    grad = t.node("GatherGrad", [dys[0], node.inputs[1]], training=True, shape=list(t.shape(node.inputs[0])),
+                  axis=int(node.attr("axis", 0)))
+    return [grad, None]

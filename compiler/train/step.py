@@ -1,0 +1,154 @@
+"""A training step as one Graph: the model's forward pass, a loss, the backward pass and the optimizer's update.
+
+    step = training_graph(zoo.build("alexnet", batch=128), loss="cross_entropy", optimizer=Optimizer("sgd"))
+    step.graph      # inputs: the model's and `labels`; outputs: the loss, every updated parameter and state
+
+Invariant: the parameters are the model's float weights that reach the loss (not BatchNorm's running statistics,
+not shapes or tables, not scalars); each gets one gradient and one update node, and its optimizer state enters as
+weights that start at zero (a first step) and leave as outputs. Nothing is shared between steps: a Graph per step.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.dtypes import DType
+from compiler.errors import ModelError
+from compiler.graph import Graph, Tensor
+from compiler.ops.shapes import opdef
+from compiler.train import rules  # noqa: F401  (registers every gradient rule)
+from compiler.train.autodiff import Tape, differentiate
+
+LOSSES = ("cross_entropy", "mse")
+DEFAULTS = {"sgd": {"lr": 0.01, "momentum": 0.9, "weight_decay": 5e-4},
+            "adamw": {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01}}
+STATE = {"sgd": ("v",), "adamw": ("m", "v")}
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """An optimizer and its hyper-parameters (PyTorch's names and defaults, AlexNet's for SGD)."""
+
+    name: str = "sgd"
+    settings: dict = field(default_factory=dict)
+    step: int = 1                                 # AdamW's bias correction uses the step number
+
+    def __post_init__(self) -> None:
+        if self.name not in DEFAULTS:
+            raise ModelError(f"unknown optimizer {self.name!r}; allowed: {', '.join(DEFAULTS)}")
+        unknown = sorted(set(self.settings) - set(DEFAULTS[self.name]))
+        if unknown:
+            raise ModelError(f"optimizer {self.name} takes no setting {unknown[0]!r}; it takes "
+                             f"{', '.join(DEFAULTS[self.name])}")
+        for key, value in self.settings.items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+                raise ModelError(f"optimizer {self.name}: {key}={value!r} must be a finite number >= 0")
+        if not isinstance(self.step, int) or self.step < 1:
+            raise ModelError(f"optimizer step {self.step!r} must be an integer >= 1")
+
+    @property
+    def attrs(self) -> dict:
+        return {**DEFAULTS[self.name], **self.settings}
+
+    @property
+    def state(self) -> tuple[str, ...]:
+        if self.name == "sgd" and not self.attrs["momentum"]:
+            return ()
+        return STATE[self.name]
+
+
+@dataclass
+class TrainingStep:
+    graph: Graph
+    loss: str
+    labels: str                                  # the input the loss compares with (class ids or targets)
+    params: list[str]
+    grads: dict[str, str]                        # parameter -> its gradient tensor
+    state: dict[str, list[str]]                  # parameter -> its optimizer state (weights, zero at step 1)
+    updated: dict[str, list[str]]                # parameter -> [new parameter, new state...] (graph outputs)
+
+
+def parameters(graph: Graph) -> list[str]:
+    """The weights training updates: float, rank >= 1, not read as a shape or axis list, not BatchNorm's running
+    statistics, not the zoo's tables (named const*)."""
+    fixed = set()
+    for node in graph.nodes:
+        if node.op == "BatchNormalization":
+            fixed.update(node.inputs[3:5])
+        fixed.update(node.inputs[i] for i in opdef(graph, node).value_inputs if i < len(node.inputs))
+    return [name for name in graph.weights
+            if name not in fixed and name not in graph.constants and graph.tensors[name].dtype.is_float
+            and graph.tensors[name].shape and not name.rsplit("/", 1)[-1].startswith("const")]
+
+
+def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimizer = Optimizer(),
+                   params: list[str] | None = None) -> TrainingStep:
+    if loss not in LOSSES:
+        raise ModelError(f"unknown loss {loss!r}; allowed: {', '.join(LOSSES)}")
+    if not graph.outputs:
+        raise ModelError(f"{graph.source}: the model has no output to compute a loss from")
+    graph = _copy(graph)
+    tape = Tape(graph, scope="loss")
+    loss_name, labels = (_cross_entropy if loss == "cross_entropy" else _mse)(tape, graph.outputs[0])
+    wanted = parameters(graph) if params is None else list(params)
+    grads = differentiate(graph, loss_name, wanted)
+    if not grads:
+        raise ModelError(f"{graph.source}: no parameter of the model reaches the loss; there is nothing to train")
+    trained = [p for p in wanted if p in grads]
+    tape.scope = "optimizer"
+    state, updated = {}, {}
+    for p in trained:
+        state[p] = [_zeros_like(graph, p, f"{optimizer.name}.{kind}/{p}") for kind in optimizer.state]
+        outs = tape.node(optimizer.name.upper() if optimizer.name == "sgd" else "AdamW", [p, grads[p], *state[p]],
+                         outputs=1 + len(state[p]), training=True, **optimizer.attrs,
+                         **({"step": optimizer.step} if optimizer.name == "adamw" else {}))
+        updated[p] = list(outs) if isinstance(outs, tuple) else [outs]
+    graph.outputs = [loss_name] + [name for p in trained for name in updated[p]]
+    return TrainingStep(graph, loss_name, labels, trained, {p: grads[p] for p in trained}, state, updated)
+
+
+def _cross_entropy(t: Tape, logits: str) -> tuple[str, str]:
+    shape = t.shape(logits)
+    if len(shape) < 2 or not t.dtype(logits).is_float:
+        raise ModelError(f"{t.graph.source}: cross-entropy needs float scores [N, classes] or [batch, tokens, vocab]; "
+                         f"the model's output {logits!r} is {t.dtype(logits).value} {list(shape)}")
+    labels = _input(t.graph, "labels", shape[:-1], DType.int64)
+    rows = math.prod(shape[:-1])
+    scores = t.reshape(logits, (rows, shape[-1]))
+    flat = t.reshape(labels, (rows,))
+    loss, _ = t.node("SoftmaxCrossEntropyLoss", [scores, flat], outputs=2, reduction="mean")
+    return loss, labels
+
+
+def _mse(t: Tape, output: str) -> tuple[str, str]:
+    target = _input(t.graph, "target", t.shape(output), t.dtype(output))
+    diff = t.node("Sub", [output, target])
+    return t.node("ReduceMean", [t.node("Mul", [diff, diff])], keepdims=0), target
+
+
+def _input(graph: Graph, name: str, shape, dtype: DType) -> str:
+    if name in graph.tensors:
+        raise ModelError(f"{graph.source}: the model already has a tensor named {name!r}; the loss needs that name "
+                         f"for its {name}")
+    graph.inputs.append(name)
+    graph.tensors[name] = Tensor(name, tuple(shape), dtype)
+    return name
+
+
+def _zeros_like(graph: Graph, p: str, name: str) -> str:
+    t = graph.tensors[p]
+    graph.weights[name] = None if graph.weights[p] is None else np.zeros(t.shape, t.dtype.numpy)
+    graph.tensors[name] = Tensor(name, t.shape, t.dtype)
+    return name
+
+
+def _copy(graph: Graph) -> Graph:
+    """A graph to add to: new lists and dicts (and nodes), the same arrays."""
+    new = copy.copy(graph)
+    new.inputs, new.outputs = list(graph.inputs), list(graph.outputs)
+    new.nodes = [copy.copy(n) for n in graph.nodes]
+    new.tensors, new.weights, new.constants = dict(graph.tensors), dict(graph.weights), dict(graph.constants)
+    return new
