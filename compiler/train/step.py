@@ -69,6 +69,7 @@ class TrainingStep:
     grads: dict[str, str]                        # parameter -> its gradient tensor
     state: dict[str, list[str]]                  # parameter -> its optimizer state (weights, zero at step 1)
     updated: dict[str, list[str]]                # parameter -> [new parameter, new state...] (graph outputs)
+    phase: dict[str, str]                        # node name -> forward, loss, backward or optimizer
 
 
 def parameters(graph: Graph) -> list[str]:
@@ -91,10 +92,13 @@ def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimiz
     if not graph.outputs:
         raise ModelError(f"{graph.source}: the model has no output to compute a loss from")
     graph = _copy(graph)
+    phase = {node.name: "forward" for node in graph.nodes}
     tape = Tape(graph, scope="loss")
     loss_name, labels = (_cross_entropy if loss == "cross_entropy" else _mse)(tape, graph.outputs[0])
+    phase.update({node.name: "loss" for node in graph.nodes if node.name not in phase})
     wanted = parameters(graph) if params is None else list(params)
     grads = differentiate(graph, loss_name, wanted)
+    phase.update({node.name: "backward" for node in graph.nodes if node.name not in phase})
     if not grads:
         raise ModelError(f"{graph.source}: no parameter of the model reaches the loss; there is nothing to train")
     trained = [p for p in wanted if p in grads]
@@ -107,7 +111,8 @@ def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimiz
                          **({"step": optimizer.step} if optimizer.name == "adamw" else {}))
         updated[p] = list(outs) if isinstance(outs, tuple) else [outs]
     graph.outputs = [loss_name] + [name for p in trained for name in updated[p]]
-    return TrainingStep(graph, loss_name, labels, trained, {p: grads[p] for p in trained}, state, updated)
+    phase.update({node.name: "optimizer" for node in graph.nodes if node.name not in phase})
+    return TrainingStep(graph, loss_name, labels, trained, {p: grads[p] for p in trained}, state, updated, phase)
 
 
 def _cross_entropy(t: Tape, logits: str) -> tuple[str, str]:
