@@ -21,6 +21,7 @@ from compiler.graph import Graph, Tensor
 from compiler.ops.shapes import opdef
 from compiler.train import rules  # noqa: F401  (registers every gradient rule)
 from compiler.train.autodiff import Tape, differentiate
+from compiler.train.memory import Memory, liveness
 
 LOSSES = ("cross_entropy", "mse")
 DEFAULTS = {"sgd": {"lr": 0.01, "momentum": 0.9, "weight_decay": 5e-4},
@@ -70,6 +71,10 @@ class TrainingStep:
     state: dict[str, list[str]]                  # parameter -> its optimizer state (weights, zero at step 1)
     updated: dict[str, list[str]]                # parameter -> [new parameter, new state...] (graph outputs)
     phase: dict[str, str]                        # node name -> forward, loss, backward or optimizer
+
+    def memory(self) -> Memory:
+        """Peak memory over this step's schedule, by category (compiler.train.memory)."""
+        return liveness(self.graph, self.phase, set(self.grads.values()), {s for v in self.state.values() for s in v})
 
 
 def parameters(graph: Graph) -> list[str]:

@@ -47,7 +47,7 @@ def _clip(dy, x, lo=None, hi=None):
 # op -> (numpy function, vector ops per element, input names). Costs as in ops/activation.py: one op per
 # add/mul/compare/select, one per exp/sqrt/divide.
 GRADIENTS = {
-    "ReluGrad": (lambda dy, x: dy * (x > 0), 1, ("dy", "x")),                                  # select
+    "ReluGrad": (lambda dy, y: dy * (y > 0), 1, ("dy", "y")),                                  # select
     "SigmoidGrad": (lambda dy, y: (lambda d, s: d * s * (1 - s))(*_work(dy, y)), 3, ("dy", "y")),
     "TanhGrad": (lambda dy, y: (lambda d, t: d * (1 - t * t))(*_work(dy, y)), 3, ("dy", "y")),
     "ErfGrad": (lambda dy, x: (lambda d, v: d * _TWO_OVER_ROOT_PI * np.exp(-v * v))(*_work(dy, x)), 4,

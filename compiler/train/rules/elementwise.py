@@ -57,8 +57,9 @@ def power(t: Tape, node, dys, wants):
 
 
 # activations whose derivative reads the input x, or the output y
-_FROM_INPUT = {"Relu": "ReluGrad", "Erf": "ErfGrad", "Gelu": "GeluGrad", "Abs": "AbsGrad"}
-_FROM_OUTPUT = {"Sigmoid": "SigmoidGrad", "Tanh": "TanhGrad", "Sqrt": "SqrtGrad"}
+# (Relu's from its output, y > 0 exactly where x > 0, as PyTorch saves it: the input need not outlive the forward)
+_FROM_INPUT = {"Erf": "ErfGrad", "Gelu": "GeluGrad", "Abs": "AbsGrad"}
+_FROM_OUTPUT = {"Relu": "ReluGrad", "Sigmoid": "SigmoidGrad", "Tanh": "TanhGrad", "Sqrt": "SqrtGrad"}
 
 
 @rule(*_FROM_INPUT)

@@ -1,0 +1,97 @@
+"""Memory of a training step by liveness over its schedule: every tensor lives from the node that writes it to the
+last node that reads it, and the peak is the largest sum of live bytes at any node, split by what the bytes are.
+
+Categories: weights (every parameter and buffer, the whole step), optimizer (its state, the whole step), gradients
+(a parameter's gradient, from the node that finishes it to the end: frameworks keep it for the update),
+activations (what the forward pass and the loss write, while anything still reads them: the backward pass reads
+the saved ones), workspace (what the backward pass writes besides parameter gradients: activation gradients and
+temporaries). A view (Reshape, Flatten, Squeeze, Unsqueeze, Identity) shares its input's bytes, and an optimizer
+writes its parameter and state in place, so neither adds bytes.
+Invariant: peak == weights + optimizer + gradients + activations + workspace at the peak node.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler.graph import Graph
+
+CATEGORIES = ("weights", "gradients", "optimizer", "activations", "workspace")
+VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+IN_PLACE = frozenset({"SGD", "AdamW"})
+
+
+@dataclass(frozen=True)
+class Memory:
+    peak: int                                  # bytes live at the peak node
+    by_category: dict[str, int]                # the peak's bytes per category
+    at: str                                    # the node the peak happens at
+    phase: str                                 # forward, loss, backward or optimizer
+    largest: list[tuple[str, str, int]]        # (tensor, category, bytes) live at the peak, largest first
+
+    def to_dict(self) -> dict:
+        return {**self.by_category, "peak": self.peak, "peak_node": self.at, "peak_phase": self.phase,
+                "largest": [{"tensor": t, "category": c, "bytes": b} for t, c, b in self.largest]}
+
+
+def liveness(graph: Graph, phase: dict[str, str], grads: set[str], state: set[str], top: int = 5) -> Memory:
+    """The step's peak memory. `phase`: node -> phase (TrainingStep.phase); `grads`: the parameters' gradient
+    tensors; `state`: the optimizer's state weights."""
+    alias = _aliases(graph)
+    end = len(graph.nodes)
+    birth: dict[str, int] = {}
+    death: dict[str, int] = {}
+    category: dict[str, str] = {}
+    for name in graph.weights:
+        if name not in graph.constants:
+            birth[name], death[name] = -1, end
+            category[name] = "optimizer" if name in state else "weights"
+    for name in graph.inputs:
+        birth[name], death[name], category[name] = -1, -1, "activations"
+    for i, node in enumerate(graph.nodes):
+        for name in node.inputs:
+            root = alias.get(name, name)
+            if root in birth:
+                death[root] = max(death[root], i)
+        for name in node.outputs:
+            if not name or name in alias or name in graph.constants:
+                continue
+            birth[name], death[name] = i, i
+            if name in grads:
+                category[name] = "gradients"
+                death[name] = end
+            else:
+                category[name] = "workspace" if phase.get(node.name) in ("backward", "optimizer") else "activations"
+    for name in graph.outputs:
+        root = alias.get(name, name)
+        if root in death:
+            death[root] = end
+    sizes = {name: graph.tensors[name].nbytes for name in birth}
+    # sweep: bytes born at i count from i, bytes dying at i count through i
+    delta = [0] * (end + 3)
+    for name, b in birth.items():
+        delta[b + 1] += sizes[name]
+        delta[death[name] + 2] -= sizes[name]
+    live, best, at = 0, -1, 0
+    for i in range(end + 1):
+        live += delta[i]
+        if i >= 1 and live > best:
+            best, at = live, i - 1
+    held = [(name, category[name], sizes[name]) for name in birth if birth[name] <= at <= death[name]]
+    by_category = {c: sum(b for _, cat, b in held if cat == c) for c in CATEGORIES}
+    node = graph.nodes[at] if graph.nodes else None
+    largest = sorted(held, key=lambda t: -t[2])[:top]
+    return Memory(peak=sum(by_category.values()), by_category=by_category, at=node.name if node else "",
+                  phase=phase.get(node.name, "") if node else "", largest=largest)
+
+
+def _aliases(graph: Graph) -> dict[str, str]:
+    """Tensor -> the tensor whose bytes it is (views share their input's; in-place updates their target's)."""
+    alias: dict[str, str] = {}
+    for node in graph.nodes:
+        if node.op in VIEWS and node.outputs and node.inputs:
+            alias[node.outputs[0]] = alias.get(node.inputs[0], node.inputs[0])
+        elif node.op in IN_PLACE:
+            written = [node.inputs[0], *node.inputs[2:]]        # the parameter, then the state (the gradient is read)
+            for out, target in zip(node.outputs, written):
+                alias[out] = alias.get(target, target)
+    return alias
