@@ -39,6 +39,8 @@ class Tape:
         self.graph = graph
         self.scope = scope                   # names the nodes added outside any rule (the loss, the optimizer)
         self.at: Node | None = None          # the forward node whose rule is running
+        self.at_name: str | None = None      # outside a rule: the forward node added nodes belong to
+        self.owner: dict[str, str] = {}      # added node -> the forward node it belongs to
         self._count: dict[str, int] = {}
 
     def fresh(self, base: str) -> str:
@@ -50,6 +52,8 @@ class Tape:
     def node(self, op: str, inputs, outputs: int = 1, training: bool = False, **attrs):
         """Add a node after the forward pass; its output name(s). `training`: an ai.accelsim.training op."""
         name = self.fresh(f"{self.at.name}/grad/{op}" if self.at is not None else f"{self.scope}/{op}")
+        if self.at is not None or self.at_name is not None:
+            self.owner[name] = self.at.name if self.at is not None else self.at_name
         outs = tuple(name if outputs == 1 else f"{name}:{i}" for i in range(outputs))
         node = Node(name, op, tuple(inputs), outs, dict(attrs), domain=TRAINING_DOMAIN if training else "")
         self.graph.nodes.append(node)
@@ -81,20 +85,27 @@ class Tape:
             return grad
         lead = len(have) - len(shape)
         axes = list(range(lead)) + [lead + i for i, d in enumerate(shape) if d == 1 and have[lead + i] != 1]
-        summed = self.node("ReduceSum", [grad, self.ints(axes)], keepdims=0) if axes else grad
+        summed = self.reduce_sum(grad, axes) if axes else grad
         return self.reshape(summed, shape)
 
+    def reduce_sum(self, x: str, axes, keepdims: int = 0) -> str:
+        """ReduceSum over `axes`: an input from opset 13, an attribute before (an opset-12 model's graph)."""
+        if self.graph.opset >= 13:
+            return self.node("ReduceSum", [x, self.ints(list(axes))], keepdims=keepdims)
+        return self.node("ReduceSum", [x], axes=list(axes), keepdims=keepdims)
 
-def differentiate(graph: Graph, loss: str, params: list[str]) -> dict[str, str]:
-    """Add to `graph` the nodes that compute d loss / d p for every p in params; returns p -> gradient tensor."""
+
+def differentiate(graph: Graph, loss: str, params: list[str], seed: float = 1.0, tape: Tape | None = None) -> dict[str, str]:
+    """Add to `graph` the nodes that compute d loss / d p for every p in params; returns p -> gradient tensor.
+    `seed`: the loss's own gradient (a loss scale multiplies every gradient by it)."""
     if graph.tensor(loss).elements != 1:
         raise ModelError(f"{graph.source}: the loss {loss!r} has shape {list(graph.tensor(loss).shape)}; "
                          f"a gradient needs a scalar")
     forward = list(graph.nodes)
     leads = _leading_to(forward, set(params), loss)
-    tape = Tape(graph)
+    tape = tape or Tape(graph)
     dtype = graph.tensor(loss).dtype
-    grads: dict[str, str] = {loss: tape.const(np.ones(graph.tensor(loss).shape), dtype, "dloss")}
+    grads: dict[str, str] = {loss: tape.const(np.full(graph.tensor(loss).shape, seed), dtype, "dloss")}
     for node in reversed(forward):
         if not any(o in grads for o in node.outputs) or not any(i in leads for i in node.inputs if i):
             continue

@@ -33,9 +33,11 @@ class Memory:
                 "largest": [{"tensor": t, "category": c, "bytes": b} for t, c, b in self.largest]}
 
 
-def liveness(graph: Graph, phase: dict[str, str], grads: set[str], state: set[str], top: int = 5) -> Memory:
+def liveness(graph: Graph, phase: dict[str, str], grads: set[str], state: set[str], accumulators: set[str] = frozenset(),
+             top: int = 5) -> Memory:
     """The step's peak memory. `phase`: node -> phase (TrainingStep.phase); `grads`: the parameters' gradient
-    tensors; `state`: the optimizer's state weights."""
+    tensors; `state`: the optimizer's state weights (with an fp32 master copy, as ZeRO counts it);
+    `accumulators`: gradient accumulation buffers (gradients, the whole step)."""
     alias = _aliases(graph)
     end = len(graph.nodes)
     birth: dict[str, int] = {}
@@ -44,7 +46,7 @@ def liveness(graph: Graph, phase: dict[str, str], grads: set[str], state: set[st
     for name in graph.weights:
         if name not in graph.constants:
             birth[name], death[name] = -1, end
-            category[name] = "optimizer" if name in state else "weights"
+            category[name] = "optimizer" if name in state else "gradients" if name in accumulators else "weights"
     for name in graph.inputs:
         birth[name], death[name], category[name] = -1, -1, "activations"
     for i, node in enumerate(graph.nodes):

@@ -27,6 +27,7 @@ LOSSES = ("cross_entropy", "mse")
 DEFAULTS = {"sgd": {"lr": 0.01, "momentum": 0.9, "weight_decay": 5e-4},
             "adamw": {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01}}
 STATE = {"sgd": ("v",), "adamw": ("m", "v")}
+FP16_LOSS_SCALE = 65536.0      # PyTorch's GradScaler starts there
 
 
 @dataclass(frozen=True)
@@ -71,10 +72,13 @@ class TrainingStep:
     state: dict[str, list[str]]                  # parameter -> its optimizer state (weights, zero at step 1)
     updated: dict[str, list[str]]                # parameter -> [new parameter, new state...] (graph outputs)
     phase: dict[str, str]                        # node name -> forward, loss, backward or optimizer
+    owner: dict[str, str]                        # node name -> the forward node (layer) it belongs to
 
     def memory(self) -> Memory:
         """Peak memory over this step's schedule, by category (compiler.train.memory)."""
-        return liveness(self.graph, self.phase, set(self.grads.values()), {s for v in self.state.values() for s in v})
+        return liveness(self.graph, self.phase, set(self.grads.values()), {s for v in self.state.values() for s in v
+                                                                           if not s.startswith("accumulated/")},
+                        {s for v in self.state.values() for s in v if s.startswith("accumulated/")})
 
 
 def parameters(graph: Graph) -> list[str]:
@@ -91,7 +95,13 @@ def parameters(graph: Graph) -> list[str]:
 
 
 def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimizer = Optimizer(),
-                   params: list[str] | None = None) -> TrainingStep:
+                   params: list[str] | None = None, accumulate: bool = False,
+                   loss_scale: float | None = None) -> TrainingStep:
+    """One training step of `graph`. Parameters stored narrower than fp32 (bf16, fp16, fp8) train mixed-precision:
+    an fp32 master copy and fp32 optimizer state, the update cast back to the parameter's dtype. `accumulate`: one
+    micro-batch of several, each gradient added into an fp32 accumulator (a weight, live the whole step).
+    `loss_scale`: the gradient of the loss starts at this value and every gradient is divided by it before the
+    update (fp16's loss scaling); default 65,536 when any parameter is fp16."""
     if loss not in LOSSES:
         raise ModelError(f"unknown loss {loss!r}; allowed: {', '.join(LOSSES)}")
     if not graph.outputs:
@@ -102,22 +112,71 @@ def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimiz
     loss_name, labels = (_cross_entropy if loss == "cross_entropy" else _mse)(tape, graph.outputs[0])
     phase.update({node.name: "loss" for node in graph.nodes if node.name not in phase})
     wanted = parameters(graph) if params is None else list(params)
-    grads = differentiate(graph, loss_name, wanted)
+    if loss_scale is None and any(graph.tensors[p].dtype == DType.fp16 for p in wanted):
+        loss_scale = FP16_LOSS_SCALE
+    grads = differentiate(graph, loss_name, wanted, seed=loss_scale or 1.0, tape=tape)
     phase.update({node.name: "backward" for node in graph.nodes if node.name not in phase})
     if not grads:
         raise ModelError(f"{graph.source}: no parameter of the model reaches the loss; there is nothing to train")
     trained = [p for p in wanted if p in grads]
     tape.scope = "optimizer"
-    state, updated = {}, {}
+    owner = _owners(graph, phase, trained)
+    state, updated, kept = {}, {}, {}
     for p in trained:
-        state[p] = [_zeros_like(graph, p, f"{optimizer.name}.{kind}/{p}") for kind in optimizer.state]
-        outs = tape.node(optimizer.name.upper() if optimizer.name == "sgd" else "AdamW", [p, grads[p], *state[p]],
-                         outputs=1 + len(state[p]), training=True, **optimizer.attrs,
+        tape.at_name = owner.get(p)
+        kept[p] = _update_input(tape, graph, p, grads[p], accumulate, loss_scale, state)
+        master = kept[p]["master"]
+        state[p] = kept[p]["state"] + [_zeros_like(graph, master, f"{optimizer.name}.{kind}/{p}")
+                                       for kind in optimizer.state]
+        moments = state[p][len(kept[p]["state"]):]
+        outs = tape.node("SGD" if optimizer.name == "sgd" else "AdamW", [master, kept[p]["grad"], *moments],
+                         outputs=1 + len(moments), training=True, **optimizer.attrs,
                          **({"step": optimizer.step} if optimizer.name == "adamw" else {}))
-        updated[p] = list(outs) if isinstance(outs, tuple) else [outs]
+        outs = list(outs) if isinstance(outs, tuple) else [outs]
+        if master != p:        # the fp32 master's update, cast back for the next step's compute
+            outs = [tape.node("Cast", [outs[0]], to=graph.tensors[p].dtype.onnx)] + outs
+        updated[p] = outs
+    tape.at_name = None
     graph.outputs = [loss_name] + [name for p in trained for name in updated[p]]
     phase.update({node.name: "optimizer" for node in graph.nodes if node.name not in phase})
-    return TrainingStep(graph, loss_name, labels, trained, {p: grads[p] for p in trained}, state, updated, phase)
+    owner_of = {node.name: node.name for node in graph.nodes if phase[node.name] == "forward"} | tape.owner
+    return TrainingStep(graph, loss_name, labels, trained, {p: grads[p] for p in trained}, state, updated, phase,
+                        owner_of)
+
+
+def _update_input(tape: Tape, graph: Graph, p: str, grad: str, accumulate: bool, loss_scale: float | None,
+                  state: dict) -> dict:
+    """What the optimizer reads for p: the fp32 master (p itself when p is fp32), the gradient as it updates
+    (accumulated, unscaled, in fp32) and the extra state that takes (master copy, accumulator)."""
+    extra: list[str] = []
+    master = p
+    if _narrow(graph.tensors[p].dtype):
+        master = _zeros_like(graph, p, f"master/{p}", DType.fp32, copy=True)
+        extra.append(master)
+    if _narrow(graph.tensors[grad].dtype):
+        grad = tape.node("Cast", [grad], to=DType.fp32.onnx)
+    if accumulate:
+        buffer = _zeros_like(graph, master, f"accumulated/{p}")
+        extra.append(buffer)
+        grad = tape.node("Add", [buffer, grad])
+    if loss_scale and loss_scale != 1:
+        grad = tape.node("Mul", [grad, tape.const(np.asarray(1.0 / loss_scale), DType.fp32, "unscale")])
+    return {"master": master, "grad": grad, "state": extra}
+
+
+def _narrow(dtype: DType) -> bool:
+    """Narrower than fp32: a float its master copy and its optimizer state do not stay in."""
+    return dtype.is_float and dtype.bits < 32
+
+
+def _owners(graph: Graph, phase: dict[str, str], params: list[str]) -> dict[str, str]:
+    """Parameter -> the forward node that first reads it (the layer its update is reported with)."""
+    owner: dict[str, str] = {}
+    for node in graph.nodes:
+        if phase.get(node.name) == "forward":
+            for name in node.inputs:
+                owner.setdefault(name, node.name)
+    return {p: owner[p] for p in params if p in owner}
 
 
 def _cross_entropy(t: Tape, logits: str) -> tuple[str, str]:
@@ -127,6 +186,8 @@ def _cross_entropy(t: Tape, logits: str) -> tuple[str, str]:
                          f"the model's output {logits!r} is {t.dtype(logits).value} {list(shape)}")
     labels = _input(t.graph, "labels", shape[:-1], DType.int64)
     rows = math.prod(shape[:-1])
+    if _narrow(t.dtype(logits)):     # the loss in fp32, as autocast computes it: a scaled gradient seed fits
+        logits = t.node("Cast", [logits], to=DType.fp32.onnx)
     scores = t.reshape(logits, (rows, shape[-1]))
     flat = t.reshape(labels, (rows,))
     loss, _ = t.node("SoftmaxCrossEntropyLoss", [scores, flat], outputs=2, reduction="mean")
@@ -148,10 +209,16 @@ def _input(graph: Graph, name: str, shape, dtype: DType) -> str:
     return name
 
 
-def _zeros_like(graph: Graph, p: str, name: str) -> str:
+def _zeros_like(graph: Graph, p: str, name: str, dtype: DType | None = None, copy: bool = False) -> str:
+    """A new weight shaped like p: zeros (optimizer state, accumulators), or p's values (`copy`: a master copy);
+    no values when p has none (a shape-only model)."""
     t = graph.tensors[p]
-    graph.weights[name] = None if graph.weights[p] is None else np.zeros(t.shape, t.dtype.numpy)
-    graph.tensors[name] = Tensor(name, t.shape, t.dtype)
+    dtype = dtype or t.dtype
+    value = graph.weights.get(p)
+    if value is not None:
+        value = np.asarray(value).astype(dtype.numpy) if copy else np.zeros(t.shape, dtype.numpy)
+    graph.weights[name] = value
+    graph.tensors[name] = Tensor(name, t.shape, dtype)
     return name
 
 
