@@ -124,7 +124,7 @@ def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimiz
     state, updated, kept = {}, {}, {}
     for p in trained:
         tape.at_name = owner.get(p)
-        kept[p] = _update_input(tape, graph, p, grads[p], accumulate, loss_scale, state)
+        kept[p] = _update_input(tape, graph, p, grads[p], accumulate, loss_scale, phase)
         master = kept[p]["master"]
         state[p] = kept[p]["state"] + [_zeros_like(graph, master, f"{optimizer.name}.{kind}/{p}")
                                        for kind in optimizer.state]
@@ -145,9 +145,10 @@ def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimiz
 
 
 def _update_input(tape: Tape, graph: Graph, p: str, grad: str, accumulate: bool, loss_scale: float | None,
-                  state: dict) -> dict:
+                  phase: dict[str, str]) -> dict:
     """What the optimizer reads for p: the fp32 master (p itself when p is fp32), the gradient as it updates
-    (accumulated, unscaled, in fp32) and the extra state that takes (master copy, accumulator)."""
+    (accumulated, unscaled, in fp32) and the extra state that takes (master copy, accumulator). The cast and the
+    accumulation run once per micro-batch: they belong to the backward pass."""
     extra: list[str] = []
     master = p
     if _narrow(graph.tensors[p].dtype):
@@ -155,10 +156,12 @@ def _update_input(tape: Tape, graph: Graph, p: str, grad: str, accumulate: bool,
         extra.append(master)
     if _narrow(graph.tensors[grad].dtype):
         grad = tape.node("Cast", [grad], to=DType.fp32.onnx)
+        phase[grad] = "backward"
     if accumulate:
         buffer = _zeros_like(graph, master, f"accumulated/{p}")
         extra.append(buffer)
         grad = tape.node("Add", [buffer, grad])
+        phase[grad] = "backward"
     if loss_scale and loss_scale != 1:
         grad = tape.node("Mul", [grad, tape.const(np.asarray(1.0 / loss_scale), DType.fp32, "unscale")])
     return {"master": master, "grad": grad, "state": extra}

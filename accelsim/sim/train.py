@@ -1,0 +1,140 @@
+"""`train`: one training step of a model on an arch (forward, loss, backward, optimizer update, as one Graph from
+compiler.train), simulated by the same build and simulate as `run`, and the time to train.
+
+Invariant: a batch of B in micro-batches of m simulates one micro-step's forward and backward at batch m (the
+step repeats it B / m times) and the optimizer once; nothing is priced outside the pipeline.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+from accelsim.arch import Arch
+from accelsim.out.training import PHASES, Layer, TrainResult
+from accelsim.sim.build import FIDELITIES, build, simulate
+from accelsim.sim.model import load_arch, load_model
+from compiler.dtypes import DType
+from compiler.errors import UserError
+from compiler.graph import Graph
+from compiler.train import LOSSES, Optimizer, training_graph
+
+TRAINING_DTYPES = (DType.bf16, DType.fp16, DType.fp32)       # the default is the first the matrix units have
+STORED = {DType.tf32: DType.fp32}                              # computed narrower than it is stored
+
+
+def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike | Arch = "gtx580", *,
+          batch: int | None = None, microbatch: int | None = None, optimizer: str = "sgd",
+          settings: dict | None = None, dtype: str | DType | None = None, loss: str = "cross_entropy",
+          samples: int | None = None, epochs: float | None = None, dataset_size: int | None = None,
+          tokens: int | None = None, fidelity: str = "tile", **model_options) -> TrainResult:
+    """Simulate one training step of `model` on `arch`. `dtype` is the compute dtype (default bf16, else fp16,
+    else fp32, whichever the arch's matrix units have); narrower than fp32, weights train from an fp32 master copy.
+    The training length is `samples`, `epochs` x `dataset_size`, or `tokens` (language models)."""
+    if fidelity not in FIDELITIES:
+        raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
+    if loss not in LOSSES:
+        raise UserError(f"unknown loss {loss!r}; allowed: {', '.join(LOSSES)}")
+    hw = load_arch(arch)
+    compute = _compute_dtype(hw, dtype)
+    micro, steps_per = _micro_batches(batch, microbatch)
+    if not isinstance(model, Graph) and not str(model).endswith((".onnx", ".csv")) and compute.is_float:
+        model_options.setdefault("dtype", STORED.get(compute, compute).value)
+    graph = load_model(model, batch=micro, **model_options)
+    step = training_graph(graph, loss=loss, optimizer=Optimizer(optimizer, dict(settings or {})),
+                          accumulate=steps_per > 1)
+    compiled = build(step.graph, hw, batch=micro, dtype=compute, mapped=fidelity == "tile")
+    result = simulate(compiled, fidelity)
+    phase_of = {op.name: _phase(step.phase[op.node]) for op in result.ops}
+    memory = step.memory().to_dict()
+    memory["capacity"] = hw.memory[0].capacity_total
+    memory["capacity_level"] = hw.memory[0].name
+    out = graph.tensors[graph.outputs[0]].shape
+    per_sample = out[1] if len(out) == 3 else None          # [batch, tokens, vocab]: a language model
+    trained = micro * steps_per
+    flops = 2.0 * steps_per * sum(op.macs for op in result.ops if phase_of[op.name] != "optimizer")
+    total = _length(samples, epochs, dataset_size, tokens, per_sample)
+    notes = _memory_notes(memory, hw)
+    return TrainResult(result=result, phase_of=phase_of, layers=_layers(result, step, phase_of, steps_per),
+                       microsteps=steps_per, batch=trained, tokens_per_sample=per_sample, memory=memory,
+                       model_flops=flops, peak_flops=2.0 * result.arch["peak_macs_per_second"], samples=total,
+                       notes=notes)
+
+
+def _compute_dtype(arch: Arch, dtype: str | DType | None) -> DType:
+    floats = [d for d in DType if d.is_float and any(u.supports(d) for u in arch.matrix_units)]
+    if dtype is None:
+        choice = next((d for d in TRAINING_DTYPES if d in floats), None)
+        if choice is None:
+            have = sorted({d.value for u in arch.matrix_units for d in DType if u.supports(d)})
+            raise UserError(f"arch {arch.name!r} cannot train: training needs floating-point arithmetic (bf16, fp16, "
+                            f"tf32 or fp32) and its matrix units compute only {', '.join(have)}")
+        return choice
+    chosen = DType.parse(dtype) if isinstance(dtype, str) else dtype
+    if not chosen.is_float:
+        raise UserError(f"--dtype {chosen.value}: training computes in a float type (bf16, fp16, fp8, tf32, fp32)")
+    return chosen
+
+
+def _micro_batches(batch: int | None, microbatch: int | None) -> tuple[int, int]:
+    for name, value in (("batch", batch), ("microbatch", microbatch)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise UserError(f"{name} {value!r}: must be a positive integer")
+    batch = batch or microbatch or 1
+    micro = microbatch or batch
+    if batch % micro:
+        raise UserError(f"microbatch {micro} does not divide batch {batch}: a step is a whole number of "
+                        f"micro-batches")
+    return micro, batch // micro
+
+
+def _length(samples, epochs, dataset_size, tokens, per_sample) -> int | None:
+    given = [name for name, v in (("samples", samples), ("epochs", epochs), ("tokens", tokens)) if v is not None]
+    if len(given) > 1:
+        raise UserError(f"give one training length, not {' and '.join(given)}")
+    for name, value in (("samples", samples), ("dataset_size", dataset_size), ("tokens", tokens)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise UserError(f"{name} {value!r}: must be a positive integer")
+    if epochs is not None:
+        if not isinstance(epochs, (int, float)) or not math.isfinite(epochs) or epochs <= 0:
+            raise UserError(f"epochs {epochs!r}: must be a positive number")
+        if dataset_size is None:
+            raise UserError("epochs need --dataset-size (samples per epoch)")
+        return math.ceil(epochs * dataset_size)
+    if dataset_size is not None:
+        raise UserError("--dataset-size goes with --epochs")
+    if tokens is not None:
+        if not per_sample:
+            raise UserError("--tokens applies to language models (an output of [batch, tokens, vocab])")
+        return math.ceil(tokens / per_sample)
+    return samples
+
+
+def _phase(phase: str) -> str:
+    return "forward" if phase == "loss" else phase
+
+
+def _layers(result, step, phase_of: dict[str, str], steps_per: int) -> list[Layer]:
+    ops_of = {node.name: node.op for node in step.graph.nodes}
+    grouped: dict[str, list] = {}
+    for op in result.ops:
+        owner = step.owner.get(op.node, "loss")
+        grouped.setdefault("loss" if step.phase.get(owner) == "loss" else owner, []).append(op)
+    layers = []
+    for name, ops in grouped.items():
+        seconds = {p: 0.0 for p in PHASES}
+        for op in ops:
+            phase = phase_of[op.name]
+            seconds[phase] += op.seconds * (1 if phase == "optimizer" else steps_per)
+        longest = max(ops, key=lambda op: op.seconds)
+        layers.append(Layer(name=name, op=ops_of.get(name, "SoftmaxCrossEntropyLoss"), seconds=seconds,
+                            bound=longest.bound))
+    return layers
+
+
+def _memory_notes(memory: dict, arch: Arch) -> list[str]:
+    if memory["peak"] <= memory["capacity"]:
+        return []
+    largest = ", ".join(f"{t['tensor']} ({t['category']}, {t['bytes'] / 2**20:,.0f} MiB)" for t in memory["largest"][:3])
+    return [f"the step needs {memory['peak'] / 2**30:,.2f} GiB at its peak ({memory['peak_phase']}, node "
+            f"{memory['peak_node']!r}) but {arch.name}'s {memory['capacity_level']} holds "
+            f"{memory['capacity'] / 2**30:,.2f} GiB: it does not fit; largest: {largest}"]
