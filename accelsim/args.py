@@ -4,6 +4,7 @@ the checks on them; the main CLI and any sub-CLI import them from here.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from compiler.errors import UserError
@@ -56,3 +57,14 @@ def check_outputs(args: argparse.Namespace) -> None:
         if target and target != "-" and not Path(target).resolve().parent.is_dir():
             raise UserError(f"--{flag} {target}: the folder {Path(target).parent} does not exist; create it or "
                             f"write elsewhere")
+
+
+def write(target: str, text: str) -> None:
+    """`text` to the file `target`, or to stdout for '-'; an unwritable file is the user's error."""
+    if target == "-":
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    try:
+        Path(target).write_text(text if text.endswith("\n") else text + "\n")
+    except OSError as error:
+        raise UserError(f"{target}: cannot write ({error.strerror})") from None

@@ -1,4 +1,4 @@
-"""The `accelsim` command: run, eval, export, map, cosim, compare, archs, arch, models, explain, sweep, validate.
+"""The `accelsim` command: run, eval, export, map, cosim, compare, train, archs, arch, models, explain, sweep, validate.
 
 Bad input ends in one line on stderr and exit status 2; never a traceback (an internal error says so,
 exit 3, with the traceback behind ACCELSIM_DEBUG=1).
@@ -14,9 +14,10 @@ import warnings
 from pathlib import Path
 
 from accelsim import __version__
-from accelsim.args import check_outputs, model_args, model_options, positive
+from accelsim.args import check_outputs, model_args, model_options, positive, write
 from accelsim.explain.cli import add_explain_parser
 from accelsim.sweep.cli import add_sweep_parser
+from accelsim.train_cli import add_train_parser
 from accelsim.validate.cli import add_cuda_parser, add_score_parser
 from compiler.errors import UserError
 
@@ -123,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     co.set_defaults(handler=_cosim)
 
     add_compare_parser(sub)
+    add_train_parser(sub)
     sub.add_parser("archs", help="list the hardware presets").set_defaults(handler=_archs)
     arch = sub.add_parser("arch", help="work with arch files").add_subparsers(dest="arch_command",
                                                                              metavar="ACTION", required=True)
@@ -174,9 +176,9 @@ def _run(args) -> int:
     result = run(args.model, arch=args.arch, batch=args.batch, dtype=args.dtype, fidelity=args.fidelity,
                  compat=args.compat, trace=bool(args.trace), **model_options(args))
     if args.json:
-        _write(args.json, result.to_json())
+        write(args.json, result.to_json())
     if args.csv:
-        _write(args.csv, result.to_csv())
+        write(args.csv, result.to_csv())
     if args.trace:
         from accelsim.out.trace import write_trace
 
@@ -272,7 +274,7 @@ def _arch_convert(args) -> int:
     if args.out and not args.out.endswith((".yaml", ".yml")):
         raise UserError(f"--out {args.out}: an arch file must end in .yaml")
     text = convert(args.cfg)
-    _write(args.out or "-", text)
+    write(args.out or "-", text)
     if args.out:
         arch = load_arch(args.out)   # what we wrote must load as any preset does
         print(f"wrote {args.out}: {arch.name}, {arch.matrix.array.rows}x{arch.matrix.array.cols} "
@@ -290,9 +292,9 @@ def _arch_detect_host(args) -> int:
     text = preset_yaml(read_host())
     if not args.out:
         load_arch_text(text, "detect-host", Path("detect-host.yaml"))   # checked before it is shown
-        _write("-", text)
+        write("-", text)
         return 0
-    _write(args.out, text)
+    write(args.out, text)
     arch = load_arch(args.out)   # what we wrote must load as any preset does
     print(f"wrote {args.out}: {arch.name}, {arch.matrix.count} cores, {arch.clock_hz / 1e9:.2f} GHz, "
           f"{', '.join(u.name for u in arch.matrix_units)}")
@@ -374,14 +376,6 @@ def _report_run(result, args: argparse.Namespace) -> None:
         print(f"wrote {path}", file=sys.stderr if quiet else sys.stdout)
 
 
-def _write(target: str, text: str) -> None:
-    if target == "-":
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        return
-    try:
-        Path(target).write_text(text if text.endswith("\n") else text + "\n")
-    except OSError as error:
-        raise UserError(f"{target}: cannot write ({error.strerror})") from None
 
 
 if __name__ == "__main__":

@@ -252,6 +252,10 @@ class _OperandPlan:
             if step[0] == "window":
                 lo, hi = step[4], step[5]
                 pads.append((max(0, -lo), max(0, hi - (axis_len - 1))))
+            elif step[0] in ("dim", "split"):
+                # a loop may run past the end (a conv's end padding read as p*stride + r): zeros there too
+                reach = step[2] if step[0] == "dim" else math.prod(step[2])
+                pads.append((0, max(0, reach - axis_len)))
             else:
                 pads.append((0, 0))
         if any(p != (0, 0) for p in pads):

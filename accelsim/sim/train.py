@@ -40,6 +40,9 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
     if not isinstance(model, Graph) and not str(model).endswith((".onnx", ".csv")) and compute.is_float:
         model_options.setdefault("dtype", STORED.get(compute, compute).value)
     graph = load_model(model, batch=micro, **model_options)
+    out = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
+    per_sample = out[1] if len(out) == 3 else None          # [batch, tokens, vocab]: a language model
+    total = _length(samples, epochs, dataset_size, tokens, per_sample)      # refused before any simulation
     step = training_graph(graph, loss=loss, optimizer=Optimizer(optimizer, dict(settings or {})),
                           accumulate=steps_per > 1)
     compiled = build(step.graph, hw, batch=micro, dtype=compute, mapped=fidelity == "tile")
@@ -48,11 +51,8 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
     memory = step.memory().to_dict()
     memory["capacity"] = hw.memory[0].capacity_total
     memory["capacity_level"] = hw.memory[0].name
-    out = graph.tensors[graph.outputs[0]].shape
-    per_sample = out[1] if len(out) == 3 else None          # [batch, tokens, vocab]: a language model
     trained = micro * steps_per
     flops = 2.0 * steps_per * sum(op.macs for op in result.ops if phase_of[op.name] != "optimizer")
-    total = _length(samples, epochs, dataset_size, tokens, per_sample)
     notes = _memory_notes(memory, hw)
     return TrainResult(result=result, phase_of=phase_of, layers=_layers(result, step, phase_of, steps_per),
                        microsteps=steps_per, batch=trained, tokens_per_sample=per_sample, memory=memory,

@@ -1,7 +1,7 @@
 """LayerNormalization (opset 17: axis, epsilon, optional bias) -> one Reduce over the axes from `axis` on.
 
-Invariant: y = (x - mean) / sqrt(var + epsilon) * scale + B, statistics in fp32 (stash_type 1);
-the optional Mean and InvStdDev outputs get their own Reduce only when something reads them.
+Invariant: y = (x - mean) / sqrt(var + epsilon) * scale + B, computed in fp32, or in fp64 for fp64 x (as onnxruntime
+does); the optional Mean and InvStdDev outputs are fp32 (stash_type 1) and get their own Reduce only when read.
 """
 from __future__ import annotations
 
@@ -59,14 +59,15 @@ class LayerNormalization(OpDef):
 def _normalize(node: Node, x, scale, bias):
     axis = normalize_axis(node, int(node.attr("axis", -1)), x.ndim)
     axes = tuple(range(axis, x.ndim))
-    epsilon = np.float32(node.attr("epsilon", 1e-5))
-    xf = x.astype(np.float32)
+    work = np.float64 if x.dtype == np.float64 else np.float32
+    epsilon = work(node.attr("epsilon", 1e-5))
+    xf = x.astype(work)
     mean = xf.mean(axis=axes, keepdims=True)
     centered = xf - mean
     inv_std = 1 / np.sqrt((centered * centered).mean(axis=axes, keepdims=True) + epsilon)
     y = centered * inv_std
     if scale is not None:
-        y = y * scale.astype(np.float32)
+        y = y * scale.astype(work)
     if bias is not None:
-        y = y + bias.astype(np.float32)
-    return y.astype(x.dtype), mean, inv_std
+        y = y + bias.astype(work)
+    return y.astype(x.dtype), mean.astype(np.float32), inv_std.astype(np.float32)

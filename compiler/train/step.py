@@ -3,9 +3,10 @@
     step = training_graph(zoo.build("alexnet", batch=128), loss="cross_entropy", optimizer=Optimizer("sgd"))
     step.graph      # inputs: the model's and `labels`; outputs: the loss, every updated parameter and state
 
-Invariant: the parameters are the model's float weights that reach the loss (not BatchNorm's running statistics,
-not shapes or tables, not scalars); each gets one gradient and one update node, and its optimizer state enters as
-weights that start at zero (a first step) and leave as outputs. Nothing is shared between steps: a Graph per step.
+Invariant: the forward pass is the training one (BatchNorm on batch statistics, compiler.train.modes); the
+parameters are the model's float weights that reach the loss (not BatchNorm's running statistics, not shapes or
+tables, not scalars); each gets one gradient and one update node, and its optimizer state enters as weights that
+start at zero (a first step) and leave as outputs, as do the new running statistics. A Graph per step.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from compiler.ops.shapes import opdef
 from compiler.train import rules  # noqa: F401  (registers every gradient rule)
 from compiler.train.autodiff import Tape, differentiate
 from compiler.train.memory import Memory, liveness
+from compiler.train.modes import training_forward
 
 LOSSES = ("cross_entropy", "mse")
 DEFAULTS = {"sgd": {"lr": 0.01, "momentum": 0.9, "weight_decay": 5e-4},
@@ -73,6 +75,7 @@ class TrainingStep:
     updated: dict[str, list[str]]                # parameter -> [new parameter, new state...] (graph outputs)
     phase: dict[str, str]                        # node name -> forward, loss, backward or optimizer
     owner: dict[str, str]                        # node name -> the forward node (layer) it belongs to
+    running: dict[str, str]                      # BatchNorm running statistic -> its value after the step (outputs)
 
     def memory(self) -> Memory:
         """Peak memory over this step's schedule, by category (compiler.train.memory)."""
@@ -107,6 +110,7 @@ def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimiz
     if not graph.outputs:
         raise ModelError(f"{graph.source}: the model has no output to compute a loss from")
     graph = _copy(graph)
+    running = training_forward(graph)
     phase = {node.name: "forward" for node in graph.nodes}
     tape = Tape(graph, scope="loss")
     loss_name, labels = (_cross_entropy if loss == "cross_entropy" else _mse)(tape, graph.outputs[0])
@@ -137,11 +141,11 @@ def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimiz
             outs = [tape.node("Cast", [outs[0]], to=graph.tensors[p].dtype.onnx)] + outs
         updated[p] = outs
     tape.at_name = None
-    graph.outputs = [loss_name] + [name for p in trained for name in updated[p]]
+    graph.outputs = [loss_name] + [name for p in trained for name in updated[p]] + list(running.values())
     phase.update({node.name: "optimizer" for node in graph.nodes if node.name not in phase})
     owner_of = {node.name: node.name for node in graph.nodes if phase[node.name] == "forward"} | tape.owner
     return TrainingStep(graph, loss_name, labels, trained, {p: grads[p] for p in trained}, state, updated, phase,
-                        owner_of)
+                        owner_of, running)
 
 
 def _update_input(tape: Tape, graph: Graph, p: str, grad: str, accumulate: bool, loss_scale: float | None,

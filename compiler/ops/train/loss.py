@@ -2,14 +2,15 @@
 
 Cross-entropy: dscores = (softmax - onehot(label)) * weight * dloss / denominator, from the log-probabilities the
 forward pass saved; NLL: -onehot(label) * weight * dloss / denominator. Attributes as the forward op's
-(reduction, ignore_index), plus softmax = 1 or 0. One Map over the scores.
+(reduction, ignore_index), plus softmax = 1 or 0. Lowered to a Reduce over the class axis; with reduction mean, a
+first Reduce over every position computes the denominator, so a chunk of positions never divides by its own count.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
-from compiler.ir import IROp, Reduce
+from compiler.ir import IROp, Operand, Reduce, Role
 from compiler.ops.base import TRAINING_DOMAIN, OpDef, fail, input_operands, operand, out, output_operand, register, require
 from compiler.ops.loss import REDUCTIONS, picked, with_class_axis
 
@@ -28,31 +29,48 @@ class CrossEntropyGrad(OpDef):
         return [out(node, scores.shape, scores.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        dloss, scores, labels = (np.asarray(a) for a in args[:3])
-        work = np.float64 if scores.dtype == np.float64 else np.float32
-        safe, weight = picked(node, labels, scores.shape[1], args[3] if len(args) > 3 else None)
-        reduction = node.attr("reduction", "mean")
-        scale = weight * (dloss if reduction == "none" else dloss.reshape(()))
-        if reduction == "mean":
-            scale = scale / weight.sum()
-        onehot = np.zeros(scores.shape, work)
-        np.put_along_axis(onehot, np.expand_dims(safe, 1), 1.0, axis=1)
-        base = np.exp(scores.astype(work)) - onehot if node.attr("softmax", 1) else -onehot
-        return [(base * np.expand_dims(scale, 1)).astype(scores.dtype)]
+        return [_gradient(node, *args[:3], args[3] if len(args) > 3 else None)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         # A Reduce over the class axis (the one-hot needs whole rows, so that axis is never cut), labels and a
         # per-position dloss viewed as [N, 1, d...]; per score: exp, subtract the one-hot, two multiplies.
         views = [with_class_axis(node, graph, node.inputs[2], "labels")]
-        per_position = node.attr("reduction", "mean") == "none"
-        if per_position:
+        reduction = node.attr("reduction", "mean")
+        if reduction == "none":
             views.append(with_class_axis(node, graph, node.inputs[0], "dloss"))
-        dloss = views[1][1] if per_position else operand(graph, node.inputs[0])
-        inputs = (operand(graph, node.inputs[1]), views[0][1], dloss, *input_operands(node, graph)[3:])
+        dloss = views[1][1] if reduction == "none" else operand(graph, node.inputs[0])
+        labels, weights = views[0][1], input_operands(node, graph)[3:]
+        ops: list[IROp] = [move for move, _ in views]
+        denominator = ()
+        if reduction == "mean":   # the weights of every counted label: one scalar the chunks share
+            classes = graph.tensor(node.inputs[1]).shape[1]
+            total = Operand(f"{node.name}:denominator", (), dloss.dtype, Role.output)
 
-        def gradient(scores, labels, dy, weights=None):
-            dy = np.asarray(dy).squeeze(1) if per_position else dy
-            return self.reference(node, [dy, scores, np.asarray(labels).squeeze(1), weights])[0]
-        return [move for move, _ in views] + [Reduce(name=node.name, node=node.name, op=node.op, inputs=inputs,
-                                                     output=output_operand(node, graph), axes=(1,), ops_per_element=4,
-                                                     fn=gradient)]
+            def count(y, w=None):
+                return np.asarray(picked(node, np.asarray(y).squeeze(1), classes, w)[1].sum(), total.dtype.numpy)
+            ops.append(Reduce(name=total.tensor, node=node.name, op=node.op, inputs=(labels, *weights), output=total,
+                              axes=tuple(range(len(labels.shape))), ops_per_element=1, fn=count))
+            denominator = (Operand(total.tensor, (), total.dtype, Role.input),)
+        inputs = (operand(graph, node.inputs[1]), labels, dloss, *denominator, *weights)
+
+        def gradient(scores, labels, dy, *rest):
+            dy = np.asarray(dy).squeeze(1) if reduction == "none" else dy
+            total, weights = (rest[0], rest[1:]) if denominator else (None, rest)
+            return _gradient(node, dy, scores, np.asarray(labels).squeeze(1), weights[0] if weights else None, total)
+        return ops + [Reduce(name=node.name, node=node.name, op=node.op, inputs=inputs,
+                             output=output_operand(node, graph), axes=(1,), ops_per_element=4, fn=gradient)]
+
+
+def _gradient(node: Node, dloss, scores, labels, weights=None, denominator=None) -> np.ndarray:
+    """d scores; `denominator`: mean's sum of counted weights, when the labels given are only some positions'."""
+    dloss, scores = np.asarray(dloss), np.asarray(scores)
+    work = np.float64 if scores.dtype == np.float64 else np.float32
+    safe, weight = picked(node, labels, scores.shape[1], weights)
+    reduction = node.attr("reduction", "mean")
+    scale = weight * (dloss if reduction == "none" else dloss.reshape(()))
+    if reduction == "mean":
+        scale = scale / (weight.sum() if denominator is None else np.asarray(denominator, np.float64))
+    onehot = np.zeros(scores.shape, work)
+    np.put_along_axis(onehot, np.expand_dims(safe, 1), 1.0, axis=1)
+    base = np.exp(scores.astype(work)) - onehot if node.attr("softmax", 1) else -onehot
+    return (base * np.expand_dims(scale, 1)).astype(scores.dtype)

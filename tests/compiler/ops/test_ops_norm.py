@@ -1,7 +1,7 @@
 """LRN, BatchNormalization, LayerNormalization, Softmax/LogSoftmax, Reduce*: Graph and IR against onnxruntime."""
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 
 from compiler.errors import ModelError
 from compiler.frontend import from_model
@@ -59,16 +59,34 @@ def test_batchnorm(opset, shape):
     assert bn.kind == Kind.map and bn.ops == 2 * x.size
 
 
-def test_batchnorm_bad_parameter_shape_and_training_mode():
+def test_batchnorm_bad_parameter_shape_and_refused_modes():
     node = helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"], name="bn1")
     proto = model([node], [("x", F32, (1, 3, 4, 4))], [("y", F32)], 15, _bn_params(4))
     with pytest.raises(ModelError, match=r"'bn1' \(BatchNormalization\): scale has shape \[4\], expected \[3\]"):
         from_model(proto)
-    node = helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"], name="bn2",
-                            training_mode=1)
-    proto = model([node], [("x", F32, (1, 3, 4, 4))], [("y", F32)], 15, _bn_params(3))
-    with pytest.raises(ModelError, match=r"'bn2' \(BatchNormalization\): only inference"):
-        from_model(proto)
+    outputs = [("y", F32), ("running_mean", F32), ("running_var", F32)]
+    for opset, attrs, message in ((15, {}, "only Y is an output in inference"),
+                                  (12, {}, "training mode needs opset 14 or later")):
+        node = helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"],
+                                [name for name, _ in outputs], name="bn2", **attrs)
+        proto = model([node], [("x", F32, (1, 3, 4, 4))], outputs, opset, _bn_params(3))
+        with pytest.raises(ModelError, match=rf"'bn2' \(BatchNormalization\): {message}"):
+            from_model(proto)
+
+
+@pytest.mark.parametrize("opset", [14, 15])
+@pytest.mark.parametrize("shape", [(2, 3, 5, 4), (6, 4)])
+def test_batchnorm_training_mode_equals_onnxruntime(opset, shape):
+    """The batch's statistics normalise; the running statistics take the population variance (ONNX's ReduceVar)."""
+    x = floats(*shape) * 2 + 1
+    outputs = [("y", F32), ("running_mean", F32), ("running_var", F32)]
+    node = helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], [n for n, _ in outputs],
+                            training_mode=1, momentum=0.8, epsilon=1e-3)
+    graph = check_against_ort(model([node], [("x", F32, x.shape)], outputs, opset, _bn_params(shape[1])), {"x": x})
+    ops = lower(graph).ops
+    kinds = [op.kind for op in ops if not getattr(op, "view", False)]
+    assert kinds == [Kind.reduce, Kind.reduce, Kind.map, Kind.map, Kind.map]
+    assert sum(op.ops for op in ops) == x.size * (1 + 3 + 2) + 2 * 2 * shape[1]
 
 
 # -- LayerNormalization ----------------------------------------------------------------------------
@@ -93,6 +111,17 @@ def test_layernorm_extra_outputs_lower_only_when_read():
         graph = check_against_ort(model([node], [("x", F32, x.shape)], outputs, 17, [init("scale", floats(8))]),
                                   {"x": x})
         assert len(lower(graph).ops) == ops
+
+
+def test_layernorm_of_doubles_computes_in_doubles():
+    """onnxruntime normalises fp64 data in fp64 (its Mean and InvStdDev stay fp32, stash_type 1); in fp32 this
+    x (offset 100) would be off by about 1e-5."""
+    x = floats(2, 3, 8).astype(np.float64) * 3 + 100
+    node = helper.make_node("LayerNormalization", ["x", "scale", "b"], ["y", "mean", "inv_std"], axis=-1)
+    proto = model([node], [("x", TensorProto.DOUBLE, x.shape)],
+                  [("y", TensorProto.DOUBLE), ("mean", F32), ("inv_std", F32)], 17,
+                  [init("scale", floats(8).astype(np.float64)), init("b", floats(8).astype(np.float64))])
+    check_against_ort(proto, {"x": x}, rtol=1e-12, atol=1e-12)
 
 
 # -- Softmax ---------------------------------------------------------------------------------------

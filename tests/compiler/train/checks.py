@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.ops.interpret import run_graph
-from compiler.train import Optimizer, training_graph
+from compiler.train import Optimizer, parameters, training_graph
 from tests.compiler.train.torch_graph import run_torch, torch
 
 F = torch.nn.functional
@@ -33,12 +33,14 @@ def close(name: str, got, want, rtol: float) -> None:
 
 
 def check_step(graph, feeds: dict, labels: np.ndarray, optimizer: Optimizer = Optimizer("sgd"), rtol: float = 1e-4,
-               loss: str = "cross_entropy"):
-    """Assert accelsim's loss, every gradient and every updated parameter equal PyTorch's; returns the step."""
-    step = training_graph(graph, loss=loss, optimizer=optimizer)
+               loss: str = "cross_entropy", params: list[str] | None = None):
+    """Assert accelsim's loss, every gradient and every updated parameter equal PyTorch's; returns the step.
+    `params`: the parameters to train (default: all of `parameters(graph)`); torch trains the same candidates, so
+    one that reaches torch's loss but gets no gradient from accelsim fails the check."""
+    step = training_graph(graph, loss=loss, optimizer=optimizer, params=params)
     step.graph.outputs += list(step.grads.values())
     ours = run_graph(step.graph, {**feeds, step.labels: labels})
-    env, leaves = run_torch(graph, feeds, step.params)
+    env, leaves = run_torch(graph, feeds, parameters(graph) if params is None else params)
     out = env[graph.outputs[0]]
     if loss == "cross_entropy":
         reference = F.cross_entropy(out.reshape(-1, out.shape[-1]), torch.tensor(labels).long().reshape(-1))

@@ -68,11 +68,22 @@ def _avg_pool(node, x):
 
 def _layer_norm(node, x, scale, bias=None):
     axis = node.attr("axis", -1) % x.dim()
-    return F.layer_norm(x, x.shape[axis:], scale, bias, eps=node.attr("epsilon", 1e-5))
+    shape, eps = x.shape[axis:], node.attr("epsilon", 1e-5)
+    if scale.shape == shape and (bias is None or bias.shape == shape):
+        return F.layer_norm(x, shape, scale, bias, eps=eps)
+    y = F.layer_norm(x, shape, eps=eps) * scale    # ONNX broadcasts Scale and B to the normalised shape
+    return y if bias is None else y + bias
 
 
 def _batch_norm(node, x, scale, bias, mean, var):
-    return F.batch_norm(x, None, None, scale, bias, training=True, eps=node.attr("epsilon", 1e-5))
+    y = F.batch_norm(x, None, None, scale, bias, training=True, eps=node.attr("epsilon", 1e-5))
+    if not node.attr("training_mode", 0):
+        return y
+    # ONNX's training outputs: running statistics from the population variance (PyTorch's own buffers, from the
+    # unbiased one, are what compiler/train/modes.py's correction is checked against)
+    dims, m = [0, *range(2, x.dim())], node.attr("momentum", 0.9)
+    with torch.no_grad():
+        return y, mean * m + x.mean(dims) * (1 - m), var * m + x.var(dims, unbiased=False) * (1 - m)
 
 
 def _lrn(node, x):
@@ -140,6 +151,8 @@ OPS = {
     "Conv": lambda n, g, *a: _conv(n, *a), "MaxPool": lambda n, g, x: _max_pool(n, x),
     "AveragePool": lambda n, g, x: _avg_pool(n, x),
     "GlobalAveragePool": lambda n, g, x: x.mean(dim=tuple(range(2, x.dim())), keepdim=True),
+    "GlobalMaxPool": lambda n, g, x: {1: F.adaptive_max_pool1d, 2: F.adaptive_max_pool2d,
+                                      3: F.adaptive_max_pool3d}[x.dim() - 2](x, 1),
     "LRN": lambda n, g, x: _lrn(n, x),
     "SoftmaxCrossEntropyLoss": lambda n, g, *a: _cross_entropy(n, *a),
 }
@@ -171,9 +184,12 @@ def run_torch(graph, feeds: dict, params: list[str], dtype=None):
         array = np.asarray(value)
         env[name] = torch.tensor(array, dtype=dtype) if array.dtype.kind == "f" else torch.tensor(array)
     for node in graph.nodes:
-        if node.outputs and all(not o or o in graph.constants for o in node.outputs):
-            continue
         args = [env[name] if name else None for name in node.inputs]
+        # a node folded at build time is skipped, unless it reads a parameter (ViT's class token, Expand-ed: a
+        # small weight folds, but its gradient still flows through the node)
+        folded = node.outputs and all(not o or o in graph.constants for o in node.outputs)
+        if folded and not any(a is not None and a.requires_grad for a in args):
+            continue
         result = OPS[node.op](node, graph, *args)
         results = result if isinstance(result, tuple) else (result,)
         for name, value in zip(node.outputs, results):

@@ -1,0 +1,52 @@
+"""`accelsim train`: one training step of a model on an arch (forward, backward, optimizer per layer; step time,
+throughput, MFU, memory against the device) and, given a length, the time to train."""
+from __future__ import annotations
+
+import argparse
+
+from accelsim.args import model_args, model_options, positive, write
+from compiler.train.step import DEFAULTS
+
+
+def add_train_parser(sub) -> None:
+    p = sub.add_parser("train", help="simulate one training step (forward, backward, optimizer), its memory and "
+                                     "the time to train")
+    model_args(p, default="alexnet")
+    p.add_argument("--arch", default="gtx580", help="preset name (see `accelsim archs`) or a YAML file "
+                                                    "(default: gtx580)")
+    p.add_argument("--microbatch", type=int, help="micro-batch size: the batch runs as batch / microbatch "
+                                                  "forward and backward passes, gradients accumulated (default: batch)")
+    p.add_argument("--optimizer", default="sgd", choices=sorted(DEFAULTS),
+                   help="sgd (momentum 0.9, weight decay 5e-4, as AlexNet) or adamw (default: sgd)")
+    p.add_argument("--dtype", help="compute dtype: bf16, fp16, fp8, tf32 or fp32 (default: bf16, else fp16, else "
+                                   "fp32, whichever the arch has); narrower than fp32 trains an fp32 master copy")
+    p.add_argument("--loss", default="cross_entropy", choices=["cross_entropy", "mse"],
+                   help="the loss on the model's first output (default: cross_entropy)")
+    length = p.add_argument_group("training length (for the time to train; give one)")
+    length.add_argument("--samples", type=int, help="samples to train on")
+    length.add_argument("--epochs", type=float, help="passes over the dataset (with --dataset-size)")
+    length.add_argument("--dataset-size", type=int, help="samples in one epoch")
+    length.add_argument("--tokens", type=int, help="tokens to train on (language models)")
+    p.add_argument("--fidelity", default="tile", choices=["tile", "roofline"], help="tile (the default) or roofline")
+    p.add_argument("--json", metavar="FILE", help="write the result as JSON ('-' for stdout)")
+    p.add_argument("--csv", metavar="FILE", help="write one row per layer as CSV ('-' for stdout)")
+    p.add_argument("--limit", type=int, default=20, metavar="N", help="layers shown in the table, longest first "
+                                                                      "(default 20; 0 for all)")
+    p.set_defaults(handler=_train)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from accelsim.sim.train import train
+
+    for name in ("batch", "microbatch", "seq", "samples", "dataset_size", "tokens"):
+        positive(name.replace("_", "-"), getattr(args, name))
+    result = train(args.model, args.arch, batch=args.batch, microbatch=args.microbatch, optimizer=args.optimizer,
+                   dtype=args.dtype, loss=args.loss, samples=args.samples, epochs=args.epochs,
+                   dataset_size=args.dataset_size, tokens=args.tokens, fidelity=args.fidelity, **model_options(args))
+    if args.json:
+        write(args.json, result.to_json())
+    if args.csv:
+        write(args.csv, result.to_csv())
+    if "-" not in (args.json, args.csv):
+        print(result.table(args.limit or None), end="")
+    return 0
