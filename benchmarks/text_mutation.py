@@ -46,7 +46,7 @@ def mutants(source: str) -> list[tuple[int, str, str]]:
             compile(mutated, "<mutant>", "exec")
         except SyntaxError:
             continue
-        found.append((row, f"{token.string!r} -> {new!r}", mutated))
+        found.append((row, f"col {col + 1}: {token.string!r} -> {new!r}", mutated))
     return found
 
 

@@ -66,6 +66,30 @@ def test_stalls_blame_the_level_at_the_root_of_the_wait():
     assert busy[0] + stall[0].sum() + other[0] == span[0]
 
 
+def stalls(kind, level, resource, occupancy, deps):
+    start, end, dep = run(resource, occupancy, [0] * len(kind), deps)
+    span, busy, other, stall = attribute(np.array(kind, I), np.array(level, I), np.array(start, I), np.array(end, I),
+                                         dep, np.array([0, len(kind)], I), 2)
+    assert busy[0] + stall[0].sum() + other[0] == span[0]
+    return stall[0].tolist(), int(other[0])
+
+
+def test_the_dependency_that_ended_last_is_blamed_wherever_it_is_listed():
+    # row 0 (DRAM, ends at 100) is listed before row 1 (SRAM, ends at 30): the wait is DRAM's
+    assert stalls([LOAD, LOAD, COMPUTE], [0, 1, -1], [0, 1, 2], [100, 30, 10], [[], [], [0, 1]]) == ([100, 0], 0)
+    # and listed after it
+    assert stalls([LOAD, LOAD, COMPUTE], [1, 0, -1], [1, 0, 2], [30, 100, 10], [[], [], [0, 1]]) == ([100, 0], 0)
+
+
+def test_a_tie_is_blamed_on_the_dependency_listed_first():
+    assert stalls([LOAD, LOAD, COMPUTE], [1, 0, -1], [1, 0, 2], [40, 40, 10], [[], [], [0, 1]]) == ([0, 40], 0)
+    assert stalls([LOAD, LOAD, COMPUTE], [0, 1, -1], [0, 1, 2], [40, 40, 10], [[], [], [0, 1]]) == ([40, 0], 0)
+
+
+def test_a_tail_store_into_dram_is_dram_s_stall():
+    assert stalls([LOAD, COMPUTE, STORE], [1, -1, 0], [1, 2, 0], [5, 10, 25], [[], [0], [1]]) == ([25, 5], 0)
+
+
 def gemm_on_tpu(double: bool):
     b = Builder("gemm")
     y = b.node("MatMul", [b.input("x", (256, 2048)), b.weight("w", (2048, 256))])
