@@ -59,6 +59,10 @@ def main() -> int:
             print(done.stdout[-3000:] + done.stderr[-3000:], file=sys.stderr)
             return 1
         _, total, killed, _, timeouts, _, survived = map(int, counts[-1])
+        listed = subprocess.run([str(mutmut), "results"], cwd=copy, capture_output=True, text=True).stdout
+        for line in listed.splitlines():
+            if line.strip().endswith(": survived"):
+                print(f"survived  {line.strip().removesuffix(': survived')}")
         shutil.rmtree(copy / "mutants", ignore_errors=True)
     print(f"{', '.join(args.modules)}: {killed} of {total} mutants killed ({killed / total:.0%}), {survived} "
           f"survived, {timeouts} timed out")
