@@ -20,6 +20,9 @@ def add_train_parser(sub) -> None:
                    help="sgd (momentum 0.9, weight decay 5e-4, as AlexNet) or adamw (default: sgd)")
     p.add_argument("--dtype", help="compute dtype: bf16, fp16, fp8, tf32 or fp32 (default: bf16, else fp16, else "
                                    "fp32, whichever the arch has); narrower than fp32 trains an fp32 master copy")
+    p.add_argument("--recompute", default="none", choices=["none", "selective", "full"],
+                   help="activations recomputed in the backward pass instead of kept: none (the default), selective "
+                        "(attention's scores and probabilities) or full (each layer from its input)")
     p.add_argument("--loss", default="cross_entropy", choices=["cross_entropy", "mse"],
                    help="the loss on the model's first output (default: cross_entropy)")
     length = p.add_argument_group("training length (for the time to train; give one)")
@@ -41,7 +44,7 @@ def _train(args: argparse.Namespace) -> int:
     for name in ("batch", "microbatch", "seq", "samples", "dataset_size", "tokens"):
         positive(name.replace("_", "-"), getattr(args, name))
     result = train(args.model, args.arch, batch=args.batch, microbatch=args.microbatch, optimizer=args.optimizer,
-                   dtype=args.dtype, loss=args.loss, samples=args.samples, epochs=args.epochs,
+                   dtype=args.dtype, loss=args.loss, recompute=args.recompute, samples=args.samples, epochs=args.epochs,
                    dataset_size=args.dataset_size, tokens=args.tokens, fidelity=args.fidelity, **model_options(args))
     if args.json:
         write(args.json, result.to_json())

@@ -1,9 +1,9 @@
 """A simulated training step: its time split into forward, backward and optimizer, its memory against the device's,
 throughput, model FLOPs and MFU, the time to train, and the per-layer view; with JSON, CSV and table views.
 
-Invariant: step seconds = microsteps x (forward + backward) + optimizer, where forward includes the loss and
-backward the gradient accumulation; model FLOPs count the multiply-adds the step needs (2 per MAC), recomputation
-excluded. The JSON layout is versioned (TRAIN_SCHEMA_VERSION) and documented in docs/training.md.
+Invariant: step seconds = microsteps x (forward + recompute + backward) + optimizer, where forward includes the
+loss and backward the gradient accumulation; model FLOPs count the multiply-adds the step needs (2 per MAC),
+recomputation excluded (MFU, not hardware FLOPs utilisation). The JSON layout is versioned (TRAIN_SCHEMA_VERSION) and documented in docs/training.md.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from accelsim.out.result import Result
 from accelsim.out.table import binary, seconds as show_seconds
 
 TRAIN_SCHEMA_VERSION = 1
-PHASES = ("forward", "backward", "optimizer")
+PHASES = ("forward", "recompute", "backward", "optimizer")
 
 
 @dataclass(frozen=True)
@@ -98,16 +98,16 @@ class TrainResult:
 
     def table(self, limit: int | None = 20) -> str:
         """The layers that take longest, then the step, memory and throughput."""
-        lines = [f"{'layer':<36} {'op':<20} {'forward':>10} {'backward':>10} {'optimizer':>10}  bound"]
+        shown = [p for p in PHASES if p != "recompute" or any(l.seconds[p] for l in self.layers)]
+        lines = [f"{'layer':<36} {'op':<20} " + " ".join(f"{p:>10}" for p in shown) + "  bound"]
         ranked = sorted(self.layers, key=lambda l: -sum(l.seconds.values()))
         for layer in ranked[:limit] if limit else ranked:
-            times = " ".join(f"{show_seconds(layer.seconds[p]):>10}" for p in PHASES)
+            times = " ".join(f"{show_seconds(layer.seconds[p]):>10}" for p in shown)
             lines.append(f"{layer.name[:36]:<36} {layer.op[:20]:<20} {times}  {layer.bound}")
         if limit and len(ranked) > limit:
             lines.append(f"... {len(ranked) - limit} more layers (--limit 0 for all)")
         phase = self.phase_seconds
-        lines += ["", f"step {show_seconds(self.seconds)}: forward {show_seconds(phase['forward'])}, backward "
-                      f"{show_seconds(phase['backward'])}, optimizer {show_seconds(phase['optimizer'])}"
+        lines += ["", f"step {show_seconds(self.seconds)}: " + ", ".join(f"{p} {show_seconds(phase[p])}" for p in shown)
                       + (f" ({self.microsteps} micro-batches)" if self.microsteps > 1 else "")]
         rate = self.throughput()
         per = f"{rate['samples_per_second']:,.1f} samples/s"

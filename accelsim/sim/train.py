@@ -17,6 +17,7 @@ from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.graph import Graph
 from compiler.train import LOSSES, Optimizer, training_graph
+from compiler.train.recompute import MODES
 
 TRAINING_DTYPES = (DType.bf16, DType.fp16, DType.fp32)       # the default is the first the matrix units have
 STORED = {DType.tf32: DType.fp32}                              # computed narrower than it is stored
@@ -26,14 +27,17 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
           batch: int | None = None, microbatch: int | None = None, optimizer: str = "sgd",
           settings: dict | None = None, dtype: str | DType | None = None, loss: str = "cross_entropy",
           samples: int | None = None, epochs: float | None = None, dataset_size: int | None = None,
-          tokens: int | None = None, fidelity: str = "tile", **model_options) -> TrainResult:
+          tokens: int | None = None, recompute: str = "none", fidelity: str = "tile", **model_options) -> TrainResult:
     """Simulate one training step of `model` on `arch`. `dtype` is the compute dtype (default bf16, else fp16,
     else fp32, whichever the arch's matrix units have); narrower than fp32, weights train from an fp32 master copy.
-    The training length is `samples`, `epochs` x `dataset_size`, or `tokens` (language models)."""
+    The training length is `samples`, `epochs` x `dataset_size`, or `tokens` (language models). `recompute`: none,
+    selective (attention's scores) or full (each layer from its input), trading memory for compute."""
     if fidelity not in FIDELITIES:
         raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
     if loss not in LOSSES:
         raise UserError(f"unknown loss {loss!r}; allowed: {', '.join(LOSSES)}")
+    if recompute not in MODES:
+        raise UserError(f"unknown recompute mode {recompute!r}; allowed: {', '.join(MODES)}")
     hw = load_arch(arch)
     compute = _compute_dtype(hw, dtype)
     micro, steps_per = _micro_batches(batch, microbatch)
@@ -44,7 +48,7 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
     per_sample = out[1] if len(out) == 3 else None          # [batch, tokens, vocab]: a language model
     total = _length(samples, epochs, dataset_size, tokens, per_sample)      # refused before any simulation
     step = training_graph(graph, loss=loss, optimizer=Optimizer(optimizer, dict(settings or {})),
-                          accumulate=steps_per > 1)
+                          accumulate=steps_per > 1, recompute=recompute)
     compiled = build(step.graph, hw, batch=micro, dtype=compute, mapped=fidelity == "tile")
     result = simulate(compiled, fidelity)
     phase_of = {op.name: _phase(step.phase[op.node]) for op in result.ops}
@@ -52,7 +56,7 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
     memory["capacity"] = hw.memory[0].capacity_total
     memory["capacity_level"] = hw.memory[0].name
     trained = micro * steps_per
-    flops = 2.0 * steps_per * sum(op.macs for op in result.ops if phase_of[op.name] != "optimizer")
+    flops = 2.0 * steps_per * sum(op.macs for op in result.ops if phase_of[op.name] in ("forward", "backward"))
     notes = _memory_notes(memory, hw)
     return TrainResult(result=result, phase_of=phase_of, layers=_layers(result, step, phase_of, steps_per),
                        microsteps=steps_per, batch=trained, tokens_per_sample=per_sample, memory=memory,

@@ -24,6 +24,7 @@ from compiler.train import rules  # noqa: F401  (registers every gradient rule)
 from compiler.train.autodiff import Tape, differentiate
 from compiler.train.memory import Memory, liveness
 from compiler.train.modes import training_forward
+from compiler.train.recompute import MODES, recompute as rerun
 
 LOSSES = ("cross_entropy", "mse")
 DEFAULTS = {"sgd": {"lr": 0.01, "momentum": 0.9, "weight_decay": 5e-4},
@@ -73,7 +74,7 @@ class TrainingStep:
     grads: dict[str, str]                        # parameter -> its gradient tensor
     state: dict[str, list[str]]                  # parameter -> its optimizer state (weights, zero at step 1)
     updated: dict[str, list[str]]                # parameter -> [new parameter, new state...] (graph outputs)
-    phase: dict[str, str]                        # node name -> forward, loss, backward or optimizer
+    phase: dict[str, str]                        # node name -> forward, loss, backward, recompute or optimizer
     owner: dict[str, str]                        # node name -> the forward node (layer) it belongs to
     running: dict[str, str]                      # BatchNorm running statistic -> its value after the step (outputs)
 
@@ -99,14 +100,17 @@ def parameters(graph: Graph) -> list[str]:
 
 def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimizer = Optimizer(),
                    params: list[str] | None = None, accumulate: bool = False,
-                   loss_scale: float | None = None) -> TrainingStep:
+                   loss_scale: float | None = None, recompute: str = "none") -> TrainingStep:
     """One training step of `graph`. Parameters stored narrower than fp32 (bf16, fp16, fp8) train mixed-precision:
     an fp32 master copy and fp32 optimizer state, the update cast back to the parameter's dtype. `accumulate`: one
     micro-batch of several, each gradient added into an fp32 accumulator (a weight, live the whole step).
     `loss_scale`: the gradient of the loss starts at this value and every gradient is divided by it before the
-    update (fp16's loss scaling); default 65,536 when any parameter is fp16."""
+    update (fp16's loss scaling); default 65,536 when any parameter is fp16. `recompute`: none, selective or full
+    (compiler.train.recompute)."""
     if loss not in LOSSES:
         raise ModelError(f"unknown loss {loss!r}; allowed: {', '.join(LOSSES)}")
+    if recompute not in MODES:
+        raise ModelError(f"unknown recompute mode {recompute!r}; allowed: {', '.join(MODES)}")
     if not graph.outputs:
         raise ModelError(f"{graph.source}: the model has no output to compute a loss from")
     graph = _copy(graph)
@@ -122,6 +126,9 @@ def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimiz
     phase.update({node.name: "backward" for node in graph.nodes if node.name not in phase})
     if not grads:
         raise ModelError(f"{graph.source}: no parameter of the model reaches the loss; there is nothing to train")
+    owner_of = {node.name: node.name for node in graph.nodes if phase[node.name] == "forward"}
+    owner_of.update(tape.owner)
+    rerun(graph, phase, owner_of, recompute)
     trained = [p for p in wanted if p in grads]
     tape.scope = "optimizer"
     owner = _owners(graph, phase, trained)
@@ -143,7 +150,7 @@ def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimiz
     tape.at_name = None
     graph.outputs = [loss_name] + [name for p in trained for name in updated[p]] + list(running.values())
     phase.update({node.name: "optimizer" for node in graph.nodes if node.name not in phase})
-    owner_of = {node.name: node.name for node in graph.nodes if phase[node.name] == "forward"} | tape.owner
+    owner_of.update(tape.owner)
     return TrainingStep(graph, loss_name, labels, trained, {p: grads[p] for p in trained}, state, updated, phase,
                         owner_of, running)
 
