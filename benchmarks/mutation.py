@@ -32,10 +32,12 @@ def main() -> int:
     parser.add_argument("--tests", nargs="+", required=True, help="test files that should kill the mutants")
     parser.add_argument("--by-text", action="store_true", help="mutate the source text (numba kernels) without mutmut")
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (--by-text)")
+    parser.add_argument("--every", type=int, default=1, help="test one mutant in this many (--by-text; a sample)")
     args = parser.parse_args()
     if args.by_text:
         with tempfile.TemporaryDirectory(prefix="accelsim-mutation-") as scratch:
-            killed, timeouts, total, survivors = by_text(ROOT, Path(scratch), args.modules, args.tests, args.jobs)
+            killed, timeouts, total, survivors = by_text(ROOT, Path(scratch), args.modules, args.tests, args.jobs,
+                                                         args.every)
         for module, line, change in survivors:
             print(f"survived  {module}:{line}  {change}")
         print(f"{', '.join(args.modules)}: {killed + timeouts} of {total} mutants killed "
