@@ -117,7 +117,13 @@ def kernel(m, n, k, unit, arch, mapping, dtype) -> Kernel:
         cycles[0] += arch.cycles(unit.launch_overhead_s)
     return Kernel(block=(BM, BN, BK), threads=threads, registers=regs, shared_bytes=smem, stages=stages,
                   occupancy=occupancy, sms=sms, blocks=blocks, waves=waves,
-                  efficiency=blocks / (sms * busiest), ideal=busiest * k_tiles * t_k, cycles=cycles)
+                  efficiency=_share(blocks, sms * busiest), ideal=busiest * k_tiles * t_k, cycles=cycles)
+
+
+def _share(blocks, slots):
+    """Blocks over the slots they occupy; 1 for an empty step (a ragged edge's clipped-away tile has no blocks)."""
+    blocks, slots = np.asarray(blocks, np.float64), np.asarray(slots, np.float64)
+    return np.divide(blocks, slots, out=np.ones(np.broadcast(blocks, slots).shape), where=slots > 0)
 
 
 def _levels(arch, unit):

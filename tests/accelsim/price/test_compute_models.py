@@ -3,6 +3,7 @@ roofline floor over random shapes and mappings on every GPU and CPU preset."""
 import dataclasses
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -111,6 +112,16 @@ def test_tail_effect():
     assert kernel.ideal[1] == 2 * kernel.ideal[0]
     full, tail = (matrix_cycles([x], [128], [4096], arch.matrix, arch, None, "bf16")[0] for x in m)
     assert 1.9 < tail / full < 2
+
+
+def test_a_clipped_away_step_costs_nothing_and_warns_nothing():
+    # a ragged edge leaves rows with no columns (the loop nest is rectangular, the data is not)
+    arch = load_arch("h100")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kernel = simt.kernel(np.array([4096, 4096]), np.array([512, 0]), np.array([32, 32]), arch.matrix, arch, None,
+                             "bf16")
+    assert list(kernel.blocks)[1] == 0 and kernel.efficiency[1] == 1.0 and kernel.ideal[1] == 0
 
 
 def test_launch_paid_once_per_kernel():
