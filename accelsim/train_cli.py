@@ -3,6 +3,7 @@ throughput, MFU, memory against the device) and, given a length, the time to tra
 from __future__ import annotations
 
 import argparse
+import sys
 
 from accelsim.args import model_args, model_options, positive, write
 from compiler.train.step import DEFAULTS
@@ -33,6 +34,9 @@ def add_train_parser(sub) -> None:
     p.add_argument("--fidelity", default="tile", choices=["tile", "roofline"], help="tile (the default) or roofline")
     p.add_argument("--json", metavar="FILE", help="write the result as JSON ('-' for stdout)")
     p.add_argument("--csv", metavar="FILE", help="write one row per layer as CSV ('-' for stdout)")
+    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report of the step (works offline)")
+    p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the simulated step (tile "
+                                                   "fidelity; open it at ui.perfetto.dev)")
     p.add_argument("--limit", type=int, default=20, metavar="N", help="layers shown in the table, longest first "
                                                                       "(default 20; 0 for all)")
     p.set_defaults(handler=_train)
@@ -45,11 +49,22 @@ def _train(args: argparse.Namespace) -> int:
         positive(name.replace("_", "-"), getattr(args, name))
     result = train(args.model, args.arch, batch=args.batch, microbatch=args.microbatch, optimizer=args.optimizer,
                    dtype=args.dtype, loss=args.loss, recompute=args.recompute, samples=args.samples, epochs=args.epochs,
-                   dataset_size=args.dataset_size, tokens=args.tokens, fidelity=args.fidelity, **model_options(args))
+                   dataset_size=args.dataset_size, tokens=args.tokens, fidelity=args.fidelity,
+                   trace=bool(args.trace), **model_options(args))
     if args.json:
         write(args.json, result.to_json())
     if args.csv:
         write(args.csv, result.to_csv())
+    if args.trace:
+        from accelsim.out.trace import write_trace
+
+        write_trace(result.result, args.trace)
     if "-" not in (args.json, args.csv):
         print(result.table(args.limit or None), end="")
+    if args.html:
+        from accelsim.report.train_page import train_report
+        from accelsim.sim.model import load_arch
+
+        path = train_report(result, load_arch(args.arch), args.html)
+        print(f"wrote {path}", file=sys.stderr if "-" in (args.json, args.csv) else sys.stdout)
     return 0

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from accelsim.out.result import Result
-from accelsim.out.table import binary, seconds as show_seconds
+from accelsim.out.table import binary, seconds as show_seconds, si
 
 TRAIN_SCHEMA_VERSION = 1
 PHASES = ("forward", "recompute", "backward", "optimizer")
@@ -113,7 +113,7 @@ class TrainResult:
         per = f"{rate['samples_per_second']:,.1f} samples/s"
         if "tokens_per_second" in rate:
             per += f", {rate['tokens_per_second']:,.0f} tokens/s"
-        lines.append(f"{per}; model {self.model_flops / 1e12:,.2f} TFLOP per step, MFU {self.mfu:.1%}")
+        lines.append(f"{per}; model {si(self.model_flops, 'FLOP')} per step, MFU {self.mfu:.1%}")
         m = self.memory
         split = ", ".join(f"{k} {binary(m[k])}" for k in ("weights", "gradients", "optimizer", "activations", "workspace"))
         lines.append(f"memory {binary(m['peak'])} of {binary(m['capacity'])} ({split})"

@@ -27,11 +27,13 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
           batch: int | None = None, microbatch: int | None = None, optimizer: str = "sgd",
           settings: dict | None = None, dtype: str | DType | None = None, loss: str = "cross_entropy",
           samples: int | None = None, epochs: float | None = None, dataset_size: int | None = None,
-          tokens: int | None = None, recompute: str = "none", fidelity: str = "tile", **model_options) -> TrainResult:
+          tokens: int | None = None, recompute: str = "none", fidelity: str = "tile", trace: bool = False,
+          **model_options) -> TrainResult:
     """Simulate one training step of `model` on `arch`. `dtype` is the compute dtype (default bf16, else fp16,
     else fp32, whichever the arch's matrix units have); narrower than fp32, weights train from an fp32 master copy.
     The training length is `samples`, `epochs` x `dataset_size`, or `tokens` (language models). `recompute`: none,
-    selective (attention's scores) or full (each layer from its input), trading memory for compute."""
+    selective (attention's scores) or full (each layer from its input), trading memory for compute. `trace` keeps the
+    step's timeline (TrainResult.result.timeline, for accelsim.out.trace)."""
     if fidelity not in FIDELITIES:
         raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
     if loss not in LOSSES:
@@ -50,7 +52,7 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
     step = training_graph(graph, loss=loss, optimizer=Optimizer(optimizer, dict(settings or {})),
                           accumulate=steps_per > 1, recompute=recompute)
     compiled = build(step.graph, hw, batch=micro, dtype=compute, mapped=fidelity == "tile")
-    result = simulate(compiled, fidelity)
+    result = simulate(compiled, fidelity, trace=trace and fidelity == "tile")
     phase_of = {op.name: _phase(step.phase[op.node]) for op in result.ops}
     memory = step.memory().to_dict()
     memory["capacity"] = hw.memory[0].capacity_total

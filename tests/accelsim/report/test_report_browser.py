@@ -173,6 +173,9 @@ def pages(tmp_path_factory):
     assert main(["run", *small, "--arch", "tpu_v1", "--html", str(out / "run.html"),
                  "--json", str(out / "run.json")]) == 0
     assert main(["compare", *small, "--arch", "tpu_v1", "--arch", GDDR5, "--html", str(out / "compare.html")]) == 0
+    assert main(["train", "gpt2", "--arch", "h100", "--batch", "2", "--seq", "32", "--opt", "layers=1", "--opt",
+                 "hidden=64", "--opt", "heads=2", "--opt", "vocab=256", "--optimizer", "adamw",
+                 "--html", str(out / "train.html"), "--json", str(out / "train.json")]) == 0
     # latency falls with PEs and SRAM, energy rises with both; a non-square array costs more of each, so
     # those points are dominated: a front of some, not all, points
     rows = [{"rows": r, "cols": c, "sram_kib": s, "model": "resnet18", "status": "ok", "reason": "",
@@ -235,6 +238,20 @@ def test_run_page_renders_and_sorts(browser, pages, tmp_path):
     assert names == sorted((op["name"] for op in data["ops"]), key=str.lower)
     assert browser.evaluate(session, "document.querySelector('#ops tfoot td').textContent").startswith("total (")
     assert browser.evaluate(session, "document.querySelectorAll('details pre').length") == len(data["ops"])
+    assert browser.problems(session) == []
+
+
+def test_train_page_renders_and_sorts(browser, pages, tmp_path):
+    out = pages[0]
+    data = json.loads((out / "train.json").read_text())
+    session = _load(browser, out / "train.html", tmp_path / "train.png")
+    assert browser.evaluate(session, "document.querySelectorAll('#layers tbody tr').length") == len(data["layers"])
+    browser.evaluate(session, _click("layers", "backward"))
+    backward = browser.evaluate(session, _column("layers", "backward"))
+    assert backward == pytest.approx(sorted(layer["backward_seconds"] for layer in data["layers"]))
+    cards = browser.evaluate(session, "Array.from(document.querySelectorAll('.card .k')).map(k => k.textContent)")
+    assert {"step", "forward", "backward", "optimizer", "MFU", "peak memory"} <= set(cards)
+    assert browser.evaluate(session, "document.querySelectorAll('#memory tbody tr').length") == 5
     assert browser.problems(session) == []
 
 
