@@ -24,8 +24,9 @@ def add_train_parser(sub) -> None:
     p.add_argument("--recompute", default="none", choices=["none", "selective", "full"],
                    help="activations recomputed in the backward pass instead of kept: none (the default), selective "
                         "(attention's scores and probabilities) or full (each layer from its input)")
-    p.add_argument("--loss", default="cross_entropy", choices=["cross_entropy", "mse"],
-                   help="the loss on the model's first output (default: cross_entropy)")
+    p.add_argument("--loss", default="cross_entropy", choices=["cross_entropy", "mse", "model"],
+                   help="the loss on the model's first output (default: cross_entropy); model: that output is the "
+                        "loss itself (an ONNX file ending in SoftmaxCrossEntropyLoss, say)")
     length = p.add_argument_group("training length (for the time to train; give one)")
     length.add_argument("--samples", type=int, help="samples to train on")
     length.add_argument("--epochs", type=float, help="passes over the dataset (with --dataset-size)")

@@ -26,7 +26,7 @@ from compiler.train.memory import Memory, liveness
 from compiler.train.modes import training_forward
 from compiler.train.recompute import MODES, recompute as rerun
 
-LOSSES = ("cross_entropy", "mse")
+LOSSES = ("cross_entropy", "mse", "model")      # model: its first output is its own loss (an ONNX training graph)
 DEFAULTS = {"sgd": {"lr": 0.01, "momentum": 0.9, "weight_decay": 5e-4},
             "adamw": {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01}}
 STATE = {"sgd": ("v",), "adamw": ("m", "v")}
@@ -69,7 +69,7 @@ class Optimizer:
 class TrainingStep:
     graph: Graph
     loss: str
-    labels: str                                  # the input the loss compares with (class ids or targets)
+    labels: str | None                           # the input the loss compares with (None: the model's own loss)
     params: list[str]
     grads: dict[str, str]                        # parameter -> its gradient tensor
     state: dict[str, list[str]]                  # parameter -> its optimizer state (weights, zero at step 1)
@@ -117,7 +117,7 @@ def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimiz
     running = training_forward(graph)
     phase = {node.name: "forward" for node in graph.nodes}
     tape = Tape(graph, scope="loss")
-    loss_name, labels = (_cross_entropy if loss == "cross_entropy" else _mse)(tape, graph.outputs[0])
+    loss_name, labels = {"cross_entropy": _cross_entropy, "mse": _mse, "model": _own}[loss](tape, graph.outputs[0])
     phase.update({node.name: "loss" for node in graph.nodes if node.name not in phase})
     wanted = parameters(graph) if params is None else list(params)
     if loss_scale is None and any(graph.tensors[p].dtype == DType.fp16 for p in wanted):
@@ -206,6 +206,14 @@ def _cross_entropy(t: Tape, logits: str) -> tuple[str, str]:
     flat = t.reshape(labels, (rows,))
     loss, _ = t.node("SoftmaxCrossEntropyLoss", [scores, flat], outputs=2, reduction="mean")
     return loss, labels
+
+
+def _own(t: Tape, output: str) -> tuple[str, None]:
+    """The model computes its loss (a SoftmaxCrossEntropyLoss node, say): its first output, a float scalar."""
+    if t.graph.tensor(output).elements != 1 or not t.dtype(output).is_float:
+        raise ModelError(f"{t.graph.source}: loss 'model' takes the model's first output as its loss, but {output!r} "
+                         f"is {t.dtype(output).value} {list(t.shape(output))}, not a float scalar")
+    return output, None
 
 
 def _mse(t: Tape, output: str) -> tuple[str, str]:

@@ -4,7 +4,7 @@ import pytest
 
 from compiler.builder import Builder
 from compiler.dtypes import DType
-from compiler.train import Optimizer
+from compiler.train import Optimizer, training_graph
 from tests.compiler.train.checks import check_step
 
 RNG = np.random.default_rng(0)
@@ -29,3 +29,19 @@ def test_mlp_step_matches_torch(optimizer):
 def test_mse_loss_matches_torch():
     graph, feeds = mlp()
     check_step(graph, feeds, RNG.standard_normal((4, 3)), loss="mse", rtol=1e-9)
+
+
+def test_an_op_with_no_gradient_rule_is_named_with_its_node():
+    b = Builder("floor")
+    x = b.input("x", (4, 8))
+    h = b.node("Floor", [b.node("MatMul", [x, b.weight("w", (8, 3))])], name="snap")
+    with pytest.raises(Exception) as error:
+        training_graph(b.build([h]))
+    assert "node 'snap' (Floor): op 'Floor' has no gradient rule" in str(error.value)
+
+
+def test_a_model_with_nothing_to_train_says_so():
+    b = Builder("fixed")
+    x = b.input("x", (4, 8))
+    with pytest.raises(Exception, match="no parameter of the model reaches the loss"):
+        training_graph(b.build([b.node("Relu", [x])]))
