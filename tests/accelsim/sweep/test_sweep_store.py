@@ -101,3 +101,12 @@ def test_a_file_that_is_not_a_store_is_named(tmp_path):
         Store(junk)
     with pytest.raises(UserError, match="missing.sqlite: no such sweep results file"):
         sweep_rows(tmp_path / "missing.sqlite")
+
+
+def test_the_file_is_a_wal_journal_synced_normally_in_a_folder_made_for_it(tmp_path):
+    # WAL with synchronous=NORMAL: a killed process loses no commit, and a reader never blocks the writer
+    with Store(tmp_path / "new" / "deeper" / "r.sqlite") as store:
+        assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert store.db.execute("PRAGMA synchronous").fetchone()[0] == 1
+        assert store.db.execute("SELECT value FROM meta WHERE name = 'store_version'").fetchone()[0] == "1"
+        assert store.count() == 0
