@@ -18,7 +18,7 @@ from compiler.dtypes import DType
 from compiler.ir import IR, Einsum, IROp, Role
 from compiler.codegen.nest import clipped_segments, clipped_shapes, loop_nest
 from compiler.mapping import Mapping, gemm_view
-from compiler.target import Footprints, per_instance, relevant_dims, units_spread
+from compiler.target import Footprints, k_split, per_instance, relevant_dims, units_spread
 
 
 OVERLAP_LOSS = 0.05
@@ -78,6 +78,7 @@ def _channels(mapping: Mapping, op: IROp, arch, facts: _Facts) -> dict[str, _Cha
     position = {lv.level: i for i, lv in enumerate(mapping.levels)}
     last = len(mapping.levels) - 1
     tiles = [dict(lv.tile) for lv in mapping.levels]
+    copies = k_split(mapping)
     segments: dict[int, dict[str, Counter]] = {}
     for index, (operand, path) in enumerate(zip(sizes.operands, sizes.paths)):
         dims = facts.dims[index]
@@ -94,6 +95,9 @@ def _channels(mapping: Mapping, op: IROp, arch, facts: _Facts) -> dict[str, _Cha
             one = sizes.bytes(index, tiles[dest], partial=False)
             if operand.role == Role.output:
                 partial = sum(n * sizes.bytes(index, tile, partial=True) for tile, n in clipped)
+                if copies > 1 and dest == last:     # split-K: every instance stores its partial sums (codegen's rule)
+                    final = partial = copies * partial
+                    one = copies * sizes.bytes(index, tiles[dest], partial=True)
                 revisits = (loads - distinct) * partial // distinct
                 ch.stores += loads
                 ch.store_bytes += final + revisits

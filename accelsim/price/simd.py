@@ -11,7 +11,7 @@ import numpy as np
 
 from compiler.dtypes import DType
 from accelsim.price.clock import to_arch_cycles
-from compiler.target import instance_tile, units_used
+from compiler.target import instance_tile, k_split, units_used
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,11 @@ def blocking(m, n, k, unit, arch, mapping, dtype) -> Blocking:
     tile = instance_tile(mapping, m, n, k)
     cm, cn = (np.maximum(tile[0], 1), np.maximum(tile[1], 1)) if tile else (np.minimum(mr, m), np.minimum(nr, n))
     cores = units_used(mapping, unit)
-    blocks = -(-m // cm) * -(-n // cn)
+    # split-K (the mapping spreads k over cores): each core's share of k is a block of its own
+    splits = np.maximum(-(-k // np.maximum(tile[2], 1)), 1) if tile and k_split(mapping) > 1 else 1
+    blocks = -(-m // cm) * -(-n // cn) * splits
     busiest = -(-blocks // cores)
-    k_padded = -(-k // ki) * ki
+    k_padded = -(-(-(-k // splits)) // ki) * ki
     padded = busiest * (-(-cm // mr) * mr) * (-(-cn // nr) * nr) * k_padded
     cycles = to_arch_cycles(padded / unit.peak_per_cycle(dtype), unit, arch)
     if cycles.size:

@@ -11,7 +11,7 @@ import numpy as np
 
 from compiler.dtypes import DType
 from accelsim.price.clock import to_arch_cycles
-from compiler.target import gemm_sizes, instance_tile, units_used
+from compiler.target import gemm_sizes, instance_tile, k_split, units_used
 
 # Without a mapping a kernel uses CUTLASS's common 128 x 128 x 32 thread block; with one, a block is
 # the mapping's step per SM (compiler.map: the innermost tile split over the "units" factors).
@@ -82,10 +82,11 @@ def kernel(m, n, k, unit, arch, mapping, dtype) -> Kernel:
                            limits.shared_memory_bytes // smem))
 
     # Waves: blocks are dealt round-robin over the SMs, so the busiest SM runs ceil(blocks / sms) of them,
-    # `occupancy` at a time.
+    # `occupancy` at a time. Split-K (the mapping spreads k over SMs) makes each share of k a block of its own.
     sms = units_used(mapping, unit)
-    blocks = -(-m // bm) * -(-n // bn)
-    k_tiles = -(-k // bk)
+    splits = np.maximum(-(-k // bk), 1) if k_split(mapping) > 1 else 1
+    blocks = -(-m // bm) * -(-n // bn) * splits
+    k_tiles = -(-k // (bk * splits))
     busiest = -(-blocks // sms)
     groups = -(-busiest // occupancy)
     last = busiest - (groups - 1) * occupancy
@@ -107,7 +108,7 @@ def kernel(m, n, k, unit, arch, mapping, dtype) -> Kernel:
     port = shared.bandwidth_bytes_per_s / unit.clock_hz if shared is not None else np.inf
     epilogue = BM * BN * acc_words * 4 / port
     whole = gemm_sizes(mapping) if mapping is not None else None
-    total_blocks = -(-whole[0] // BM) * -(-whole[1] // BN) if whole else int(blocks.sum())
+    total_blocks = -(-whole[0] // BM) * -(-whole[1] // BN) * k_split(mapping) if whole else int(blocks.sum())
     waves = -(-(-(-total_blocks // sms)) // occupancy)
     unit_cycles = loop.astype(np.float64)
     if unit_cycles.size:

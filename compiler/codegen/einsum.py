@@ -12,16 +12,16 @@ from compiler.codegen.assemble import OUTPUT, Stream, assemble
 from compiler.codegen.nest import Nest
 from compiler.ir import Axis, Einsum, Role
 from compiler.mapping import Mapping, gemm_view
-from compiler.target import op_home, role_path
+from compiler.target import k_split, op_home, role_path, separable
 
 
 def footprint(axes: tuple[Axis, ...], shape: tuple[int, ...], dims: tuple[str, ...], start: np.ndarray,
               extent: np.ndarray) -> np.ndarray:
-    """Elements of the box of an operand a tile reads: per axis the index range (a conv window's halo
-    included) run to the end of its last stride, clipped to the array (zero padding is generated, not
-    loaded). Running to the stride's end makes the boxes of consecutive tiles abut: a 1x1 stride-2 conv's
-    tiles cover every input row, as the DMA fetches the skipped rows with the burst, so the bytes never
-    fall below the operand's size."""
+    """Elements of the box of an operand a tile reads: per axis (or part of one: compiler.target.separable splits a
+    grouped conv's channels) the index range (a conv window's halo included) run to the end of its last stride,
+    clipped to the array (zero padding is generated, not loaded). Running to the stride's end makes the boxes of
+    consecutive tiles abut: a 1x1 stride-2 conv's tiles cover every input row, as the DMA fetches the skipped rows
+    with the burst, so the bytes never fall below the operand's size."""
     pos = {d: i for i, d in enumerate(dims)}
     count = np.ones(start.shape[1], np.int64)
     for axis, size in zip(axes, shape):
@@ -55,25 +55,31 @@ def destination(nest: Nest, arch, path: list[int], j: int) -> int:
 
 def einsum_streams(op: Einsum, mapping: Mapping, arch, nest: Nest) -> list[Stream]:
     home = op_home(arch, op)
+    extents = dict(op.loops)
     streams = []
     for i, (operand, axes) in enumerate(zip(op.inputs, op.in_axes)):
         relevant = {d for axis in axes for d, _ in axis.terms}
+        parts = [part for axis, size in zip(axes, operand.shape) for part in separable(axis, size, extents)]
+        part_axes, part_sizes = tuple(a for a, _ in parts), tuple(n for _, n in parts)
         path = role_path(arch, operand.role, home)
         for j, level in enumerate(path):
             dest = destination(nest, arch, path, j)
             runs = nest.runs(relevant, dest)
             start, extent = nest.tile(dest, runs.starts)
-            moved = nbytes(footprint(axes, operand.shape, nest.dims, start, extent), operand.dtype.bits)
+            moved = nbytes(footprint(part_axes, part_sizes, nest.dims, start, extent), operand.dtype.bits)
             streams.append(Stream(i, level, j, runs, moved, moved, nest.double_buffered[dest]))
     out_axes = tuple(Axis.of(d) for d in op.out_dims)
     path = role_path(arch, Role.output, home)
+    copies = k_split(mapping)
     for j, level in enumerate(path):
         dest = destination(nest, arch, path, j)
         runs = nest.runs(set(op.out_dims), dest)
         start, extent = nest.tile(dest, runs.starts)
         elements = footprint(out_axes, op.output.shape, nest.dims, start, extent)
-        streams.append(Stream(OUTPUT, level, j, runs, nbytes(elements, op.output.dtype.bits),
-                              nbytes(elements, op.acc.bits), nest.double_buffered[dest]))
+        final, partial = nbytes(elements, op.output.dtype.bits), nbytes(elements, op.acc.bits)
+        if copies > 1 and dest == len(nest.tiles) - 1:   # split-K: every instance stores its partial sums
+            final = partial = copies * partial
+        streams.append(Stream(OUTPUT, level, j, runs, final, partial, nest.double_buffered[dest]))
     return streams
 
 

@@ -20,6 +20,7 @@ SIMT_BLOCKS = ((128, 128, 32), (128, 64, 32), (64, 128, 32), (64, 64, 64), (256,
                (32, 32, 32))  # the small ones for small L2s and register files (GTX 580)
 SIMD_BLOCKS = ((64, 64, 64), (32, 64, 128), (128, 64, 32))
 POLICIES = ("kmn", "mnk", "nmk")     # which group an outer level tiles first when it must shrink
+MIN_K_STEPS = 2     # split-K leaves each instance two steps of k at least: one loads while one computes
 
 
 def candidates(op: Einsum, arch) -> Iterator[Mapping]:
@@ -41,20 +42,21 @@ def candidates(op: Einsum, arch) -> Iterator[Mapping]:
         if isinstance(step, Overflow):
             problem = step if targets is None else problem or step     # report the smallest tile's
             continue
-        spread = _spread(groups, extents, step, unit.count)
-        step = {d: min(extents[d], t * spread.get(d, 1)) for d, t in step.items()}
-        if (flow, tuple(step.values())) in seen:     # another target shrank to the same step
-            continue
-        seen.add((flow, tuple(step.values())))
-        for policy in POLICIES:
-            tiles = _outer_tiles(sizes, levels, step, spread, groups, policy, extents)
-            if isinstance(tiles, Overflow):
-                problem = tiles if targets is None else problem or tiles
+        share = step
+        for spread in _spreads(groups, extents, share, unit.count):
+            step = {d: min(extents[d], t * spread.get(d, 1)) for d, t in share.items()}
+            if (flow, tuple(step.values())) in seen:     # another target shrank to the same step
                 continue
-            key = (flow, tuple(tuple(t.values()) for t in tiles), tuple(spread.items()))
-            if key not in seen:
-                seen.add(key)
-                tilings.append((flow, tiles, spread))
+            seen.add((flow, tuple(step.values())))
+            for policy in POLICIES:
+                tiles = _outer_tiles(sizes, levels, step, spread, groups, policy, extents)
+                if isinstance(tiles, Overflow):
+                    problem = tiles if targets is None else problem or tiles
+                    continue
+                key = (flow, tuple(tuple(t.values()) for t in tiles), tuple(spread.items()))
+                if key not in seen:
+                    seen.add(key)
+                    tilings.append((flow, tiles, spread))
     if not tilings:
         raise nothing_fits(op, arch, problem)
     # Round robin: every tiling's best-guess loop order before any tiling's second, so a small budget
@@ -152,12 +154,28 @@ def _smaller(extent: int, tile: int) -> int:
     return _fit(extent, max(1, tile // 2))
 
 
-def _spread(groups, extents, step, count: int) -> dict[str, int]:
-    """Split the step over the unit's instances along b, then m, then n dims (never k: each instance
-    would hold partial sums of the same outputs)."""
+def _spreads(groups, extents, step, count: int) -> Iterator[dict[str, int]]:
+    """Ways to split the step over the unit's instances: along b, then m, then n dims; and where that leaves
+    half the instances or more idle, also along k dims for them (split-K, as cuBLAS and cuDNN do: each
+    instance then holds partial sums of the whole output tile, which compiler.target.k_split has codegen and
+    pricing store once per instance), each instance keeping MIN_K_STEPS steps of its share to pipeline. A
+    weight gradient's 64 x 576 outputs over k = 100,352 fill 10 of an A100's 108 SMs unsplit. The cost model
+    chooses between the two."""
+    spread = _spread(groups["b"] + groups["m"] + groups["n"], extents, step, count)
+    yield spread
+    used = math.prod(spread.values())
+    if 2 * used <= count:
+        split = _spread(groups["k"], extents, step, count // used, MIN_K_STEPS)
+        if split:
+            yield spread | split
+
+
+def _spread(dims, extents, step, count: int, per_instance: int = 1) -> dict[str, int]:
+    """{dim: instances}: `dims` in order, each split over as many of `count` instances as it has steps
+    (`per_instance` steps each)."""
     spread, left = {}, count
-    for d in groups["b"] + groups["m"] + groups["n"]:
-        f = min(math.ceil(extents[d] / step[d]), left)
+    for d in dims:
+        f = min(math.ceil(extents[d] / step[d]) // per_instance, left)
         if f > 1:
             spread[d] = f
             left //= f

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from compiler.ir import Einsum, IROp, Kind, Operand, Role
+from compiler.ir import Axis, Einsum, IROp, Kind, Operand, Role
 from compiler.target.placement import op_home, role_path
 from compiler.target.spread import per_instance
 
@@ -50,6 +50,26 @@ def relevant_dims(op: IROp, index: int) -> tuple[str, ...]:
     return tuple(d for d, _ in op.loops if d in used)
 
 
+def separable(axis: Axis, size: int, extents: dict[str, int]) -> tuple[tuple[Axis, int], ...]:
+    """An operand axis of `size` as independent (axis, size) parts whose boxes multiply. An axis that flattens
+    loop dims as a reshape does (a grouped conv's channel g*C + c with c < C) is a box over each dim: 2 groups of
+    3 channels are 6 channels, not the 131 the flat index spans when C is 128. Any other axis stays whole: a
+    window's h + r overlaps, a stride's 2p + r leaves gaps a DMA burst reads anyway."""
+    terms = sorted(axis.terms, key=lambda t: t[1])
+    if axis.offset or len(terms) < 2 or terms[0][1] < 1:
+        return ((axis, size),)
+    parts, group, radix, span = [], [], 1, 1      # span: of the flat index the terms in `group` reach
+    for d, c in terms:
+        if group and c == radix * span and size % c == 0:     # d steps over whole copies of the terms below
+            parts.append((Axis(tuple(group)), span))
+            group, radix, span = [], c, 1
+        if c % radix:
+            return ((axis, size),)
+        group.append((d, c // radix))
+        span += c // radix * (extents[d] - 1)
+    return tuple(parts) + ((Axis(tuple(group)), size // radix),)
+
+
 def vector_extent(op: IROp) -> int:
     """Elements a vector op walks: the output for Map/Move, the reduced input for Reduce."""
     return op.inputs[0].elements if op.kind == Kind.reduce else op.output.elements
@@ -64,14 +84,16 @@ class Footprints:
         self.paths = operand_paths(op, arch)
         self.total = vector_extent(op) if not isinstance(op, Einsum) else 0
         self.axes = []      # per operand: ((((dim, |coeff|), ...), size), ...) for an Einsum
+        extents = dict(op.loops) if isinstance(op, Einsum) else {}
         for i, operand in enumerate(self.operands):
             if not isinstance(op, Einsum):
                 self.axes.append(None)
             elif i == len(op.inputs):
                 self.axes.append(tuple((((d, 1),), e) for d, e in zip(op.out_dims, operand.shape)))
             else:
-                self.axes.append(tuple((tuple((d, abs(c)) for d, c in axis.terms), size)
-                                       for axis, size in zip(op.in_axes[i], operand.shape)))
+                self.axes.append(tuple((tuple((d, abs(c)) for d, c in part.terms), part_size)
+                                       for axis, size in zip(op.in_axes[i], operand.shape)
+                                       for part, part_size in separable(axis, size, extents)))
         acc = op.acc if isinstance(op, Einsum) else op.output.dtype
         self.bits = [o.dtype.bits for o in self.operands]
         self.partial_bits = self.bits[:-1] + [acc.bits]

@@ -29,8 +29,12 @@ def role_path(arch, role: Role, home: int | None) -> list[int]:
 
 def op_home(arch, op: IROp) -> int | None:
     # All of the op's bytes must fit: a LayerNorm's gamma and beta pass through the same L2 as its
-    # activations (BERT's embeddings on a GTX 580's 768 KiB L2 missed by 16 bytes).
-    return activation_home(arch, sum(op.bytes_by_role().values()))
+    # activations (BERT's embeddings on a GTX 580's 768 KiB L2 missed by 16 bytes). So must every activation
+    # it reads, whole: it lives there, and the footprints count it whole where it is served from. A gather
+    # moves only what it keeps, but BERT's [CLS] token at batch 8 is 24 KiB of a 3 MiB tensor in DRAM.
+    # (Weights are served from the outermost level wherever the op's home is.)
+    whole = sum(o.nbytes for o in op.inputs if o.role != Role.weight) + op.output.nbytes
+    return activation_home(arch, max(whole, sum(op.bytes_by_role().values())))
 
 
 def vector_paths(arch, op: IROp) -> list[list[int]]:

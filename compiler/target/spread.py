@@ -1,7 +1,8 @@
 """How a mapped op spreads over a unit's instances (SMs, cores, MXUs): the "units" spatial factors of a Mapping.
 
 Invariant: one instance holds its tile divided by the factors (ceil); a step is one tile per instance, side
-by side, so an instance computes the smaller of its share and the step's clipped extent.
+by side, so an instance computes the smaller of its share and the step's clipped extent. Factors along reduced
+dims (split-K) leave each instance the whole output tile, as partial sums.
 """
 from __future__ import annotations
 
@@ -31,6 +32,16 @@ def units_used(mapping: Mapping | None, unit) -> int:
     all of them where it names none (a GPU's block scheduler fills every SM unless told otherwise)."""
     spread = units_spread(mapping) if mapping is not None else {}
     return max(1, min(unit.count, math.prod(spread.values()))) if spread else unit.count
+
+
+def k_split(mapping: Mapping | None) -> int:
+    """Instances that share each output tile (split-K): the "units" factors along reduced (k) dims. Each holds
+    partial sums of the whole output tile over its share of k, which the shared level beyond sums: an A100's
+    weight gradient of 64 x 576 outputs over k = 100,352 fills 10 of 108 SMs unsplit, all of them split 10 ways."""
+    parts = gemm_parts(mapping)
+    if not parts:
+        return 1
+    return math.prod(f for d, f in units_spread(mapping).items() if parts.get(d) == "k")
 
 
 def gemm_parts(mapping: Mapping | None) -> dict[str, str] | None:
