@@ -142,9 +142,10 @@ def _parser() -> argparse.ArgumentParser:
         .add_subparsers(dest="validate_command", metavar="ACTION", required=True)
     add_score_parser(validate)
     add_cuda_parser(validate)
-    cpu = validate.add_parser("cpu", help="time GEMMs (numpy) and convolutions (torch) on this machine and write "
-                              "them beside accelsim's predictions")
-    cpu.add_argument("--suite", default="all", help="gemm, conv or all (default: all)")
+    cpu = validate.add_parser("cpu", help="time GEMMs (numpy), convolutions and training steps (torch) on this "
+                              "machine and write them beside accelsim's predictions")
+    cpu.add_argument("--suite", default="all", help="gemm, conv, train (forward, backward and optimizer of small "
+                     "models) or all (default: all)")
     cpu.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads, and cores the model prices "
                      "(default 1)")
     cpu.add_argument("--repeats", type=int, default=7, help="timed samples per case, median kept (default 7; "

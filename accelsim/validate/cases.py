@@ -10,6 +10,7 @@ accelsim predicts for it.
     gelu 128 3072 bf16                      element-wise over [ROWS, COLS]; also relu, sigmoid, tanh, add, mul
     addrow 128 768 bf16                     [ROWS, COLS] + a [COLS] row (a bias); mulrow scales by one
     batchnorm 1 64 56 56 bf16               inference batch norm of NCHW, per-channel statistics (batchnorm N C H W DTYPE)
+    train mlp256 64 sgd fp32 forward        a phase of a small model's training step (accelsim.validate.train_cases)
 
 Invariant: the same key always builds the same small Graph, so a measured dataset can be re-predicted by any later
 version of the model (tests/accelsim/validate/test_validation.py does, on every commit).
@@ -114,11 +115,16 @@ class Case:
         return b.build([out])
 
 
-def parse(key: str) -> Case:
-    """The Case a key names; a UserError naming the key and the expected form otherwise."""
+def parse(key: str):
+    """The Case (a TrainCase for `train ...`) a key names; a UserError naming the key and the expected form
+    otherwise."""
+    from accelsim.validate import train_cases
+
     words = key.split()
+    if words and words[0] == train_cases.KIND:
+        return train_cases.parse(key)
     if not words or words[0] not in KINDS:
-        raise UserError(f"validation case {key!r}: starts with one of {', '.join(KINDS)}")
+        raise UserError(f"validation case {key!r}: starts with one of {', '.join([*KINDS, train_cases.KIND])}")
     names = KINDS[words[0]]
     form = f"{words[0]} {' '.join(n.upper() for n in names)} DTYPE"
     if len(words) != len(names) + 2:
@@ -140,9 +146,14 @@ def parse(key: str) -> Case:
     return case
 
 
-def predict(case: Case, arch) -> float:
-    """Seconds accelsim's tile-level engine predicts for the case on `arch` (an Arch, preset name or YAML path)."""
+def predict(case, arch) -> float:
+    """Seconds accelsim's tile-level engine predicts for the case on `arch` (an Arch, preset name or YAML path);
+    for a TrainCase, its phase of the simulated training step."""
     from accelsim.sim.api import run
+    from accelsim.validate import train_cases
+
+    if isinstance(case, train_cases.TrainCase):
+        return train_cases.predict(case, arch)
 
     result = run(case.graph(), arch=arch, dtype=case.dtype)
     return float(math.fsum(op.seconds for op in result.ops))

@@ -1,10 +1,12 @@
-"""`accelsim validate cpu`: time GEMMs (numpy) and convolutions (torch) on this machine at a fixed thread count and
-write each beside what accelsim predicts. Invariant: the folder it writes (measurements.csv, dataset.yaml, arch.yaml)
-is enough to re-predict every row later: each row's case is a cases.parse key, arch.yaml the hardware it was priced on.
+"""`accelsim validate cpu`: time GEMMs (numpy), convolutions (torch) and training steps (torch: forward, backward and
+optimizer apart) on this machine at a fixed thread count and write each beside what accelsim predicts. Invariant: the
+folder it writes (measurements.csv, dataset.yaml, arch.yaml) is enough to re-predict every row later: each row's case
+is a cases.parse key, arch.yaml the hardware it was priced on.
 """
 from __future__ import annotations
 
 import csv
+import difflib
 import math
 import platform
 import statistics
@@ -17,6 +19,8 @@ from pathlib import Path
 from compiler.errors import UserError
 from accelsim.validate.cases import Case, parse, predict
 from accelsim.validate.dataset import arch_text, git_commit, new_folder, write_arch
+from accelsim.validate.torch_train import WARMUP_STEPS
+from accelsim.validate.train_cases import TrainCase, step_cases
 
 ALEXNET_CONVS = [   # batch 1, 224 x 224 input; conv2, 4 and 5 are split in two groups as in the paper's two GPUs
     "conv 1 3 224 224 96 11 11 4 2 1 fp32",       # conv1 -> 55 x 55
@@ -46,19 +50,43 @@ SUITES = {
     + ["gemm 1024 64 1024 fp32", "gemm 64 1024 1024 fp32", "gemm 4096 256 256 fp32"]
     + [f"gemm {n} {n} {n} fp64" for n in (256, 512, 1024)],
     "conv": ALEXNET_CONVS + RESNET50_CONVS,
+    # training steps (train_cases.MODELS), the three phases timed together, a row each (suites train_<phase>):
+    # batches spread each model over a decade of time; every model with both optimizers
+    "train": ["train mlp256 16 sgd fp32", "train mlp256 128 adamw fp32", "train mlp256 512 sgd fp32",
+              "train mlp1024 8 adamw fp32", "train mlp1024 32 sgd fp32", "train mlp1024 256 adamw fp32",
+              "train cnn 8 adamw fp32", "train cnn 64 sgd fp32",
+              "train block256 2 adamw fp32", "train block256 16 sgd fp32"],
 }
-# The GEMM guard the committed host dataset is scored against (validation/cpu/host_amd_epyc/dataset.yaml): a new
-# dataset gets the same one, so `validate cpu` and `validate score` hold a host to one target.
-TARGETS = {"gemm": {"mape": 0.12, "spearman": 0.95}, "conv": {"report_only": True}}
+# The guards the committed host datasets are scored against (validation/cpu/host_amd_epyc/dataset.yaml for gemm,
+# validation/cpu/host_amd_epyc_train/dataset.yaml for the training phases, which says why): a new dataset gets the
+# same ones, so `validate cpu` and `validate score` hold a host to one target.
+TARGETS = {"gemm": {"mape": 0.12, "spearman": 0.95}, "conv": {"report_only": True},
+           "train_forward": {"mape": 0.35, "spearman": 0.9}, "train_backward": {"mape": 0.35, "spearman": 0.95},
+           "train_optimizer": {"report_only": True}}
 SAMPLE_S = 0.02      # a timed sample repeats the op until it lasts this long: evens out timer and scheduler noise
-BIG_S = 0.3          # ops slower than this get at most BIG_REPEATS samples: the default run stays under a minute
+TRAIN_SAMPLE_S = 0.1     # a training sample: whole steps, so that a phase of a few microseconds is timed in bulk
+TRAIN_ROUNDS = 3         # passes over the training steps; the median of the rounds is kept
+BIG_S = 0.3          # ops slower than this get at most BIG_REPEATS samples: gemm and conv stay under a minute
 BIG_REPEATS = 3
+TIMING = {   # dataset.yaml's `timing:`, per kind of case measured
+    "gemm": f"numpy.matmul into a preallocated output, BLAS threads fixed with threadpoolctl; 2 warm-up runs, then "
+            f"the median of --repeats samples (at most {BIG_REPEATS} for runs over {BIG_S} s), each as many runs as "
+            f"last {SAMPLE_S} s",
+    "conv": "torch.nn.functional.conv2d under inference_mode, torch.set_num_threads(threads); sampled as gemm",
+    "train": f"the case's Graph run op by op in torch (accelsim/validate/torch_train.py), loss.backward(), then "
+             f"torch.optim SGD or AdamW with PyTorch's default implementation on CPU (foreach=None: the "
+             f"per-parameter loop); torch.set_num_threads(threads); each phase timed apart, on one thread by the "
+             f"thread's CPU time (time.thread_time: other tenants' time slices on a shared core are not counted), on "
+             f"more by time.perf_counter; gradients set to None between steps, untimed; per step {WARMUP_STEPS} "
+             f"warm-up steps, then the median of --repeats samples, each the mean per phase of as many steps as last "
+             f"{TRAIN_SAMPLE_S} s; {TRAIN_ROUNDS} rounds over all steps, the median of the rounds kept",
+}
 
 
 @dataclass(frozen=True)
 class Row:
     suite: str
-    case: Case
+    case: Case | TrainCase
     threads: int
     measured_s: float
     predicted_s: float
@@ -69,11 +97,13 @@ class Row:
 
 
 def suite_keys(suite: str) -> dict[str, list[str]]:
-    """{suite: case keys} for `gemm`, `conv` or `all`."""
+    """{suite: case keys} for `gemm`, `conv`, `train` or `all` (train's keys are steps, without a phase)."""
     if suite == "all":
         return dict(SUITES)
     if suite not in SUITES:
-        raise UserError(f"--suite {suite!r}: expected one of {', '.join([*SUITES, 'all'])}")
+        close = difflib.get_close_matches(suite, [*SUITES, "all"], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UserError(f"--suite {suite!r}: expected one of {', '.join([*SUITES, 'all'])}{hint}")
     return {suite: SUITES[suite]}
 
 
@@ -153,7 +183,8 @@ def _blas() -> str:
     return ", ".join(dict.fromkeys(libs)) or "unknown"
 
 
-def provenance(threads: int, repeats: int, arch_source: str) -> dict:
+def provenance(threads: int, repeats: int, arch_source: str, rows: list[Row]) -> dict:
+    """dataset.yaml's content: the machine, the software, how each suite measured was timed and its target."""
     import numpy as np
 
     from accelsim.importers.host import read_host
@@ -170,10 +201,11 @@ def provenance(threads: int, repeats: int, arch_source: str) -> dict:
                      "torch": torch_version() or "not installed"},
         "threads": threads,
         "repeats": repeats,
+        "timing": {kind: TIMING[kind] for kind in dict.fromkeys(r.case.kind for r in rows)},
         "arch": "arch.yaml",
         "arch_source": arch_source,
         "measurements": "measurements.csv",
-        "targets": TARGETS,
+        "targets": {suite: TARGETS[suite] for suite in dict.fromkeys(r.suite for r in rows)},
     }
 
 
@@ -183,20 +215,48 @@ def _seconds(s: float) -> str:
     return f"{s * 1e3:9.3f} ms" if s >= 1e-3 else f"{s * 1e6:9.1f} us"
 
 
+def _print_row(row: Row, out) -> None:
+    print(f"  {row.case.key:44} {_seconds(row.measured_s)} {_seconds(row.predicted_s)} {row.error:+7.1%}",
+          file=out, flush=True)
+
+
+def _train_rows(steps: list[str], arch, threads: int, repeats: int, out) -> list[Row]:
+    """Every step timed in TRAIN_ROUNDS rounds over the whole list, so that a burst of load on a shared machine
+    spoils one round of a step, not all of it; the median of the rounds' medians is kept. A row per phase, in suite
+    train_<phase>."""
+    from accelsim.validate.torch_train import measure_step   # torch itself is imported only when timing
+
+    rounds = []
+    for r in range(TRAIN_ROUNDS):
+        rounds.append([measure_step(step_cases(step)[0], threads, repeats, TRAIN_SAMPLE_S) for step in steps])
+        print(f"  round {r + 1} of {TRAIN_ROUNDS} timed", file=out, flush=True)
+    rows = []
+    for i, step in enumerate(steps):
+        for case in step_cases(step):
+            measured = statistics.median(timed[i][case.phase] for timed in rounds)
+            rows.append(Row(f"train_{case.phase}", case, threads, measured, predict(case, arch)))
+            _print_row(rows[-1], out)
+    return rows
+
+
 def run_suites(keys: dict[str, list[str]], arch, threads: int, repeats: int, out=sys.stdout) -> list[Row]:
     rows = []
     for suite, cases in keys.items():
-        if suite == "conv" and torch_version() is None:
-            print("conv: skipped: torch is not installed (pip install 'accelsim[torch]')", file=out)
+        if suite in ("conv", "train") and torch_version() is None:
+            print(f"{suite}: skipped: torch is not installed (pip install 'accelsim[torch]')", file=out)
             continue
         print(f"{suite}: {'case':38} {'measured':>12} {'predicted':>12}  error", file=out)
+        if suite == "train":
+            rows += _train_rows(cases, arch, threads, repeats, out)
+            continue
         for key in cases:
             case = parse(key)
             row = Row(suite, case, threads, measure(case, threads, repeats), predict(case, arch))
-            print(f"  {key:44} {_seconds(row.measured_s)} {_seconds(row.predicted_s)} {row.error:+7.1%}",
-                  file=out, flush=True)
+            _print_row(row, out)
             rows.append(row)
-    return rows
+    # a suite's rows together (train's phases are measured step by step, interleaved)
+    order = list(dict.fromkeys(r.suite for r in rows))
+    return sorted(rows, key=lambda r: order.index(r.suite))
 
 
 def mape(rows: list[Row]) -> dict[str, float]:
@@ -229,7 +289,7 @@ def validate_cpu(suite: str, threads: int, repeats: int, out_dir: str | None, ar
     start = time.perf_counter()
     rows = run_suites(keys, priced, threads, repeats)
     write_csv(rows, folder / "measurements.csv")
-    dataset = provenance(threads, repeats, source)
+    dataset = provenance(threads, repeats, source, rows)
     (folder / "dataset.yaml").write_text(yaml.safe_dump(dataset, sort_keys=False, width=120))
     scores = mape(rows)
     for name, value in scores.items():

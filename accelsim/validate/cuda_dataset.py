@@ -62,7 +62,9 @@ def validate_cuda(suite: str, arch: str, out_dir: str, repeats: int, budget_s: f
     if repeats < 1:
         raise UserError(f"--repeats {repeats}: must be a positive integer")
     for key in keys:   # a bad --case fails before anything is written
-        parse(key)
+        if parse(key).kind == "train":
+            raise UserError(f"--case {key!r}: training cases are measured on the host (accelsim validate cpu "
+                            f"--suite train), not here")
     suite_keys(suite, fp8=True)   # a bad --suite fails before anything is written
     if device == "cpu-interpreter":
         os.environ.setdefault("TRITON_INTERPRET", "1")   # before triton is first imported
