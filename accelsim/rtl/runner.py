@@ -5,6 +5,7 @@ ccache when it is installed. A simulator or tool that is missing is a RTLError t
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -42,6 +43,17 @@ def cache_dir() -> Path:
     return Path(root) / "rtl"
 
 
+def build_folder(sim: str, params: dict, waves: bool) -> Path:
+    """Where a build is kept: per simulator, parameters and waves, and per toolchain (the cocotb and simulator
+    the build's makefiles point into), so a second checkout or virtualenv never reuses a build made by another."""
+    import cocotb
+
+    tag = "_".join(f"{k.lower()}{v}" for k, v in params.items()) + ("_waves" if waves else "")
+    tools = f"{Path(cocotb.__file__).resolve().parent}|{shutil.which('iverilog') if sim == 'icarus' else ''}|" \
+            f"{os.environ.get('VERILATOR_ROOT', '') if sim == 'verilator' else ''}"
+    return cache_dir() / f"{sim}_{tag}_{hashlib.sha256(tools.encode()).hexdigest()[:10]}"
+
+
 def simulate(stim: Stimulus, sim: str = "icarus", acc_depth: int = 512, waves: bool = False, check: bool = False,
              workdir: Path | None = None) -> Run:
     """Run `stim` through the RTL; `check` makes the bench fail at the first output that differs from numpy or
@@ -50,8 +62,7 @@ def simulate(stim: Stimulus, sim: str = "icarus", acc_depth: int = 512, waves: b
         raise RTLError(f"unknown simulator {sim!r}; known: {', '.join(SIMULATORS)}")
     runner = _runner(sim)
     params = {"ROWS": stim.rows, "COLS": stim.cols, "TERNARY": int(stim.ternary), "ACC_DEPTH": acc_depth}
-    tag = "_".join(f"{k.lower()}{v}" for k, v in params.items()) + ("_waves" if waves else "")
-    build_dir = cache_dir() / f"{sim}_{tag}"
+    build_dir = build_folder(sim, params, waves)
     build_args = ["-O2", "-Wno-fatal"] if sim == "verilator" else []
     try:
         runner.build(sources=sources(), hdl_toplevel=TOP, parameters=params, build_dir=build_dir, waves=waves,

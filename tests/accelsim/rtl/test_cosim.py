@@ -87,3 +87,17 @@ def test_gather_reads_zero_padding_like_the_conv():
     assert a.shape == (9, 9)
     assert list(a[0]) == [0, 0, 0, 0, 1, 2, 0, 4, 5]      # output (0, 0) sees the top-left corner and padding
     assert list(a[4]) == list(range(1, 10))               # the centre sees the whole image
+
+
+def test_a_build_is_kept_per_toolchain_so_two_checkouts_never_share_one(monkeypatch):
+    from accelsim.rtl.runner import build_folder
+
+    params = {"ROWS": 2, "COLS": 2, "TERNARY": 0, "ACC_DEPTH": 64}
+    monkeypatch.setenv("VERILATOR_ROOT", "/one/venv/verilator")
+    first = build_folder("verilator", params, waves=False)
+    monkeypatch.setenv("VERILATOR_ROOT", "/another/venv/verilator")
+    second = build_folder("verilator", params, waves=False)
+    assert first != second and first.parent == second.parent
+    assert first.name.startswith("verilator_rows2_cols2_ternary0_acc_depth64_")
+    assert build_folder("verilator", params, waves=True).name.startswith("verilator_rows2_cols2_ternary0_acc_depth64_waves_")
+    assert build_folder("verilator", params, waves=False) == second       # the same toolchain: the same build
