@@ -23,6 +23,7 @@ from compiler.ir import Axis, Einsum, IROp, Move, Operand, Reduce, Role
 from compiler.ops.base import TRAINING_DOMAIN, OpDef, fail, operand, out, output_operand, register, require
 from compiler.ops.conv import OUT_LOOPS, WINDOW_LOOPS, _Spec, _spec
 from compiler.ops.matmul import accumulator
+from compiler.ops.train import work
 
 IN_LOOPS = {1: ("h",), 2: ("h", "w"), 3: ("d", "h", "w")}     # dx's spatial loops (a phase's rows), outermost first
 
@@ -40,11 +41,6 @@ def _check_dy(node: Node, dy: Tensor, x_shape: tuple[int, ...], spec: _Spec) -> 
         raise fail(node, f"dy {dy.name!r} has shape {list(dy.shape)}; the forward Conv's output is {list(want)}")
     if not dy.dtype.is_float:
         raise fail(node, f"the gradient {dy.name!r} is {dy.dtype.value}; gradients are floats")
-
-
-def _work(*arrays):
-    wide = any(np.asarray(a).dtype == np.float64 for a in arrays)
-    return [np.asarray(a).astype(np.float64 if wide else np.float32) for a in arrays]
 
 
 def _taps(spec: _Spec):
@@ -73,7 +69,7 @@ class ConvGradData(OpDef):
         return [out(node, shape, dy.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        dy, w = _work(*args)
+        dy, w = work(*args)
         shape = _shape(node)
         spec = _spec(node, Tensor("x", shape, DType.fp32), Tensor("w", w.shape, DType.fp32))
         n, g, c, k, dy = _grouped(spec, shape, dy)
@@ -208,7 +204,7 @@ class ConvGradFilter(OpDef):
         return [out(node, shape, dy.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        x, dy = _work(*args)
+        x, dy = work(*args)
         shape = _shape(node)
         spec = _spec(node, Tensor("x", x.shape, DType.fp32), Tensor("w", shape, DType.fp32))
         n, g, c, k, dy = _grouped(spec, x.shape, dy)

@@ -12,30 +12,26 @@ import numpy as np
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
 from compiler.ops.base import TRAINING_DOMAIN, OpDef, broadcast, fail, map_op, out, register
+from compiler.ops.train import work
 
 _TWO_OVER_ROOT_PI = 2.0 / math.sqrt(math.pi)
 _ERF = np.frompyfunc(math.erf, 1, 1)
 
 
-def _work(*arrays):
-    wide = any(np.asarray(a).dtype == np.float64 for a in arrays)
-    return [np.asarray(a).astype(np.float64 if wide else np.float32) for a in arrays]
-
-
 def _gelu(dy, x):
-    dy, x = _work(dy, x)
+    dy, x = work(dy, x)
     cdf = 0.5 * (1.0 + _ERF(x / math.sqrt(2.0)).astype(x.dtype))
     return dy * (cdf + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi))
 
 
 def _max(dy, a, b):
     """torch's rule: the larger input takes the gradient, a tie splits it in halves."""
-    dy, a, b = _work(dy, a, b)
+    dy, a, b = work(dy, a, b)
     return dy * ((a > b) + 0.5 * (a == b))
 
 
 def _clip(dy, x, lo=None, hi=None):
-    dy, x = _work(dy, x)
+    dy, x = work(dy, x)
     keep = np.ones(x.shape, bool)
     if lo is not None:
         keep &= x >= lo
@@ -48,15 +44,15 @@ def _clip(dy, x, lo=None, hi=None):
 # add/mul/compare/select, one per exp/sqrt/divide.
 GRADIENTS = {
     "ReluGrad": (lambda dy, y: dy * (y > 0), 1, ("dy", "y")),                                  # select
-    "SigmoidGrad": (lambda dy, y: (lambda d, s: d * s * (1 - s))(*_work(dy, y)), 3, ("dy", "y")),
-    "TanhGrad": (lambda dy, y: (lambda d, t: d * (1 - t * t))(*_work(dy, y)), 3, ("dy", "y")),
-    "ErfGrad": (lambda dy, x: (lambda d, v: d * _TWO_OVER_ROOT_PI * np.exp(-v * v))(*_work(dy, x)), 4,
+    "SigmoidGrad": (lambda dy, y: (lambda d, s: d * s * (1 - s))(*work(dy, y)), 3, ("dy", "y")),
+    "TanhGrad": (lambda dy, y: (lambda d, t: d * (1 - t * t))(*work(dy, y)), 3, ("dy", "y")),
+    "ErfGrad": (lambda dy, x: (lambda d, v: d * _TWO_OVER_ROOT_PI * np.exp(-v * v))(*work(dy, x)), 4,
                 ("dy", "x")),
     "GeluGrad": (_gelu, 18, ("dy", "x")),                                 # erf (10), exp and 7 mul/add
-    "SqrtGrad": (lambda dy, y: (lambda d, s: d * 0.5 / s)(*_work(dy, y)), 2, ("dy", "y")),
+    "SqrtGrad": (lambda dy, y: (lambda d, s: d * 0.5 / s)(*work(dy, y)), 2, ("dy", "y")),
     "AbsGrad": (lambda dy, x: dy * np.sign(x), 2, ("dy", "x")),
-    "PowGrad": (lambda dy, x, p: (lambda d, v, e: d * e * v ** (e - 1))(*_work(dy, x, p)), 5, ("dy", "x", "p")),
-    "DivisorGrad": (lambda dy, y, b: (lambda d, q, v: -d * q / v)(*_work(dy, y, b)), 3, ("dy", "y", "b")),
+    "PowGrad": (lambda dy, x, p: (lambda d, v, e: d * e * v ** (e - 1))(*work(dy, x, p)), 5, ("dy", "x", "p")),
+    "DivisorGrad": (lambda dy, y, b: (lambda d, q, v: -d * q / v)(*work(dy, y, b)), 3, ("dy", "y", "b")),
     "MaxGrad": (_max, 3, ("dy", "x", "other")),
     "ClipGrad": (_clip, 3, ("dy", "x", "min", "max")),
     "DropoutGrad": (lambda dy, mask, scale: dy * mask * scale, 2, ("dy", "mask", "scale")),

@@ -24,11 +24,7 @@ from compiler.ir import IROp, Map, Move, Operand, Reduce
 from compiler.ops.base import (TRAINING_DOMAIN, OpDef, broadcast, fail, normalize_axis, operand, out, output_operand,
                                register, require)
 from compiler.ops.batchnorm import aligned_view, in_work, moments, read, statistic_axes, work_dtype
-
-
-def _work(*arrays):
-    wide = any(np.asarray(a).dtype == np.float64 for a in arrays)
-    return [np.asarray(a).astype(np.float64 if wide else np.float32) for a in arrays]
+from compiler.ops.train import attr_axes, work
 
 
 def _kept(shape: tuple[int, ...], axes) -> tuple[int, ...]:
@@ -49,28 +45,21 @@ class NormStats(OpDef):
         x = ins[0]
         if not x.dtype.is_float:
             raise fail(node, f"input is {x.dtype.value}; NormStats takes a float tensor")
-        kept = _kept(x.shape, self._axes(node, len(x.shape)))
+        kept = _kept(x.shape, attr_axes(node, len(x.shape)))
         return [out(node, kept, work_dtype(x.dtype), i) for i in range(2)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        mean, var = moments(args[0], self._axes(node, np.ndim(args[0])))
+        mean, var = moments(args[0], attr_axes(node, np.ndim(args[0])))
         return [mean, _inv_std(var, node)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         x = operand(graph, node.inputs[0])
-        axes = self._axes(node, len(x.shape))
+        axes = attr_axes(node, len(x.shape))
         mean, inv_std = output_operand(node, graph, 0), output_operand(node, graph, 1)
         # per element: the mean's add (1); the variance's subtract, square and add (3); the rsqrt is per row
         return [_reduce(node, f"{node.name}:0", [x], mean, axes, 1, lambda a: moments(a, axes)[0]),
                 _reduce(node, f"{node.name}:1", [x, read(mean)], inv_std, axes, 3,
                         lambda a, m: _inv_std(np.square(in_work(a) - m).mean(axis=axes, keepdims=True), node))]
-
-    @staticmethod
-    def _axes(node: Node, rank: int) -> tuple[int, ...]:
-        axes = sorted({normalize_axis(node, int(a), rank) for a in node.attr("axes", [])})
-        if not axes:
-            raise fail(node, "attribute axes names no axis")
-        return tuple(axes)
 
 
 def _inv_std(var: np.ndarray, node: Node) -> np.ndarray:
@@ -103,7 +92,7 @@ class BatchNormGrad(OpDef):
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         dy, x, scale, mean, inv_std = args
         axes = statistic_axes(np.ndim(x))
-        dscale, dbias = _bn_sums(dy, x, mean, inv_std, axes), _work(dy)[0].sum(axis=axes)
+        dscale, dbias = _bn_sums(dy, x, mean, inv_std, axes), work(dy)[0].sum(axis=axes)
         dx = _bn_dx(dy, x, scale, mean, inv_std, dscale, dbias, count=np.size(x) // np.shape(x)[1])
         return [dx.astype(dy.dtype), dscale.astype(scale.dtype), dbias.astype(scale.dtype)]
 
@@ -117,7 +106,7 @@ class BatchNormGrad(OpDef):
                  for what, source in (("scale", scale), ("dscale", dscale), ("dbias", dbias))}
         return [
             # per element: dbias's add (1); dscale's subtract, two multiplies and add (4)
-            _reduce(node, f"{node.name}:2", [dy], dbias, axes, 1, lambda d: _work(d)[0].sum(axis=axes)),
+            _reduce(node, f"{node.name}:2", [dy], dbias, axes, 1, lambda d: work(d)[0].sum(axis=axes)),
             _reduce(node, f"{node.name}:1", [dy, x, mean, inv_std], dscale, axes, 4,
                     lambda *a: _bn_sums(*a, axes)),
             *(view for view, _ in views.values()),
@@ -129,13 +118,13 @@ class BatchNormGrad(OpDef):
 
 
 def _bn_sums(dy, x, mean, inv_std, axes) -> np.ndarray:
-    dy, x, mean, inv_std = _work(dy, x, mean, inv_std)
+    dy, x, mean, inv_std = work(dy, x, mean, inv_std)
     return (dy * (x - mean) * inv_std).sum(axis=axes).reshape(-1)
 
 
 def _bn_dx(dy, x, scale, mean, inv_std, dscale, dbias, count: int) -> np.ndarray:
     """dx from per-channel values that arrive as [C] (the reference) or [1, C, 1...] (a chunk); `count` is M."""
-    dy, x, scale, mean, inv_std, dscale, dbias = _work(dy, x, scale, mean, inv_std, dscale, dbias)
+    dy, x, scale, mean, inv_std, dscale, dbias = work(dy, x, scale, mean, inv_std, dscale, dbias)
     aligned = _kept(x.shape, statistic_axes(x.ndim))
     scale, dscale, dbias = (np.asarray(p).reshape(aligned[:1] + (-1,) + aligned[2:]) for p in (scale, dscale, dbias))
     xhat = (x - mean) * inv_std
@@ -162,7 +151,7 @@ class LayerNormGrad(OpDef):
         dy, x, scale, mean, inv_std = args
         lead = tuple(range(self._axis(node, np.ndim(x))))
         dx = _ln_dx(dy, x, scale, mean, inv_std, self._axis(node, np.ndim(x)))
-        dscale, dbias = _ln_sums(dy, x, mean, inv_std, lead), _work(dy)[0].sum(axis=lead)
+        dscale, dbias = _ln_sums(dy, x, mean, inv_std, lead), work(dy)[0].sum(axis=lead)
         return [dx.astype(dy.dtype), dscale.astype(scale.dtype), dbias.astype(scale.dtype)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
@@ -181,7 +170,7 @@ class LayerNormGrad(OpDef):
         if lead:    # per element: dscale's subtract, two multiplies and add (4); dbias's add (1)
             ops += [_reduce(node, f"{node.name}:1", [dy, x, mean, inv_std], dscale, lead, 4,
                             lambda *a: _ln_sums(*a, lead)),
-                    _reduce(node, f"{node.name}:2", [dy], dbias, lead, 1, lambda d: _work(d)[0].sum(axis=lead))]
+                    _reduce(node, f"{node.name}:2", [dy], dbias, lead, 1, lambda d: work(d)[0].sum(axis=lead))]
         else:       # axis 0 normalises everything: nothing to sum, dscale = dy * xhat and dbias = dy
             ops += [Map(name=f"{node.name}:1", node=node.name, op=node.op, inputs=(dy, x, mean, inv_std),
                         output=dscale, ops_per_element=3, fn=lambda *a: _ln_sums(*a, ())),
@@ -195,12 +184,12 @@ class LayerNormGrad(OpDef):
 
 
 def _ln_sums(dy, x, mean, inv_std, lead) -> np.ndarray:
-    dy, x, mean, inv_std = _work(dy, x, mean, inv_std)
+    dy, x, mean, inv_std = work(dy, x, mean, inv_std)
     return (dy * (x - mean) * inv_std).sum(axis=lead)
 
 
 def _ln_dx(dy, x, scale, mean, inv_std, axis: int) -> np.ndarray:
-    dy, x, scale, mean, inv_std = _work(dy, x, scale, mean, inv_std)
+    dy, x, scale, mean, inv_std = work(dy, x, scale, mean, inv_std)
     normalized = tuple(range(axis, x.ndim))
     xhat = (x - mean) * inv_std
     g = dy * scale

@@ -14,11 +14,7 @@ import numpy as np
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map, Operand, Role
 from compiler.ops.base import TRAINING_DOMAIN, OpDef, fail, operand, out, output_operand, register
-
-
-def _work(*arrays):
-    wide = any(np.asarray(a).dtype == np.float64 for a in arrays)
-    return [np.asarray(a).astype(np.float64 if wide else np.float32) for a in arrays]
+from compiler.ops.train import work
 
 
 def _sgd(node: Node):
@@ -26,11 +22,11 @@ def _sgd(node: Node):
     decay, nesterov = float(node.attr("weight_decay", 0.0)), bool(node.attr("nesterov", 0))
 
     def velocity(x, g, v):
-        x, g, v = _work(x, g, v)
+        x, g, v = work(x, g, v)
         return momentum * v + g + decay * x
 
     def update(x, g, v=None):
-        x, g = _work(x, g)
+        x, g = work(x, g)
         step = g + decay * x
         if v is not None:
             step = step + momentum * np.asarray(v) if nesterov else np.asarray(v)
@@ -43,15 +39,15 @@ def _adamw(node: Node):
     b1, b2, t = float(node.attr("beta1", 0.9)), float(node.attr("beta2", 0.999)), int(node.attr("step", 1))
 
     def first(g, m):
-        g, m = _work(g, m)
+        g, m = work(g, m)
         return b1 * m + (1 - b1) * g
 
     def second(g, v):
-        g, v = _work(g, v)
+        g, v = work(g, v)
         return b2 * v + (1 - b2) * g * g
 
     def update(x, m, v):
-        x, m, v = _work(x, m, v)
+        x, m, v = work(x, m, v)
         return x * (1 - lr * decay) - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
     return first, second, update
 

@@ -28,11 +28,7 @@ from compiler.ops.base import (TRAINING_DOMAIN, OpDef, fail, input_operands, out
                                require)
 from compiler.ops.lrn import _size as lrn_size
 from compiler.ops.pool import _geometry, _include_pad
-
-
-def _work(*arrays):
-    wide = any(np.asarray(a).dtype == np.float64 for a in arrays)
-    return [np.asarray(a).astype(np.float64 if wide else np.float32) for a in arrays]
+from compiler.ops.train import work
 
 
 def _check_dy(node: Node, dy: Tensor, x_shape: tuple[int, ...], outs) -> None:
@@ -63,7 +59,7 @@ def _unpad(dx: np.ndarray, pads, sizes) -> np.ndarray:
 
 
 def _max_grad(geometry, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
-    dy, x = _work(dy, x)
+    dy, x = work(dy, x)
     sizes = x.shape[2:]
     pads = _pads(geometry, sizes)
     xp = np.pad(x, [(0, 0), (0, 0)] + pads, constant_values=-np.inf)
@@ -80,7 +76,7 @@ def _max_grad(geometry, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def _average_grad(geometry, dy: np.ndarray, sizes, include_pad: bool) -> np.ndarray:
-    (dy,) = _work(dy)
+    (dy,) = work(dy)
     pads = _pads(geometry, sizes)
     begin, end = geometry[2:4]
     # which padded positions a window counts: the input, and the pads when include_pad (never the overhang)
@@ -140,7 +136,7 @@ class AveragePoolGrad(OpDef):
 def _lrn_grad(node: Node, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
     size = lrn_size(node)
     alpha, beta, bias = (float(node.attr(k, d)) for k, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
-    dy, x = _work(dy, x)
+    dy, x = work(dy, x)
     # channel c's window is [c - below, c + above] (compiler/ops/lrn.py); channel i is in the windows of
     # channels [i - above, i + below]
     below, above = (size - 1) // 2, size - 1 - (size - 1) // 2

@@ -11,27 +11,23 @@ import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Reduce
-from compiler.ops.base import (TRAINING_DOMAIN, OpDef, broadcast, fail, input_operands, normalize_axis, out,
+from compiler.ops.base import (TRAINING_DOMAIN, OpDef, broadcast, fail, input_operands, out,
                                output_operand, register, require)
-
-
-def _work(*arrays):
-    wide = any(np.asarray(a).dtype == np.float64 for a in arrays)
-    return [np.asarray(a).astype(np.float64 if wide else np.float32) for a in arrays]
+from compiler.ops.train import attr_axes, work
 
 
 def _softmax(dy, y, axes):
-    dy, y = _work(dy, y)
+    dy, y = work(dy, y)
     return y * (dy - (dy * y).sum(axis=axes, keepdims=True))
 
 
 def _log_softmax(dy, y, axes):
-    dy, y = _work(dy, y)
+    dy, y = work(dy, y)
     return dy - np.exp(y) * dy.sum(axis=axes, keepdims=True)
 
 
 def _reduce_max(dy, x, y, axes):
-    dy, x, y = _work(dy, x, y)
+    dy, x, y = work(dy, x, y)
     hit = x == y
     return dy * hit / hit.sum(axis=axes, keepdims=True)
 
@@ -52,17 +48,17 @@ class RowGrad(OpDef):
             if len(t.shape) != len(full) or broadcast(node, t.shape, full) != full:
                 raise fail(node, f"{t.name!r} has shape {list(t.shape)}; every input must have rank {len(full)} and "
                                  f"broadcast to {list(full)}")
-        self._axes(node, len(full))
+        attr_axes(node, len(full))
         return [out(node, full, ins[0].dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        axes = self._axes(node, np.asarray(args[1]).ndim)
+        axes = attr_axes(node, np.asarray(args[1]).ndim)
         with np.errstate(all="ignore"):
             dx = GRADIENTS[node.op][0](*args, axes)
         return [np.asarray(dx).astype(args[0].dtype)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
-        axes = self._axes(node, len(graph.tensor(node.inputs[1]).shape))
+        axes = attr_axes(node, len(graph.tensor(node.inputs[1]).shape))
         inputs = input_operands(node, graph)
         first = 1 if node.op == "ReduceMaxGrad" else 0     # the Reduce's first input has the full shape
         order = inputs[first:first + 1] + inputs[:first] + inputs[first + 1:]
@@ -72,10 +68,3 @@ class RowGrad(OpDef):
             return self.reference(node, args)[0]
         return [Reduce(name=node.name, node=node.name, op=node.op, inputs=order, output=output_operand(node, graph),
                        axes=axes, ops_per_element=GRADIENTS[node.op][1], fn=gradient)]
-
-    @staticmethod
-    def _axes(node: Node, rank: int) -> tuple[int, ...]:
-        axes = sorted({normalize_axis(node, int(a), rank) for a in node.attr("axes", [])})
-        if not axes:
-            raise fail(node, "attribute axes names no axis")
-        return tuple(axes)

@@ -6,7 +6,6 @@ differentiates as the float product of its integer operands: the straight-throug
 """
 from __future__ import annotations
 
-import string
 
 import numpy as np
 
