@@ -11,7 +11,7 @@ import numpy as np
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import OpDef, fail, map_op, out, register, require
+from compiler.ops.base import OpDef, fail, map_op, map_reference, out, register, require
 
 _ERF = np.frompyfunc(math.erf, 1, 1)   # exact (libm) erf; numpy has none and scipy is not a dependency
 
@@ -143,15 +143,7 @@ class Clip(OpDef):
         return [np.minimum(np.maximum(x, lo), hi).astype(x.dtype, copy=False)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
-        present = [i for i, name in enumerate(node.inputs) if name]
-
-        def clip(*arrays):
-            # map_op hands over only the inputs that are present; put them back in their slots
-            args: list = [None] * len(node.inputs)
-            for i, a in zip(present, arrays):
-                args[i] = a
-            return self.reference(node, args)[0]
-        return map_op(node, graph, clip, 2)
+        return map_reference(self, node, graph, 2)
 
     @staticmethod
     def _bounds(node: Node, dtype: np.dtype, extra: list) -> tuple:

@@ -121,6 +121,19 @@ def map_op(node: Node, graph: Graph, fn: Callable[..., np.ndarray], ops_per_elem
                 output=output_operand(node, graph), fn=fn, ops_per_element=ops_per_element)]
 
 
+def map_reference(definition: "OpDef", node: Node, graph: Graph, ops_per_element: int) -> list[IROp]:
+    """Lower a node to one Map computing its own numpy reference: the Map hands over only the inputs that are
+    present, so an omitted optional one ('') goes back into its slot as None."""
+    present = [i for i, name in enumerate(node.inputs) if name]
+
+    def compute(*arrays):
+        args: list = [None] * len(node.inputs)
+        for i, a in zip(present, arrays):
+            args[i] = a
+        return definition.reference(node, args)[0]
+    return map_op(node, graph, compute, ops_per_element)
+
+
 def move_op(node: Node, graph: Graph, fn: Callable[..., np.ndarray], view: bool = False,
             index: int = 0, inputs: tuple[Operand, ...] | None = None) -> IROp:
     suffix = f":{index}" if len(node.outputs) > 1 else ""

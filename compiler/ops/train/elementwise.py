@@ -11,7 +11,7 @@ import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import TRAINING_DOMAIN, OpDef, broadcast, fail, map_op, out, register
+from compiler.ops.base import TRAINING_DOMAIN, OpDef, broadcast, fail, map_reference, out, register
 from compiler.ops.train import work
 
 _TWO_OVER_ROOT_PI = 2.0 / math.sqrt(math.pi)
@@ -79,11 +79,4 @@ class ElementwiseGrad(OpDef):
         return [np.asarray(dx).astype(args[0].dtype, copy=False)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
-        present = [i for i, name in enumerate(node.inputs) if name]
-
-        def gradient(*arrays):
-            args: list = [None] * len(node.inputs)
-            for i, a in zip(present, arrays):
-                args[i] = a
-            return self.reference(node, args)[0]
-        return map_op(node, graph, gradient, GRADIENTS[node.op][1])
+        return map_reference(self, node, graph, GRADIENTS[node.op][1])
