@@ -6,6 +6,7 @@ step repeats it B / m times) and the optimizer once; nothing is priced outside t
 """
 from __future__ import annotations
 
+import inspect
 import math
 import os
 
@@ -13,6 +14,7 @@ from accelsim.arch import Arch
 from accelsim.out.training import PHASES, Layer, TrainResult
 from accelsim.sim.build import FIDELITIES, build, simulate
 from accelsim.sim.model import load_arch, load_model
+from compiler import zoo
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.graph import Graph
@@ -33,7 +35,9 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
     else fp32, whichever the arch's matrix units have); narrower than fp32, weights train from an fp32 master copy.
     The training length is `samples`, `epochs` x `dataset_size`, or `tokens` (language models). `recompute`: none,
     selective (attention's scores) or full (each layer from its input), trading memory for compute. `trace` keeps the
-    step's timeline (TrainResult.result.timeline, for accelsim.out.trace)."""
+    step's timeline (TrainResult.result.timeline, for accelsim.out.trace). A zoo model with ternary layers (BitNet
+    b1.58, the MatMul-free LM) trains in its training form: float latent weights quantised in the forward pass
+    (`latent=False` keeps its frozen ternary weights and trains the rest)."""
     if fidelity not in FIDELITIES:
         raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
     if loss not in LOSSES:
@@ -43,8 +47,10 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
     hw = load_arch(arch)
     compute = _compute_dtype(hw, dtype)
     micro, steps_per = _micro_batches(batch, microbatch)
-    if not isinstance(model, Graph) and not str(model).endswith((".onnx", ".csv")) and compute.is_float:
+    if _zoo_model(model):
         model_options.setdefault("dtype", STORED.get(compute, compute).value)
+        if "latent" in inspect.signature(zoo.MODELS[str(model)]).parameters:   # BitNet, the MatMul-free LM
+            model_options.setdefault("latent", True)
     graph = load_model(model, batch=micro, **model_options)
     out = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
     per_sample = out[1] if len(out) == 3 else None          # [batch, tokens, vocab]: a language model
@@ -64,6 +70,10 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
                        microsteps=steps_per, batch=trained, tokens_per_sample=per_sample, memory=memory,
                        model_flops=flops, peak_flops=2.0 * result.arch["peak_macs_per_second"], samples=total,
                        notes=notes)
+
+
+def _zoo_model(model) -> bool:
+    return not isinstance(model, Graph) and str(model) in zoo.MODELS
 
 
 def _compute_dtype(arch: Arch, dtype: str | DType | None) -> DType:

@@ -4,6 +4,10 @@ graph as nodes (ONNX ops where ONNX has them, `ai.accelsim.training` ops where i
 Invariant: the walk visits, in reverse order, only the nodes on a path from a parameter to the loss; a node's rule
 sees the gradients of its outputs (None where nothing downstream needs one) and computes only the input gradients
 that lead to a parameter. A tensor read by several nodes sums its gradients in the order they arrive.
+
+Quantisers train with the straight-through estimator: Round passes its gradient through (rules/elementwise.py), and
+a scale that a quantiser computes from the very tensor it quantises (BitNet's absmax and absmean) is held constant,
+as `x + (q(x) - x).detach()` holds it in the reference code. A scale that is a parameter (learned step size) is not.
 """
 from __future__ import annotations
 
@@ -41,7 +45,9 @@ class Tape:
         self.at: Node | None = None          # the forward node whose rule is running
         self.at_name: str | None = None      # outside a rule: the forward node added nodes belong to
         self.owner: dict[str, str] = {}      # added node -> the forward node it belongs to
+        self.leads: set[str] = set()         # tensors on a path from a parameter to the loss (set by backprop)
         self._count: dict[str, int] = {}
+        self._producer: dict[str, Node] = graph.producers()
 
     def fresh(self, base: str) -> str:
         n = self._count.get(base, 0)
@@ -57,6 +63,7 @@ class Tape:
         outs = tuple(name if outputs == 1 else f"{name}:{i}" for i in range(outputs))
         node = Node(name, op, tuple(inputs), outs, dict(attrs), domain=TRAINING_DOMAIN if training else "")
         self.graph.nodes.append(node)
+        self._producer.update((o, node) for o in outs)
         infer_node(self.graph, node)
         return outs[0] if outputs == 1 else outs
 
@@ -68,6 +75,10 @@ class Tape:
 
     def ints(self, values) -> str:
         return self.const(np.asarray(values, dtype=np.int64), DType.int64, "const_ints")
+
+    def producer(self, name: str) -> Node | None:
+        """The node that writes `name` (None for an input or a weight)."""
+        return self._producer.get(name)
 
     def shape(self, name: str) -> tuple[int, ...]:
         return self.graph.tensor(name).shape
@@ -101,13 +112,21 @@ def differentiate(graph: Graph, loss: str, params: list[str], seed: float = 1.0,
     if graph.tensor(loss).elements != 1:
         raise ModelError(f"{graph.source}: the loss {loss!r} has shape {list(graph.tensor(loss).shape)}; "
                          f"a gradient needs a scalar")
-    forward = list(graph.nodes)
-    leads = _leading_to(forward, set(params), loss)
     tape = tape or Tape(graph)
-    dtype = graph.tensor(loss).dtype
-    grads: dict[str, str] = {loss: tape.const(np.full(graph.tensor(loss).shape, seed), dtype, "dloss")}
+    dloss = tape.const(np.full(graph.tensor(loss).shape, seed), graph.tensor(loss).dtype, "dloss")
+    return backprop(graph, {loss: dloss}, params, tape)
+
+
+def backprop(graph: Graph, seeds: dict[str, str], wrt: list[str], tape: Tape | None = None) -> dict[str, str]:
+    """Add to `graph` the gradients of `wrt` given the gradients `seeds` (tensor -> its gradient tensor) of some of
+    its tensors, as a vector-Jacobian product; returns the gradient of each tensor of `wrt` that the seeds reach."""
+    forward = list(graph.nodes)
+    leads = _leading_to(graph, forward, set(wrt), set(seeds)) - quantiser_scales(graph)
+    tape = tape or Tape(graph)
+    tape.leads = leads
+    grads = dict(seeds)
     for node in reversed(forward):
-        if not any(o in grads for o in node.outputs) or not any(i in leads for i in node.inputs if i):
+        if not any(o in grads for o in node.outputs) or not any(i in leads for i in reads(node, graph) if i):
             continue
         if node.op not in RULES or node.domain not in ("", "ai.onnx"):
             raise ModelError(f"{graph.source}: {node.where()}: op {node.op!r} has no gradient rule, so the model "
@@ -123,18 +142,51 @@ def differentiate(graph: Graph, loss: str, params: list[str], seed: float = 1.0,
                                    f"not {graph.tensor(name).shape}")
             grads[name] = tape.node("Add", [grads[name], grad]) if name in grads else grad
     tape.at = None
-    return {p: grads[p] for p in params if p in grads}
+    return {p: grads[p] for p in wrt if p in grads}
 
 
-def _leading_to(nodes: list[Node], params: set[str], loss: str) -> set[str]:
-    """Tensors on a path from a parameter to the loss (the only ones that need a gradient)."""
+def reads(node: Node, graph: Graph) -> tuple[str, ...]:
+    """What a node reads: its inputs, and for a control-flow node (Scan) the outer weights its body uses by name."""
+    body = node.resolved.get("body")
+    return node.inputs if body is None else node.inputs + tuple(w for w in body.weights if w in graph.weights)
+
+
+def quantiser_scales(graph: Graph) -> set[str]:
+    """Scales computed from the tensor they quantise: s in Round(x * s) or Round(x / s), s broadcast over x and
+    derived from x by nodes of the graph."""
+    producer = graph.producers()
+    scales = set()
+    for node in graph.nodes:
+        made = producer.get(node.inputs[0]) if node.op == "Round" else None
+        if made is None or made.op not in ("Mul", "Div") or len(made.inputs) != 2:
+            continue
+        x, s = made.inputs
+        if made.op == "Mul" and graph.tensor(x).elements < graph.tensor(s).elements:
+            x, s = s, x
+        if graph.tensor(s).elements < graph.tensor(x).elements and x in _ancestors(s, producer):
+            scales.add(s)
+    return scales
+
+
+def _ancestors(name: str, producer: dict[str, Node]) -> set[str]:
+    seen, todo = set(), [name]
+    while todo:
+        node = producer.get(todo.pop())
+        for i in node.inputs if node is not None else ():
+            if i and i not in seen:
+                seen.add(i)
+                todo.append(i)
+    return seen
+
+
+def _leading_to(graph: Graph, nodes: list[Node], params: set[str], targets: set[str]) -> set[str]:
+    """Tensors on a path from a parameter to a target (the only ones that need a gradient)."""
     reached = set(params)
     for node in nodes:
-        if any(i in reached for i in node.inputs if i):
+        if any(i in reached for i in reads(node, graph) if i):
             reached.update(o for o in node.outputs if o)
-    needed = {loss}
+    needed = set(targets)
     for node in reversed(nodes):
         if any(o in needed for o in node.outputs):
-            needed.update(i for i in node.inputs if i)
+            needed.update(i for i in reads(node, graph) if i)
     return reached & needed
-

@@ -1,8 +1,10 @@
 """Gradient rules of element-wise ops: arithmetic with broadcasting, activations, rounding and casts.
 
 A broadcast operand's gradient is summed back to its shape (Tape.sum_to). Round passes its gradient straight
-through (the straight-through estimator BitNet and the MatMul-free LM train their quantisers with); Cast passes it
-back in the input's float type; Clip and Max pass it where the input won, as PyTorch does (a tie in Max halves it).
+through (the straight-through estimator BitNet and the MatMul-free LM train their quantisers with), and so does a
+Clip of a Round's output: the estimator spans the whole quantiser, as `x + (q(x) - x).detach()` does in their
+reference code, so a latent weight beyond the ternary range still learns. Cast passes the gradient back in the
+input's float type; any other Clip, and Max, pass it where the input won, as PyTorch does (a tie in Max halves it).
 """
 from __future__ import annotations
 
@@ -93,6 +95,9 @@ def extreme(t: Tape, node, dys, wants):
 
 @rule("Clip")
 def clip(t: Tape, node, dys, wants):
+    made = t.producer(node.inputs[0])
+    if made is not None and made.op == "Round":   # a quantiser's clip
+        return [dys[0]] + [None] * (len(node.inputs) - 1)
     bounds = list(node.inputs[1:3]) + [""] * (3 - len(node.inputs))
     if "min" in node.attrs or "max" in node.attrs:     # opset < 11: bounds are attributes
         dtype = t.dtype(node.inputs[0])

@@ -9,6 +9,7 @@ import pytest
 from accelsim.arch import load_arch, preset_names
 from accelsim.sim.build import build
 from accelsim.sim.train import train
+from compiler import zoo
 from compiler.errors import UserError
 from compiler.ir import Axis
 from compiler.target import Footprints, k_split, op_home, separable
@@ -24,6 +25,7 @@ SMALL = {
     "gpt2": dict(batch=2, seq=16, layers=1, hidden=64, heads=2, vocab=256, max_positions=32),
     "llama": dict(batch=2, seq=16, layers=2, hidden=64, heads=2, mlp=128, vocab=256, max_positions=32),
     "bitnet_b158": dict(batch=2, seq=16, layers=2, hidden=64, heads=2, mlp=128, vocab=256, max_positions=32),
+    "matmulfree_lm": dict(batch=2, seq=16, layers=1, hidden=64, mlp=128, vocab=256),
 }
 # The backward of a conv against its forward, each gradient's seconds over the forward's. The top is the claim:
 # a data gradient (4 phase Einsums for a stride-2 conv, each paying a GPU's 3 us launch) or a filter gradient
@@ -56,6 +58,7 @@ def test_the_presets_are_sorted_into_those_that_train_and_those_that_cannot():
 
 @pytest.mark.parametrize("arch_name", TRAINS)
 def test_every_zoo_model_trains_at_tile_fidelity(arch_name):
+    assert set(SMALL) == set(zoo.MODELS)
     for model, options in SMALL.items():
         run = train(model, arch_name, **options)
         result = run.result

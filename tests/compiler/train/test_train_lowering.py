@@ -2,8 +2,8 @@
 Graph's reference, executed tile by tile as codegen tiles it (and cut along every axis the chunk rule allows) it
 equals it too, and accelsim simulates it, with the backward pass's MACs counted by hand from the shapes.
 
-The models: the MLP of test_train_rules.py and a one-layer GPT-2 (embedding gradient, LayerNorm, attention,
-the tied head, cross-entropy over every token), both in fp64 so that a tiling can differ only in summation order.
+The models: the MLP of test_train_rules.py, a one-layer GPT-2 (embedding gradient, LayerNorm, attention,
+the tied head, cross-entropy over every token) and a one-layer MatMul-free LM (fake-quantised BitLinear, the Scan), both in fp64 so that a tiling can differ only in summation order.
 """
 from collections import Counter
 
@@ -40,6 +40,11 @@ def step_of(name: str, optimizer: Optimizer):
         graph, feeds = mlp()
         step = training_graph(graph, optimizer=optimizer)
         return step, {**feeds, step.labels: np.array([0, 2, 1, 2])}
+    if name == "matmulfree":      # BitLinear in its training form, the MLGRU's Scan and its reverse Scan
+        graph = zoo.build("matmulfree_lm", batch=2, seq=6, layers=1, hidden=16, mlp=32, vocab=40, dtype="fp64",
+                          latent=True)
+        step = training_graph(graph, optimizer=optimizer)
+        return step, {"input_ids": rng.integers(0, 40, (2, 6)), step.labels: rng.integers(0, 40, (2, 6))}
     graph = zoo.build("gpt2", batch=2, seq=8, layers=1, hidden=32, heads=2, mlp=64, vocab=50, max_positions=16,
                       dtype="fp64")
     step = training_graph(graph, optimizer=optimizer, params=trained(graph))
@@ -47,7 +52,7 @@ def step_of(name: str, optimizer: Optimizer):
 
 
 CASES = [("mlp", Optimizer("sgd")), ("mlp", Optimizer("adamw")), ("gpt2", Optimizer("sgd")),
-         ("gpt2", Optimizer("adamw"))]
+         ("gpt2", Optimizer("adamw")), ("matmulfree", Optimizer("adamw"))]
 IDS = [f"{name}-{optimizer.name}" for name, optimizer in CASES]
 
 

@@ -1,14 +1,17 @@
 """A Graph's forward pass written in PyTorch, op by op, so that torch.autograd and torch.optim give the gradients and
 updates accelsim's training graph must match. Only forward semantics are written here; every derivative is torch's.
 
-Conventions shared with accelsim's rules (the points where a derivative is a choice, not a fact): Round passes its
-gradient straight through; MatMulInteger multiplies its integer operands as floats; BatchNormalization in a training
-step normalises with the batch's statistics.
+Conventions shared with accelsim's rules (the points where a derivative is a choice, not a fact): Round, and a Clip of
+a Round, pass their gradient straight through and a quantiser's own scale is held constant (BitNet's estimator, which
+test_train_ternary.py checks against the reference code's form); MatMulInteger multiplies its integer operands as
+floats; BatchNormalization in a training step normalises with the batch's statistics.
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from compiler.train.autodiff import quantiser_scales
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -170,19 +173,24 @@ def run_torch(graph, feeds: dict, params: list[str], dtype=None):
     """Run the graph's forward pass in torch (float64 unless `dtype`); returns (env of tensors by name, params as
     leaf tensors requiring grad). Integer inputs stay integers."""
     dtype = dtype or torch.float64
-    env, leaves = {}, {}
-    for name, value in {**graph.weights, **graph.constants}.items():
-        if value is None:
-            continue
-        array = np.asarray(value)
-        t = torch.tensor(array, dtype=dtype) if array.dtype.kind == "f" else torch.tensor(array)
-        if name in params:
-            t.requires_grad_(True)
-            leaves[name] = t
-        env[name] = t
-    for name, value in feeds.items():
-        array = np.asarray(value)
-        env[name] = torch.tensor(array, dtype=dtype) if array.dtype.kind == "f" else torch.tensor(array)
+    env = _tensors({**graph.weights, **graph.constants, **feeds}, dtype)
+    leaves = {name: env[name].requires_grad_(True) for name in params if name in env}
+    return _run_nodes(graph, env), leaves
+
+
+def _tensors(values: dict, dtype) -> dict:
+    """numpy arrays as torch tensors: floats in `dtype`, integers as they are; missing values skipped."""
+    env = {}
+    for name, value in values.items():
+        if value is not None:
+            array = np.asarray(value)
+            env[name] = torch.tensor(array, dtype=dtype) if array.dtype.kind == "f" else torch.tensor(array)
+    return env
+
+
+def _run_nodes(graph, env: dict) -> dict:
+    scales = quantiser_scales(graph)
+    rounded = {o for n in graph.nodes if n.op == "Round" for o in n.outputs}
     for node in graph.nodes:
         args = [env[name] if name else None for name in node.inputs]
         # a node folded at build time is skipped, unless it reads a parameter (ViT's class token, Expand-ed: a
@@ -190,9 +198,33 @@ def run_torch(graph, feeds: dict, params: list[str], dtype=None):
         folded = node.outputs and all(not o or o in graph.constants for o in node.outputs)
         if folded and not any(a is not None and a.requires_grad for a in args):
             continue
-        result = OPS[node.op](node, graph, *args)
+        if node.op == "Scan":
+            result = _scan(node, env, *args)
+        elif node.op == "Clip" and node.inputs[0] in rounded:
+            result = args[0] + (torch.clamp(*args) - args[0]).detach()
+        else:
+            result = OPS[node.op](node, graph, *args)
         results = result if isinstance(result, tuple) else (result,)
         for name, value in zip(node.outputs, results):
             if name:
-                env[name] = value
-    return env, leaves
+                env[name] = value.detach() if name in scales else value
+    return env
+
+
+def _scan(node, outer: dict, *args):
+    """ONNX Scan, step by step: the body's ops in torch on its own constants and the outer tensors it reads by name."""
+    body, plan = node.resolved["body"], node.resolved["plan"]
+    states, scans = list(args[:plan.states]), args[plan.states:]
+    dtype = next((a.dtype for a in args if a.is_floating_point()), torch.float64)
+    own = _tensors({**body.weights, **body.constants}, dtype) | {k: v for k, v in outer.items() if k in body.weights}
+    collected = [[] for _ in body.outputs[plan.states:]]
+    for t in range(plan.steps):
+        env = {**own, **dict(zip(body.inputs, states))}
+        for name, x, axis, reverse in zip(body.inputs[plan.states:], scans, plan.in_axes, plan.in_reverse):
+            env[name] = x.select(axis, plan.steps - 1 - t if reverse else t)
+        env = _run_nodes(body, env)
+        states = [env[name] for name in body.outputs[:plan.states]]
+        for values, name in zip(collected, body.outputs[plan.states:]):
+            values.append(env[name])
+    stacked = [torch.stack(v[::-1] if r else v, dim=a) for v, a, r in zip(collected, plan.out_axes, plan.out_reverse)]
+    return tuple(states + stacked)
