@@ -83,15 +83,17 @@ def test_running_statistics_equal_torch_buffers(shape, module, momentum):
     assert not np.allclose(ours["bn/running_var_population"], bn.running_var.numpy(), rtol=1e-6)
 
 
-@pytest.mark.skipif("Conv" not in RULES, reason="Conv has no gradient rule yet (compiler/train/rules/conv.py)")
-def test_resnet18_step_matches_torch():
-    """The zoo's ResNet-18 at a tiny size: 20 BatchNormalizations in training mode, convs, pools, residual adds."""
-    graph = zoo.build("resnet18", batch=2, image=32, width=0.25, classes=10, dtype=DType.fp64)
-    assert len(training_forward(graph)) == 2 * 20
-    image = np.random.default_rng(1).standard_normal((2, 3, 32, 32))
-    step = check_step(graph, {"image": image}, labels(2, classes=10), Optimizer("sgd"), rtol=1e-9)
+@pytest.mark.parametrize("name, norms, image", [("resnet18", 20, 32), ("resnet50", 53, 64)])
+def test_resnet_step_matches_torch(name, norms, image):
+    """The zoo's ResNets at a tiny size: BatchNormalizations in training mode, convs (ResNet-50's bottleneck 1x1s
+    and strided 3x3s, its projection shortcuts), pools, residual adds. ResNet-50 at 64 pixels: at 32 its last
+    stage is 1x1, so its BatchNorms see two values per channel, and 1 / std magnifies rounding to 4e-9."""
+    graph = zoo.build(name, batch=2, image=image, width=0.25, classes=10, dtype=DType.fp64)
+    assert len(training_forward(graph)) == 2 * norms
+    pixels = np.random.default_rng(1).standard_normal((2, 3, image, image))
+    step = check_step(graph, {"image": pixels}, labels(2, classes=10), Optimizer("sgd"), rtol=1e-9)
     affine = {name for n in graph.nodes if n.op == "BatchNormalization" for name in n.inputs[1:3]}
-    assert len(affine) == 40 and affine <= set(step.params)
+    assert len(affine) == 2 * norms and affine <= set(step.params)
 
 
 def test_training_forward_switches_once_and_refuses_what_torch_cannot_train():
