@@ -1,4 +1,5 @@
-"""The Python API behind the CLI: `run` simulates a model on an arch, `evaluate` runs its numerics."""
+"""The Python API behind the CLI: `run` simulates a model on an arch, `evaluate` runs its numerics (a training
+step's: accelsim.sim.eval_train)."""
 from __future__ import annotations
 
 import os
@@ -52,11 +53,11 @@ def evaluate(model: str | os.PathLike | Graph, inputs: dict[str, np.ndarray] | N
     feeds = dict(inputs) if inputs is not None else random_inputs(graph, seed)
     for name, value in feeds.items():
         if name in graph.inputs:
-            _check_kind(graph, name, np.asarray(value))
+            check_kind(graph, name, np.asarray(value))
     return feeds, run_graph(graph, feeds)
 
 
-def _check_kind(graph: Graph, name: str, value: np.ndarray) -> None:
+def check_kind(graph: Graph, name: str, value: np.ndarray) -> None:
     """An input of another kind of number is refused, as onnxruntime refuses it, never cast: float token ids
     would be truncated, complex numbers lose their imaginary part. A wider float for a float input is fine."""
     dtype = graph.tensor(name).dtype

@@ -49,8 +49,7 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
     micro, steps_per = _micro_batches(batch, microbatch)
     if _zoo_model(model):
         model_options.setdefault("dtype", STORED.get(compute, compute).value)
-        if "latent" in inspect.signature(zoo.MODELS[str(model)]).parameters:   # BitNet, the MatMul-free LM
-            model_options.setdefault("latent", True)
+    model_options = training_form(model, model_options)
     graph = load_model(model, batch=micro, **model_options)
     out = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
     per_sample = out[1] if len(out) == 3 else None          # [batch, tokens, vocab]: a language model
@@ -74,6 +73,13 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
 
 def _zoo_model(model) -> bool:
     return not isinstance(model, Graph) and str(model) in zoo.MODELS
+
+
+def training_form(model, options: dict) -> dict:
+    """The options that build a zoo model as it trains: BitNet's and the MatMul-free LM's latent weights."""
+    if _zoo_model(model) and "latent" in inspect.signature(zoo.MODELS[str(model)]).parameters:
+        return {"latent": True, **options}
+    return options
 
 
 def _compute_dtype(arch: Arch, dtype: str | DType | None) -> DType:
