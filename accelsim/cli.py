@@ -15,11 +15,13 @@ from pathlib import Path
 
 from accelsim import __version__
 from accelsim.args import check_outputs, model_args, model_options, positive, write
+from accelsim.collective_cli import add_collective_parser
 from accelsim.explain.cli import add_explain_parser
 from accelsim.sweep.cli import add_sweep_parser
 from accelsim.train_cli import add_train_parser
 from accelsim.validate.cli import add_cuda_parser, add_score_parser
 from compiler.errors import UserError
+from compiler.train.step import DEFAULTS, LOSSES
 
 EXIT_MISMATCH, EXIT_USAGE, EXIT_INTERNAL = 1, 2, 3
 
@@ -91,10 +93,18 @@ def _parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="run a model's numerics in the numpy reference interpreter")
     model_args(ev, default=None)
-    ev.add_argument("--inputs", metavar="IN.npz", help="input arrays keyed by graph input name "
-                    "(default: random, seeded)")
-    ev.add_argument("--out", metavar="OUT.npz", help="write output arrays keyed by graph output name")
+    ev.add_argument("--inputs", metavar="IN.npz", help="input arrays keyed by graph input name, and with --train the "
+                    "loss's labels under the key 'labels' (default: random, seeded)")
+    ev.add_argument("--out", metavar="OUT.npz", help="write output arrays keyed by graph output name (with --train: "
+                    "loss, gradient/<param>, updated/<param>, state/<optimizer state>, running/<BatchNorm statistic>)")
     ev.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    ev.add_argument("--train", action="store_true", help="one training step instead: print the loss and each "
+                    "parameter's gradient and update norms (docs/training.md)")
+    ev.add_argument("--loss", choices=LOSSES, help="with --train: the loss on the first output (default: "
+                    "cross_entropy); model: that output is the loss itself")
+    ev.add_argument("--optimizer", choices=sorted(DEFAULTS), help="with --train: sgd (momentum 0.9, weight decay "
+                    "5e-4) or adamw (default: sgd)")
+    ev.add_argument("--limit", type=int, metavar="N", help="with --train: parameters listed (default 20; 0 for all)")
     ev.set_defaults(handler=_eval)
 
     ex = sub.add_parser("export", help="write a built-in model to an .onnx file")
@@ -125,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_compare_parser(sub)
     add_train_parser(sub)
+    add_collective_parser(sub)
     sub.add_parser("archs", help="list the hardware presets").set_defaults(handler=_archs)
     arch = sub.add_parser("arch", help="work with arch files").add_subparsers(dest="arch_command",
                                                                              metavar="ACTION", required=True)
@@ -198,25 +209,54 @@ def _eval(args) -> int:
     from accelsim.sim.api import evaluate
 
     positive("batch", args.batch)
-    inputs = None
-    if args.inputs:
-        path = Path(args.inputs)
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                inputs = {key: data[key] for key in data.files}
-        except (OSError, ValueError) as error:
-            raise UserError(f"{path}: cannot read input arrays ({error})") from None
+    inputs = _read_arrays(args.inputs) if args.inputs else None
+    if args.train:
+        return _eval_train(args, inputs)
+    given = [f"--{flag}" for flag in ("loss", "optimizer", "limit") if getattr(args, flag) is not None]
+    if given:
+        raise UserError(f"{', '.join(given)} applies to a training step: add --train")
     feeds, outputs = evaluate(args.model, inputs=inputs, seed=args.seed, batch=args.batch, **model_options(args))
     for name, value in outputs.items():
         print(f"{name}: shape {list(value.shape)} {value.dtype}, mean {float(np.mean(value)):.6g}, "
               f"std {float(np.std(value)):.6g}")
     if args.out:
-        try:
-            np.savez(args.out, **outputs)
-        except OSError as error:
-            raise UserError(f"{args.out}: cannot write ({error.strerror})") from None
-        print(f"wrote {len(outputs)} arrays to {args.out}")
+        _write_arrays(args.out, outputs)
     return 0
+
+
+def _eval_train(args, inputs: dict | None) -> int:
+    """`eval --train`: one training step in the numpy reference (accelsim.sim.eval_train)."""
+    from accelsim.sim.eval_train import evaluate_step
+
+    if args.limit is not None and args.limit < 0:
+        raise UserError(f"--limit {args.limit}: must be 0 (all) or more")
+    values = evaluate_step(args.model, inputs=inputs, seed=args.seed, batch=args.batch,
+                           optimizer=args.optimizer or "sgd", loss=args.loss or "cross_entropy",
+                           **model_options(args))
+    print(values.table(20 if args.limit is None else args.limit), end="")
+    if args.out:
+        _write_arrays(args.out, values.arrays())
+    return 0
+
+
+def _read_arrays(path: str) -> dict:
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {key: data[key] for key in data.files}
+    except (OSError, ValueError) as error:
+        raise UserError(f"{path}: cannot read input arrays ({error})") from None
+
+
+def _write_arrays(path: str, arrays: dict) -> None:
+    import numpy as np
+
+    try:
+        np.savez(path, **arrays)
+    except OSError as error:
+        raise UserError(f"{path}: cannot write ({error.strerror})") from None
+    print(f"wrote {len(arrays)} arrays to {path}")
 
 
 def _export(args) -> int:
@@ -311,6 +351,7 @@ def _validate_cpu(args) -> int:
 
 def _archs(args) -> int:
     from accelsim.arch import load_arch, preset_names
+    from accelsim.arch.system_load import load_system, system_names
     from accelsim.out.table import binary, si
 
     for name in preset_names():
@@ -319,6 +360,12 @@ def _archs(args) -> int:
         levels = " > ".join(f"{lv.name} {binary(lv.capacity_total)}" for lv in arch.memory)
         print(f"{name:14} {arch.kind.value:9} {si(arch.matrix.peak_per_second(native) * 2, 'OP/s')} "
               f"{native.value:8} {si(arch.power.tdp_w, 'W'):>7}  {levels}")
+    for name in system_names():
+        system = load_system(name)
+        links = " > ".join(f"{lv.name} {lv.topology.value} {si(lv.ports * lv.bandwidth_bytes_per_s, 'B/s')}"
+                           for lv in system.levels)
+        devices = f"{system.devices.default} x {system.device.name}"
+        print(f"{name:14} {'system':9} {devices:14} {links} (per device, each way)")
     return 0
 
 

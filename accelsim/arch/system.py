@@ -1,0 +1,189 @@
+"""The typed, frozen objects a system description becomes: devices plus levels of links, innermost first.
+
+A System is what archs/systems/*.yaml says; a Slice is the part of it one run uses (`--devices 16`,
+`--slice 4x4x4`). Invariant: a Slice's participants per level multiply to its device count, and a torus
+level's shape multiplies to that level's participants.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from itertools import combinations_with_replacement
+from pathlib import Path
+
+from accelsim.arch.hardware import Arch
+from compiler.errors import UserError
+
+
+class Topology(enum.Enum):
+    """How one level's links join the groups of the level below."""
+
+    pcie = "pcie"           # point to point through a host bridge (root complex)
+    switch = "switch"       # a non-blocking switch (NVSwitch): any pair at full link rate
+    fat_tree = "fat_tree"   # a full-bisection switched network (InfiniBand), reached through NICs
+    ring = "ring"           # each member linked to two neighbours, closed
+    torus2d = "torus2d"     # neighbours in 2 dimensions, with or without wrap-around links
+    torus3d = "torus3d"     # neighbours in 3 dimensions (TPU v4's ICI)
+
+    @property
+    def dims(self) -> int:
+        """Dimensions of a ring or torus (0 for a switched level)."""
+        return {Topology.ring: 1, Topology.torus2d: 2, Topology.torus3d: 3}.get(self, 0)
+
+
+@dataclass(frozen=True)
+class LinkLevel:
+    """One level of the interconnect. `devices` counts devices per group at this level (8 GPUs per node),
+    None on the outermost level when any number of groups may join (a fat tree of nodes). `ports` is the
+    links (or NICs) one device has at this level, per direction, each of `bandwidth_bytes_per_s`; below 1 when
+    several devices share a NIC (4 NICs for 8 GPUs: 0.5). `latency_s` is one hop: from a device to its peer
+    across the fabric (through the switch, host bridge or fat tree), or to its neighbour on a ring or torus.
+    `efficiency` is the share of the line rate a collective library delivers as payload (protocol overhead)."""
+
+    name: str
+    topology: Topology
+    devices: int | None
+    ports: float
+    bandwidth_bytes_per_s: float
+    latency_s: float
+    efficiency: float = 1.0
+    in_network_reduction: bool = False
+    shape: tuple[int, ...] = ()   # a ring or torus: the full machine's shape at this level
+    wrap: bool = True             # a torus: wrap-around links close each dimension into a ring
+    wrap_multiple: int = 1        # ... but only a dimension whose size is a multiple of this (TPU v4: 4)
+
+    @property
+    def payload_bytes_per_s(self) -> float:
+        """One port's rate per direction as a library moves data over it."""
+        return self.bandwidth_bytes_per_s * self.efficiency
+
+    def wraps(self, size: int) -> bool:
+        """Whether a dimension of `size` members closes into a ring here."""
+        return self.topology is Topology.ring or (self.wrap and size > 2 and size % self.wrap_multiple == 0)
+
+
+@dataclass(frozen=True)
+class DeviceCount:
+    """How many devices a run may use, and how many it uses when none is given."""
+
+    default: int
+    minimum: int
+    maximum: int | None   # None: no bound beyond the hierarchy
+
+
+@dataclass(frozen=True)
+class Slice:
+    """The devices one run uses: `participants[i]` members of level i's group take part (innermost first;
+    1 where a level is not crossed), `shape[i]` the torus shape used at level i (() elsewhere)."""
+
+    devices: int
+    participants: tuple[int, ...]
+    shape: tuple[tuple[int, ...], ...]
+
+    def groups(self, level: int) -> int:
+        """Devices in one group of level `level`: 8 for a node of a 2-node DGX slice, 16 for the whole."""
+        return math.prod(self.participants[:level + 1])
+
+    @property
+    def active(self) -> tuple[int, ...]:
+        """Levels the slice crosses, innermost first."""
+        return tuple(i for i, p in enumerate(self.participants) if p > 1)
+
+
+@dataclass(frozen=True)
+class System:
+    """Devices of one preset joined by levels of links, innermost first; `overhead_s` is paid once per
+    collective (kernel launch and setup in the library)."""
+
+    name: str
+    description: str
+    device: Arch
+    devices: DeviceCount
+    levels: tuple[LinkLevel, ...]
+    overhead_s: float
+    source_file: Path
+
+    @property
+    def torus_levels(self) -> tuple[int, ...]:
+        return tuple(i for i, level in enumerate(self.levels) if level.topology.dims > 1)
+
+    def fit(self, devices: int | None = None, shape: tuple[int, ...] | None = None) -> Slice:
+        """The slice for `--devices N` and/or `--slice AxBxC`; UserError naming the system when it does not fit."""
+        if shape is not None:
+            if not self.torus_levels:
+                raise UserError(f"{self.name}: --slice {_text(shape)} needs a torus level; this system has "
+                                f"{', '.join(level.topology.value for level in self.levels)}")
+            if devices is not None and math.prod(shape) * self._below(self.torus_levels[0]) != devices:
+                raise UserError(f"{self.name}: --slice {_text(shape)} is {math.prod(shape)} devices, not --devices "
+                                f"{devices}")
+            devices = math.prod(shape) * self._below(self.torus_levels[0])
+        n = self.devices.default if devices is None else devices
+        bound = self.devices.maximum or n
+        if not self.devices.minimum <= n <= bound:
+            span = f"{self.devices.minimum} to {self.devices.maximum:,}" if self.devices.maximum else \
+                f"at least {self.devices.minimum}"
+            raise UserError(f"{self.name}: {n} devices; this system takes {span}")
+        participants, shapes, below = [], [], 1
+        for i, level in enumerate(self.levels):
+            if n % below:
+                raise UserError(f"{self.name}: {n} devices do not fill whole groups of {below} (level "
+                                f"{self.levels[i - 1].name!r}); use at most {below} or a multiple of {below}")
+            group = min(level.devices or n, n)
+            members = group // below
+            participants.append(members)
+            asked = shape if self.torus_levels and i == self.torus_levels[0] else None
+            shapes.append(self._shape(i, members, asked) if members > 1 or asked else ())
+            below = max(below, group)
+        if below < n:
+            raise UserError(f"{self.name}: {n} devices; the levels hold at most {below}")
+        return Slice(n, tuple(participants), tuple(shapes))
+
+    def _below(self, index: int) -> int:
+        """Devices per group of the level below `index` (1 for the innermost)."""
+        return 1 if index == 0 else self.levels[index - 1].devices or 1
+
+    def _shape(self, index: int, members: int, asked: tuple[int, ...] | None) -> tuple[int, ...]:
+        level = self.levels[index]
+        dims = level.topology.dims
+        if dims == 0:
+            return ()
+        if asked is not None:
+            if len(asked) != dims:
+                raise UserError(f"{self.name}: --slice {_text(asked)} has {len(asked)} dimensions; level "
+                                f"{level.name!r} is a {level.topology.value} ({dims})")
+            return asked
+        if dims == 1:
+            return (members,)
+        return balanced_shape(members, dims, level.wrap_multiple)
+
+
+def balanced_shape(members: int, dims: int, wrap_multiple: int = 1) -> tuple[int, ...]:
+    """The most cubic shape of `members` in `dims` dimensions, smallest first (4,096 in 3: 16x16x16), preferring
+    dimensions that are multiples of `wrap_multiple` (those close into rings on TPU v4)."""
+    best = None
+    for first in _factorisations(members, dims):
+        shape = tuple(sorted(first))
+        key = (max(shape), -sum(d % wrap_multiple == 0 for d in shape), shape)
+        best = key if best is None or key < best else best
+    return best[2]
+
+
+def _factorisations(n: int, dims: int):
+    divisors = [d for d in range(1, n + 1) if n % d == 0]
+    for combo in combinations_with_replacement(divisors, dims - 1):
+        rest = n // math.prod(combo) if n % math.prod(combo) == 0 else 0
+        if rest:
+            yield (*combo, rest)
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """`4x4x4` -> (4, 4, 4); UserError for anything else."""
+    parts = str(text).lower().split("x")
+    if not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise UserError(f"--slice {text!r}: write the torus shape as whole numbers joined by x, e.g. 4x4x4")
+    return tuple(int(p) for p in parts)
+
+
+def _text(shape: tuple[int, ...]) -> str:
+    return "x".join(str(d) for d in shape)

@@ -1,0 +1,63 @@
+"""Reading system descriptions: archs/systems/*.yaml (or a path) parsed once into a System, its device preset
+loaded as any arch is.
+
+Invariant: a loaded System has passed every check in accelsim.arch.system_schema; a bad file is an ArchError
+naming file, key and value, and an unknown name lists the presets with the closest one first.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+
+from accelsim.arch.hardware import ArchError
+from accelsim.arch.load import YamlTooLarge, _shown, bounded_yaml, load_arch, presets_dir
+from accelsim.arch.system import System
+from accelsim.arch.system_schema import build_system
+
+
+def systems_dir() -> Path:
+    return presets_dir() / "systems"
+
+
+def system_names() -> list[str]:
+    return sorted(path.stem for path in systems_dir().glob("*.yaml"))
+
+
+def load_system(name_or_path: str | os.PathLike | System) -> System:
+    """A system preset by name (`dgx_a100`) or a .yaml file by path, parsed and checked (a System passes through)."""
+    if isinstance(name_or_path, System):
+        return name_or_path
+    text = str(name_or_path)
+    if text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text:
+        path = Path(text)
+        if not path.is_file():
+            raise ArchError(f"{text}: no such system file")
+    else:
+        path = systems_dir() / f"{text}.yaml"
+        if not path.is_file():
+            close = difflib.get_close_matches(text, system_names(), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ArchError(f"unknown system {text!r}; {hint}systems: {', '.join(system_names())} (or give a path "
+                            f"to a .yaml file with `kind: system`)")
+    return load_system_text(path.read_text(), _shown(path), path.resolve())
+
+
+def load_system_text(text: str, shown: str, source: Path) -> System:
+    """A System from YAML text; messages name the file as `shown`."""
+    return build_system(_document(text, shown), shown, source, load_arch)
+
+
+def _document(text: str, shown: str):
+    """The YAML document, or an ArchError naming the file (and line). By import contract only accelsim.arch.load
+    imports yaml, so the parser's own errors are told apart by the package that raised them."""
+    try:
+        return bounded_yaml(text)
+    except YamlTooLarge as e:
+        raise ArchError(f"{shown}: {e}") from None
+    except Exception as e:
+        if type(e).__module__.split(".")[0] != "yaml":
+            raise
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        raise ArchError(f"{shown}: {line}YAML syntax error: {getattr(e, 'problem', None) or e}") from None

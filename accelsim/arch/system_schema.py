@@ -1,0 +1,168 @@
+"""Schema version 1 of archs/systems/*.yaml (`kind: system`): the dict accelsim.arch.system_load read, checked
+and turned into a System.
+
+Same rules as arch files (accelsim.arch.schema, whose helpers it uses): one spelling per key, units explicit,
+every error names the file, the key path (`levels[1].bandwidth`) and the value. Invariant: build_system returns
+only a System whose levels nest (each level's group a multiple of the one inside it), whose tori multiply out,
+whose links carry data (bandwidth > 0) and whose default and largest device counts fit the hierarchy.
+"""
+from __future__ import annotations
+
+import math
+
+from accelsim.arch import units
+from accelsim.arch.hardware import SCHEMA_VERSION, ArchError
+from accelsim.arch.schema import _at, _choice, _count, _File, _list, _mapping, _quantity, _text
+from accelsim.arch.system import DeviceCount, LinkLevel, System, Topology, parse_shape
+from compiler.errors import UserError
+
+_TOP = ("version", "kind", "name", "description", "device", "devices", "levels")
+_DEVICES = ("default",)
+_DEVICES_OPTIONAL = ("min", "max")
+_LEVEL = ("name", "topology", "bandwidth", "latency")
+_LEVEL_OPTIONAL = ("devices", "links", "nics", "shape", "efficiency", "in_network_reduction", "wrap",
+                   "wrap_multiple")
+_REDUCING = (Topology.switch, Topology.fat_tree)   # where a switch can add (NVSwitch NVLS, InfiniBand SHARP)
+
+
+def build_system(data, shown: str, source, load_device) -> System:
+    """Check `data` (the YAML document) and build the System; `load_device(name)` loads the device preset."""
+    f = _File(shown)
+    if isinstance(data, dict) and "version" in data and data["version"] != SCHEMA_VERSION:
+        raise f.error("version", f"unsupported version {data['version']!r}; this accelsim reads version "
+                                 f"{SCHEMA_VERSION}")
+    d = _mapping(f, data, "", _TOP, ("overhead",))
+    if d["kind"] != "system":
+        raise f.error("kind", f"{d['kind']!r} in a system file; write `kind: system` (a device is an arch file in "
+                              f"archs/)")
+    try:
+        device = load_device(_text(f, d["device"], "device"))
+    except ArchError as e:
+        raise f.error("device", str(e)) from None
+    raw_levels = _list(f, d["levels"], "levels")
+    levels, below = [], 1
+    for i, raw in enumerate(raw_levels):
+        level = _level(f, raw, f"levels[{i}]", below, outermost=i == len(raw_levels) - 1)
+        levels.append(level)
+        below = level.devices or below
+    names = [level.name for level in levels]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise f.error(f"levels[{i}].name", f"{name!r} is used twice")
+    system = System(
+        name=_text(f, d["name"], "name"),
+        description=_text(f, d["description"], "description"),
+        device=device,
+        devices=_devices(f, d["devices"], levels),
+        levels=tuple(levels),
+        overhead_s=_quantity(f, d["overhead"], "overhead", units.parse_time, positive=False)
+        if "overhead" in d else 0.0,
+        source_file=source,
+    )
+    for key in ("default", "max"):
+        n = getattr(system.devices, {"max": "maximum"}.get(key, key))
+        if n is not None:
+            try:
+                system.fit(n)
+            except UserError as e:
+                raise f.error(f"devices.{key}", f"{n}: {str(e).split(': ', 1)[1]}") from None
+    return system
+
+
+def _devices(f: _File, value, levels: list[LinkLevel]) -> DeviceCount:
+    d = _mapping(f, value, "devices", _DEVICES, _DEVICES_OPTIONAL)
+    default = _count(f, d["default"], "devices.default")
+    minimum = _count(f, d.get("min", 2), "devices.min")
+    top = levels[-1].devices
+    maximum = _count(f, d["max"], "devices.max") if "max" in d else top
+    if top is not None and maximum is not None and maximum > top:
+        raise f.error("devices.max", f"{maximum} exceeds the {top} devices of the outermost level "
+                                     f"{levels[-1].name!r}")
+    if maximum is not None and not minimum <= default <= maximum:
+        raise f.error("devices.default", f"{default} is outside min {minimum} .. max {maximum}")
+    if default < minimum:
+        raise f.error("devices.default", f"{default} is below min {minimum}")
+    return DeviceCount(default, minimum, maximum)
+
+
+def _level(f: _File, value, path: str, below: int, outermost: bool) -> LinkLevel:
+    d = _mapping(f, value, path, _LEVEL, _LEVEL_OPTIONAL)
+    topology = _choice(f, d["topology"], _at(path, "topology"), Topology, "topology")
+    dims = topology.dims
+    torus = dims > 1
+    for key, allowed in (("shape", torus), ("wrap", torus), ("wrap_multiple", torus),
+                         ("in_network_reduction", topology in _REDUCING), ("nics", below > 1)):
+        if key in d and not allowed:
+            raise f.error(_at(path, key), f"{d[key]!r} makes no sense on a {topology.value} level"
+                          + (" inside no other level (give links per device)" if key == "nics" else ""))
+    if ("links" in d) == ("nics" in d):
+        raise f.error(path, "give exactly one of `links` (per device) or `nics` (per group of the level below)")
+    shape = _shape(f, d["shape"], _at(path, "shape"), dims) if "shape" in d else ()
+    if torus and not shape:
+        raise f.error(_at(path, "shape"), f"missing key 'shape' (required on a {topology.value} level, e.g. "
+                                          f"{'x'.join(['4'] * dims)})")
+    devices = _group(f, d, path, below, shape, outermost)
+    if topology is Topology.ring:
+        shape = (devices // below,) if devices else ()
+    if "links" in d:
+        ports = float(_count(f, d["links"], _at(path, "links")))
+        if dims and ports % (2 * dims):
+            raise f.error(_at(path, "links"), f"{d['links']!r} links cannot be spread over the {2 * dims} "
+                                              f"neighbours of a {topology.value}; give a multiple of {2 * dims}")
+    else:
+        ports = _count(f, d["nics"], _at(path, "nics")) / below
+    return LinkLevel(
+        name=_text(f, d["name"], _at(path, "name")),
+        topology=topology,
+        devices=devices,
+        ports=ports,
+        bandwidth_bytes_per_s=_quantity(f, d["bandwidth"], _at(path, "bandwidth"), units.parse_bandwidth),
+        latency_s=_quantity(f, d["latency"], _at(path, "latency"), units.parse_time, positive=False),
+        efficiency=_fraction(f, d.get("efficiency", 1.0), _at(path, "efficiency")),
+        in_network_reduction=_flag(f, d.get("in_network_reduction", False), _at(path, "in_network_reduction")),
+        shape=shape,
+        wrap=_flag(f, d.get("wrap", True), _at(path, "wrap")),
+        wrap_multiple=_count(f, d.get("wrap_multiple", 1), _at(path, "wrap_multiple")),
+    )
+
+
+def _group(f: _File, d: dict, path: str, below: int, shape: tuple[int, ...], outermost: bool) -> int | None:
+    """Devices per group at this level: as written, or from a torus shape; None on an open outermost level."""
+    if "devices" not in d:
+        if shape:
+            return below * math.prod(shape)
+        if not outermost:
+            raise f.error(_at(path, "devices"), "missing key 'devices' (devices per group; only the outermost "
+                                                "level may leave it open)")
+        return None
+    devices = _count(f, d["devices"], _at(path, "devices"), minimum=2)
+    if devices <= below or devices % below:
+        raise f.error(_at(path, "devices"), f"{devices} must be a multiple of the {below} devices per group of "
+                                            f"the level inside it, and larger")
+    if shape and below * math.prod(shape) != devices:
+        shown = "x".join(str(s) for s in shape)
+        raise f.error(_at(path, "shape"), f"{shown} is {math.prod(shape)} groups of {below}, "
+                                          f"{below * math.prod(shape)} devices, not the level's {devices}")
+    return devices
+
+
+def _shape(f: _File, value, path: str, dims: int) -> tuple[int, ...]:
+    try:
+        shape = parse_shape(value)
+    except UserError:
+        raise f.error(path, f"{value!r} is not a shape; write whole numbers joined by x, e.g. 16x16x16") from None
+    if len(shape) != dims:
+        raise f.error(path, f"{value!r} has {len(shape)} dimensions, the topology {dims}")
+    return shape
+
+
+def _fraction(f: _File, value, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise f.error(path, f"{value!r} is not a fraction in (0, 1] (the share of the line rate delivered)")
+    return float(value)
+
+
+def _flag(f: _File, value, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise f.error(path, f"{value!r} is not true or false")
+    return value

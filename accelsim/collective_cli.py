@@ -1,0 +1,60 @@
+"""`accelsim collective`: a collective timed on a system of devices, one row per size as nccl-tests prints it
+(bytes, time, algbw, busbw) plus the algorithm that ran; the API is accelsim.comm."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from accelsim.args import write
+
+
+def add_collective_parser(sub) -> None:
+    p = sub.add_parser("collective", help="time a collective (allreduce, reducescatter, allgather, alltoall, "
+                                          "broadcast, sendrecv) on a system of devices, nccl-tests style")
+    p.add_argument("op", help="allreduce, reducescatter, allgather, alltoall, broadcast or sendrecv")
+    p.add_argument("--system", required=True, help="a system preset (dgx_a100, dgx_h100, tpu_v4_pod, gtx580x2; see "
+                                                   "`accelsim archs`) or a YAML file with `kind: system`")
+    p.add_argument("--devices", type=int, help="devices taking part (default: the system's default)")
+    p.add_argument("--slice", metavar="AxBxC", help="a torus slice, e.g. 4x4x4 (TPU v4); sets the device count")
+    p.add_argument("--bytes", default="1GiB", metavar="SIZE", help="the largest size, with a unit (8B, 64KiB, 1GiB; "
+                   "nccl-tests' size: a rank's buffer, the whole array for reducescatter and allgather); rows "
+                   "double up to it (default 1GiB)")
+    p.add_argument("--min-bytes", default="8B", metavar="SIZE", help="the first row's size (default 8B)")
+    p.add_argument("--algorithm", help="force one: ring, tree, halving_doubling, hierarchical, torus, nvls or "
+                                       "direct (default: chosen per size from latency and bandwidth terms)")
+    p.add_argument("--chunk", default="4MiB", metavar="SIZE", help="bytes of one pipelined step of a piece "
+                                                                   "(default 4MiB, NCCL's buffer)")
+    p.add_argument("--json", metavar="FILE", help="write the rows as JSON ('-' for stdout): op, devices, "
+                                                  "algorithm, rows of bytes, seconds, algbw, busbw (bytes/s)")
+    p.set_defaults(handler=_collective)
+
+
+def _collective(args: argparse.Namespace) -> int:
+    from accelsim.comm.collective import check_op, network, size_bytes, sweep
+    from accelsim.comm.result import table
+
+    op = check_op(args.op)
+    net = network(args.system, args.devices, args.slice)
+    top, smallest, chunk = (size_bytes(getattr(args, key), f"--{key.replace('_', '-')}")
+                            for key in ("bytes", "min_bytes", "chunk"))
+    rows = sweep(op, net.system, net.slice.devices, top, args.algorithm, smallest=smallest, slice=args.slice,
+                 chunk=chunk)
+    if args.json:
+        data = {"op": op, "system": net.system.name, "devices": net.slice.devices,
+                "algorithm": args.algorithm or "auto", "rows": [r.row() for r in rows]}
+        write(args.json, json.dumps(data, indent=1))
+    if args.json != "-":
+        print(f"# {op} on {net.system.name}: {net.slice.devices} x {net.system.device.name}, "
+              f"{_levels(net)}; algorithm {args.algorithm or 'auto'}")
+        print(table(rows), end="")
+    return 0
+
+
+def _levels(net) -> str:
+    """`8 on nvlink, 2 on infiniband` or `4x4x4 on ici`: the members of each level the slice crosses."""
+    parts = []
+    for i in net.active:
+        shape = net.slice.shape[i]
+        members = "x".join(map(str, shape)) if len(shape) > 1 else str(net.participants(i))
+        parts.append(f"{members} on {net.system.levels[i].name}")
+    return ", ".join(parts)

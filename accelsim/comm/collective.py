@@ -1,0 +1,159 @@
+"""The collective API: an op on a system and slice, expanded into transfers, timed by the link engine.
+
+    from accelsim.comm import collective
+    r = collective("allreduce", "dgx_a100", devices=16, size="1 GiB")     # r.seconds, r.algbw, r.busbw
+
+The algorithm is chosen as NCCL's tuner does, from an alpha-beta estimate per candidate (the longest chain of
+hop latencies plus the busiest channel's time), here read off each candidate's own transfers by the engine's
+`bounds`; then the chosen one is simulated. Invariant: a result's time is never below its own estimate's two
+terms, and collectives run together (`concurrent`) share channels first come, first served.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+
+import numpy as np
+
+from accelsim.arch.system import System, parse_shape
+from accelsim.arch.system_load import load_system
+from accelsim.arch.units import UnitError, parse_size
+from accelsim.comm.algorithms import ALGORITHMS, BY_OP, OPS, available, expand
+from accelsim.comm.network import Network, Transfers
+from accelsim.comm.result import CollectiveResult
+from accelsim.comm.rings import Job
+from accelsim.engine.links import bounds, simulate
+from compiler.errors import UserError
+
+DEFAULT_CHUNK = 4 << 20   # NCCL_BUFFSIZE: 4 MiB per ring step in flight
+# At equal bandwidth the ring is kept (as NCCL keeps it): halving-doubling on a full-bandwidth switch saves a few
+# microseconds of latency on a 1 GiB allreduce, well inside what the model can tell apart.
+TIE_MARGIN = 0.01
+
+
+def collective(op: str, system: str | os.PathLike | System, devices: int | None = None, size=1 << 20,
+               algorithm: str | None = None, *, slice: str | tuple | None = None,
+               chunk=DEFAULT_CHUNK) -> CollectiveResult:
+    """Time `op` of `size` bytes (nccl-tests' size; a number or text with units) on `devices` devices or the
+    torus `slice` (`4x4x4`) of `system` (a preset name, a YAML path or a System); `algorithm` None chooses."""
+    return concurrent(system, [(op, size, algorithm)], devices, slice=slice, chunk=chunk)[0]
+
+
+def concurrent(system, ops: list[tuple], devices: int | None = None, *, slice=None,
+               chunk=DEFAULT_CHUNK) -> list[CollectiveResult]:
+    """Several collectives started together on the same devices, e.g. [("allreduce", "1 GiB", None),
+    ("allgather", "256 MiB", "ring")]: their transfers share the channels, so each slows the others."""
+    net = network(system, devices, slice)
+    chunk_bytes = size_bytes(chunk, "chunk")
+    tb, spans, chosen = Transfers(), [], []
+    for op, size, algorithm in ops:
+        nbytes = size_bytes(size, "bytes")
+        name, estimates = choose(check_op(op), net, nbytes, algorithm, chunk_bytes)
+        first = tb.count
+        expand(name, Job(net, tb, op, nbytes, chunk_bytes))
+        spans.append((first, tb.count))
+        chosen.append((op, nbytes, name, estimates))
+    rows = tb.arrays()
+    bandwidth, latency = net.arrays()
+    start, end = simulate(bandwidth, latency, rows["path"], rows["share"], rows["hops"], rows["stages"],
+                          rows["nbytes"], rows["dep"], np.zeros(tb.count), rows["piece"], float(chunk_bytes))
+    assert (start >= 0).all(), "every transfer ran"
+    results = []
+    for (op, nbytes, name, estimates), (lo, hi) in zip(chosen, spans):
+        seconds = net.system.overhead_s + (float(end[lo:hi].max()) if hi > lo else 0.0)
+        results.append(CollectiveResult(op, net.system.name, net.slice.devices, nbytes, name, seconds, hi - lo,
+                                        _channels(net, rows, lo, hi), estimates))
+    return results
+
+
+def sweep(op: str, system, devices: int | None = None, size="1 GiB", algorithm: str | None = None, *,
+          smallest="8 B", slice=None, chunk=DEFAULT_CHUNK) -> list[CollectiveResult]:
+    """nccl-tests' rows: sizes doubling from `smallest` up to `size` (which ends the list), each timed alone."""
+    top, low = size_bytes(size, "bytes"), size_bytes(smallest, "smallest")
+    sizes = []
+    while low < top:
+        sizes.append(low)
+        low *= 2
+    system = network(system, devices, slice).system
+    return [collective(op, system, devices, s, algorithm, slice=slice, chunk=chunk) for s in sizes + [top]]
+
+
+def network(system, devices: int | None, slice_) -> Network:
+    """The representative device of the slice: `devices`, or a torus shape (`4x4x4` or a tuple)."""
+    system = load_system(system)
+    shape = parse_shape(slice_) if isinstance(slice_, str) else (tuple(slice_) if slice_ is not None else None)
+    if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int)):
+        raise UserError(f"devices {devices!r}: give a whole number")
+    return Network(system, system.fit(devices, shape))
+
+
+def choose(op: str, net: Network, size: int, algorithm: str | None, chunk: int) -> tuple[str, dict[str, float]]:
+    """The forced algorithm (checked), or the candidate with the smallest alpha-beta estimate (an earlier-listed
+    one unless a later one is TIE_MARGIN faster)."""
+    options = available(op, net)
+    usable = [name for name, why in options.items() if why is None]
+    if algorithm is not None:
+        if algorithm not in ALGORITHMS:
+            close = difflib.get_close_matches(str(algorithm), ALGORITHMS, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise UserError(f"unknown algorithm {algorithm!r}; {hint}algorithms: {', '.join(ALGORITHMS)}")
+        if algorithm not in options:
+            raise UserError(f"{op} has no {algorithm} algorithm; it has {', '.join(BY_OP[op])}")
+        if options[algorithm] is not None:
+            raise UserError(f"{algorithm} cannot run {op} on {net.system.name} with {net.slice.devices} devices: "
+                            f"{options[algorithm]}; usable: {', '.join(usable)}")
+        usable = [algorithm]
+    estimates = {name: estimate(op, net, size, name, chunk) for name in usable}
+    best = usable[0]
+    for name in usable[1:]:        # listed simplest first: a later one must win by TIE_MARGIN to be taken
+        if estimates[name] < estimates[best] * (1 - TIE_MARGIN):
+            best = name
+    return best, estimates
+
+
+def estimate(op: str, net: Network, size: int, algorithm: str, chunk: int) -> float:
+    """NCCL-style alpha-beta time: overhead + the longest latency chain + the busiest channel's seconds."""
+    tb = Transfers()
+    expand(algorithm, Job(net, tb, op, size, chunk))
+    rows = tb.arrays()
+    bandwidth, latency = net.arrays()
+    chain, load = bounds(bandwidth, latency, rows["path"], rows["share"], rows["hops"], rows["nbytes"], rows["dep"])
+    return net.system.overhead_s + chain + float(load.max(initial=0.0))
+
+
+def check_op(op: str) -> str:
+    if op not in OPS:
+        close = difflib.get_close_matches(str(op), OPS, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UserError(f"unknown collective {op!r}; {hint}collectives: {', '.join(OPS)}")
+    return op
+
+
+def size_bytes(value, name: str) -> int:
+    """Bytes from an int or text with units (`1GiB`, `8 B`); a bare number in text is refused as ambiguous."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise UserError(f"{name} {value!r}: give bytes with a unit, e.g. 1GiB or 8 B")
+    if isinstance(value, str):
+        if value.strip().replace(".", "", 1).isdigit():
+            raise UserError(f"{name} {value!r} has no unit: write {value.strip()} B, or KiB, MiB, GiB (powers of "
+                            f"1024), KB, MB, GB (of 1000)")
+        try:
+            value = parse_size(value)
+        except UnitError as e:
+            raise UserError(f"{name}: {e}") from None
+    if value <= 0:
+        raise UserError(f"{name} {value}: must be greater than zero")
+    return value
+
+
+def _channels(net: Network, rows: dict, lo: int, hi: int) -> dict[str, dict[str, float]]:
+    """Bytes each channel of the representative device sent for rows lo:hi, and the seconds it was busy."""
+    out = {}
+    path, share, nbytes = rows["path"][lo:hi], rows["share"][lo:hi], rows["nbytes"][lo:hi]
+    for index, channel in enumerate(net.channels):
+        used = path == index
+        sent = float((nbytes[:, None] * used).sum())
+        if sent:
+            busy = float((share * nbytes[:, None] * used).sum()) / channel.bandwidth
+            out[channel.name] = {"bytes": sent, "busy_s": busy}
+    return out

@@ -1,0 +1,221 @@
+"""Ring-family expansions: a collective as the ring steps real libraries run, on one representative device.
+
+The buffer is cut into pieces (NCCL's chunks) that run the whole algorithm one behind another, so step s of
+piece j overlaps step s - 1 of piece j + 1 and the latency of a step hides behind other pieces' bytes.
+A ring step of a piece waits for the previous step of the same piece: by symmetry the predecessor's send
+(whose data this step forwards) ends when the representative's own previous send ends.
+  ring          flat ring over every device; across nodes, one ring per local rank (NCCL's rails), ring r
+                leaving the node at local rank r: the representative's lane 0 crosses the network
+  hierarchical  reduce-scatter inside each level, inner to outer, then all-gather back out (the top level's
+                reduce-scatter + all-gather is its allreduce); `nvls` does the levels that reduce in the
+                switch with NVLink SHARP instead of a ring
+  torus         TPU-style dimension-ordered rings: the buffer split into one part per dimension, part q
+                reducing along x, y, z rotated by q, so all six links of a chip are busy at once
+Invariant: for op in (allreduce, reducescatter, allgather) every device's egress carries at least the bytes
+of nccl-tests' bus bandwidth model, (n-1)/n x S per reduce-scatter or all-gather pass.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelsim.comm.network import Dim, Network, Transfers
+
+MAX_PIECES = 64     # pieces per collective: past it pieces grow, so a 64 GiB allreduce stays a few thousand rows
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One ring a device takes part in: the channel it sends on, its flows, hops per step, share of the data."""
+
+    channel: int
+    share: float
+    hops: int
+    fraction: float
+
+
+@dataclass
+class Job:
+    """One collective being expanded: `size` in nccl-tests' sense (the larger of a rank's input and output)."""
+
+    net: Network
+    tb: Transfers
+    op: str
+    size: float
+    chunk: float
+
+    def pieces(self, largest_step: float) -> int:
+        """Pieces the buffer is cut into so one step of one piece moves about `chunk` bytes."""
+        return int(min(MAX_PIECES, max(1, math.ceil(largest_step / self.chunk))))
+
+    @property
+    def passes(self) -> tuple[str, ...]:
+        """The reduce-scatter ("rs") and all-gather ("ag") passes the op is made of."""
+        return {"allreduce": ("rs", "ag"), "reducescatter": ("rs",), "allgather": ("ag",)}[self.op]
+
+
+def ring_steps(tb: Transfers, lanes: list[Lane], successor: list[int], steps: int, step_bytes: float,
+               after: np.ndarray | None, pieces: int) -> np.ndarray | None:
+    """`steps` ring steps of every piece on `lanes`; step s of lane l waits for step s - 1 of lane successor[l]
+    (the same piece), step 0 for after[piece]. Returns the ids of the last step, [pieces, lanes]."""
+    if steps == 0:
+        return after
+    width = len(lanes)
+    s, j, l = (a.ravel() for a in np.meshgrid(np.arange(steps), np.arange(pieces), np.arange(width),
+                                              indexing="ij"))
+    base = tb.count
+    first = 1 if after is None else after.shape[1]
+    dep = np.full((s.size, first), -1, np.int64)
+    later = s > 0
+    dep[later, 0] = base + ((s[later] - 1) * pieces + j[later]) * width + np.asarray(successor)[l[later]]
+    if after is not None:
+        dep[~later] = after[j[~later]]
+    channel, share, hops, fraction = (np.array([getattr(lane, f) for lane in lanes])[l]
+                                      for f in ("channel", "share", "hops", "fraction"))
+    ids = tb.add(channel[:, None], step_bytes * fraction, dep, share[:, None], hops[:, None], piece=j)
+    return ids.reshape(steps, pieces, width)[-1]
+
+
+def level_lanes(net: Network, level: int) -> tuple[list[Lane], list[int]]:
+    """A ring over one level's members: through the switch on the device's egress, or around a torus both ways
+    (a Hamiltonian cycle of neighbour hops, one ring each direction)."""
+    if level in net.egress:
+        c = net.egress[level]
+        return [Lane(c, net.flows(c), 1, 1.0)], [0]
+    d = net.dims[level][0]
+    return [Lane(d.plus, 1.0, 1, 0.5), Lane(d.minus, 1.0, 1, 0.5)], [0, 1]
+
+
+def dim_lanes(d: Dim) -> tuple[list[Lane], list[int]]:
+    """A ring along one torus dimension: both directions when it wraps; else one ring zig-zagging along the
+    line (0 -> 2 -> 4 ... -> 3 -> 1 -> 0: two hops per step, each directed link carrying one flow)."""
+    if d.wraps:
+        return [Lane(d.plus, 1.0, 1, 0.5), Lane(d.minus, 1.0, 1, 0.5)], [0, 1]
+    return [Lane(d.plus, 1.0, 1 if d.size == 2 else 2, 1.0)], [0]
+
+
+def rail_lanes(net: Network) -> tuple[list[Lane], list[int]]:
+    """One ring per local rank of the innermost level, ring r leaving the node at local rank r: the
+    representative sends ring 0 over the next level out and the others inside. (With three or more levels
+    every node exit is charged to the second: an approximation.)"""
+    inner, outer = net.active[0], net.active[1]
+    members = net.participants(inner)
+    inside, exit_ = net.egress[inner], net.first(outer)
+    lanes = [Lane(exit_, net.flows(exit_), 1, 1 / members)] + \
+        [Lane(inside, net.flows(inside), 1, 1 / members)] * (members - 1)
+    return lanes, [(l + 1) % members for l in range(members)]
+
+
+def flat_ring_unavailable(net: Network) -> str | None:
+    if len(net.active) > 1 and net.active[0] not in net.egress:
+        return "a flat ring across levels needs a switched innermost level"
+    return None
+
+
+def ring(job: Job) -> None:
+    """nccl's ring: 2(n-1) steps of S/n for allreduce, n-1 for reduce-scatter and all-gather; a pipelined chain
+    for broadcast."""
+    net, n = job.net, job.net.slice.devices
+    if job.op == "broadcast":
+        return _chain(job)
+    lanes, successor = level_lanes(net, net.active[0]) if len(net.active) == 1 else rail_lanes(net)
+    pieces = job.pieces(job.size / n)
+    ring_steps(job.tb, lanes, successor, (n - 1) * len(job.passes), job.size / pieces / n, None, pieces)
+
+
+def _chain(job: Job) -> None:
+    """Broadcast down a ring from the root, pipelined: every device forwards each piece once; the last piece lands
+    n - 1 stages after it left."""
+    net, n = job.net, job.net.slice.devices
+    pieces = job.pieces(job.size)
+    if len(net.active) == 1:
+        c = net.first(net.active[0])
+        job.tb.add((c,), np.full(pieces, job.size / pieces), share=net.flows(c), hops=n - 1, stages=n - 1)
+        return
+    inner, outer = net.active[0], net.active[1]
+    members = net.participants(inner)
+    inside, exit_ = net.egress[inner], net.first(outer)
+    nodes = n // members
+    job.tb.add((inside, exit_), np.full(pieces, job.size / pieces),
+               share=((members - 1) / members * net.flows(inside), net.flows(exit_) / members),
+               hops=(n - nodes, nodes - 1), stages=n - 1)
+
+
+def hierarchical(job: Job, in_network: bool = False) -> None:
+    """Reduce-scatter inside each level from the innermost out, all-gather back in; a level that reduces in the
+    network does its passes there when `in_network` (NVLS: each device pushes its data into the switch once and
+    the switch multicasts the reduced shards)."""
+    net = job.net
+    pieces = job.pieces(job.size / net.participants(net.active[0]))
+    full, buffer = {}, job.size / pieces
+    for level in net.active:
+        full[level] = buffer
+        buffer /= net.participants(level)
+    order = [("rs", level) for level in net.active] + [("ag", level) for level in reversed(net.active)]
+    after = None
+    for kind, level in order:
+        if kind in job.passes:
+            reducing = in_network and net.system.levels[level].in_network_reduction
+            after = (_switch_pass if reducing else _ring_pass)(job, level, kind, full[level], after, pieces)
+
+
+def _ring_pass(job: Job, level: int, kind: str, full: float, after, pieces: int):
+    """One reduce-scatter or all-gather over a level's members: a ring through a switch, dimension by dimension
+    on a torus."""
+    net = job.net
+    if level in net.egress:
+        lanes, successor = level_lanes(net, level)
+        members = net.participants(level)
+        return ring_steps(job.tb, lanes, successor, members - 1, full / members, after, pieces)
+    dims = net.dims[level] if kind == "rs" else list(reversed(net.dims[level]))
+    sizes = _dim_buffers(full, net.dims[level])
+    for d in dims:
+        lanes, successor = dim_lanes(d)
+        after = ring_steps(job.tb, lanes, successor, d.size - 1, sizes[d.plus] / d.size, after, pieces)
+    return after
+
+
+def _switch_pass(job: Job, level: int, kind: str, full: float, after, pieces: int):
+    """NVLS: reduce-scatter pulls every device's copy of each shard through the switch (egress: the whole
+    buffer), all-gather stores a device's shard once and the switch multicasts it (egress: one shard). Two hops
+    each: the data, and the flag that tells the switch every contribution is in."""
+    c = job.net.egress[level]
+    nbytes = full if kind == "rs" else full / job.net.participants(level)
+    ids = job.tb.add((c,), np.full(pieces, nbytes), after, share=job.net.flows(c), hops=2)
+    return ids[:, None]
+
+
+def _dim_buffers(full: float, dims: list[Dim]) -> dict[int, float]:
+    """Buffer a reduce-scatter along each dimension starts from (keyed by its + channel), taken in order."""
+    sizes = {}
+    for d in dims:
+        sizes[d.plus] = full
+        full /= d.size
+    return sizes
+
+
+def torus(job: Job) -> None:
+    """Dimension-ordered rings (TPU): reduce-scatter along x, y, z, all-gather back along z, y, x, with the
+    buffer split into one part per dimension, each starting on another, so every link is busy from the start.
+    Broadcast: a pipelined chain along x, then y, then z."""
+    net = job.net
+    level = net.active[0]
+    dims = net.dims[level]
+    if job.op == "broadcast":
+        pieces = job.pieces(job.size)
+        job.tb.add(tuple(d.plus for d in dims), np.full(pieces, job.size / pieces), hops=[d.size - 1 for d in dims],
+                   stages=sum(d.size - 1 for d in dims))
+        return
+    parts = len(dims)
+    pieces = job.pieces(job.size / parts / dims[0].size)
+    for q in range(parts):
+        order = dims[q:] + dims[:q]
+        sizes = _dim_buffers(job.size / pieces / parts, order)
+        after = None
+        sequence = [("rs", d) for d in order] + [("ag", d) for d in reversed(order)]
+        for kind, d in sequence:
+            if kind in job.passes:
+                lanes, successor = dim_lanes(d)
+                after = ring_steps(job.tb, lanes, successor, d.size - 1, sizes[d.plus] / d.size, after, pieces)
