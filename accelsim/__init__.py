@@ -5,9 +5,11 @@
     print(result.table()); result.to_json()
     step = accelsim.train("gpt2", arch="h100", batch=8, seq=1024, optimizer="adamw")   # a training step
     values = accelsim.evaluate_step("gpt2", layers=1, seq=8, optimizer="adamw")   # one step's loss, gradients, updates
+    accelsim.collective("allreduce", "dgx_h100", devices=8, size="1 GiB").busbw     # bytes per second
 
 The pipeline is accelsim.sim.build; docs/architecture.md says which package owns what.
 """
+from accelsim.comm import collective
 from accelsim.out.result import Result
 from accelsim.sim.api import compare, evaluate, run
 from accelsim.sim.build import build, simulate
@@ -15,6 +17,6 @@ from accelsim.sim.eval_train import evaluate_step
 from accelsim.sim.model import load_arch, load_model
 from accelsim.sim.train import train
 
-__all__ = ["run", "evaluate", "evaluate_step", "compare", "train", "build", "simulate", "load_arch", "load_model",
+__all__ = ["run", "evaluate", "evaluate_step", "compare", "train", "collective", "build", "simulate", "load_arch", "load_model",
            "Result"]
 __version__ = "0.1.0"

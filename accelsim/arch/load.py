@@ -87,8 +87,13 @@ def _expanded(node, sizes: dict, open_: set) -> int:
 
 def load_arch_text(text: str, shown: str, source: Path) -> Arch:
     """An Arch from YAML text; messages name the file as `shown` (SCALE-Sim .cfg files convert to text)."""
+    return build_arch(read_document(text, shown), shown, source)
+
+
+def read_document(text: str, shown: str):
+    """The YAML document in `text` (bounded_yaml), or an ArchError naming the file `shown` and the line."""
     try:
-        data = bounded_yaml(text)
+        return bounded_yaml(text)
     except YamlTooLarge as e:
         raise ArchError(f"{shown}: {e}") from None
     except yaml.MarkedYAMLError as e:
@@ -97,7 +102,6 @@ def load_arch_text(text: str, shown: str, source: Path) -> Arch:
         raise ArchError(f"{shown}: {line}YAML syntax error: {e.problem or e}") from None
     except yaml.YAMLError as e:
         raise ArchError(f"{shown}: YAML syntax error: {e}") from None
-    return build_arch(data, shown, source)
 
 
 def arch_document(arch: Arch) -> dict:

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from accelsim.arch.hardware import ArchError
-from accelsim.arch.load import YamlTooLarge, _shown, bounded_yaml, load_arch, presets_dir
+from accelsim.arch.load import _shown, load_arch, presets_dir, read_document
 from accelsim.arch.system import System
 from accelsim.arch.system_schema import build_system
 
@@ -45,19 +45,4 @@ def load_system(name_or_path: str | os.PathLike | System) -> System:
 
 def load_system_text(text: str, shown: str, source: Path) -> System:
     """A System from YAML text; messages name the file as `shown`."""
-    return build_system(_document(text, shown), shown, source, load_arch)
-
-
-def _document(text: str, shown: str):
-    """The YAML document, or an ArchError naming the file (and line). By import contract only accelsim.arch.load
-    imports yaml, so the parser's own errors are told apart by the package that raised them."""
-    try:
-        return bounded_yaml(text)
-    except YamlTooLarge as e:
-        raise ArchError(f"{shown}: {e}") from None
-    except Exception as e:
-        if type(e).__module__.split(".")[0] != "yaml":
-            raise
-        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-        line = f"line {mark.line + 1}: " if mark is not None else ""
-        raise ArchError(f"{shown}: {line}YAML syntax error: {getattr(e, 'problem', None) or e}") from None
+    return build_system(read_document(text, shown), shown, source, load_arch)
