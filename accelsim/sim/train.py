@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
+from dataclasses import replace
 
 from accelsim.arch import Arch
 from accelsim.out.training import PHASES, Layer, TrainResult
@@ -18,7 +19,7 @@ from compiler import zoo
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.graph import Graph
-from compiler.train import LOSSES, Optimizer, training_graph
+from compiler.train import LOSSES, Optimizer, TrainingStep, training_graph
 from compiler.train.recompute import MODES
 
 TRAINING_DTYPES = (DType.bf16, DType.fp16, DType.fp32)       # the default is the first the matrix units have
@@ -52,23 +53,32 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
     model_options = training_form(model, model_options)
     graph = load_model(model, batch=micro, **model_options)
     out = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
+    total = _length(samples, epochs, dataset_size, tokens, out[1] if len(out) == 3 else None)   # before simulating
+    result, _ = simulate_step(graph, hw, compute, micro, steps_per, Optimizer(optimizer, dict(settings or {})), loss,
+                              recompute, fidelity, trace)
+    return replace(result, samples=total)
+
+
+def simulate_step(graph: Graph, hw: Arch, compute: DType, micro: int, steps_per: int, optimizer: Optimizer,
+                  loss: str, recompute: str, fidelity: str = "tile", trace: bool = False,
+                  input_grads: bool = False) -> tuple[TrainResult, TrainingStep]:
+    """One training step of a loaded `graph` (at micro-batch `micro`, `steps_per` of them per step) simulated on
+    `hw`; also the step's Graph. `input_grads`: a pipeline stage's inputs get gradients too (accelsim.parallel)."""
+    out = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
     per_sample = out[1] if len(out) == 3 else None          # [batch, tokens, vocab]: a language model
-    total = _length(samples, epochs, dataset_size, tokens, per_sample)      # refused before any simulation
-    step = training_graph(graph, loss=loss, optimizer=Optimizer(optimizer, dict(settings or {})),
-                          accumulate=steps_per > 1, recompute=recompute)
+    step = training_graph(graph, loss=loss, optimizer=optimizer, accumulate=steps_per > 1, recompute=recompute,
+                          input_grads=input_grads)
     compiled = build(step.graph, hw, batch=micro, dtype=compute, mapped=fidelity == "tile")
     result = simulate(compiled, fidelity, trace=trace and fidelity == "tile")
     phase_of = {op.name: _phase(step.phase[op.node]) for op in result.ops}
     memory = step.memory().to_dict()
     memory["capacity"] = hw.memory[0].capacity_total
     memory["capacity_level"] = hw.memory[0].name
-    trained = micro * steps_per
     flops = 2.0 * steps_per * sum(op.macs for op in result.ops if phase_of[op.name] in ("forward", "backward"))
-    notes = _memory_notes(memory, hw)
     return TrainResult(result=result, phase_of=phase_of, layers=_layers(result, step, phase_of, steps_per),
-                       microsteps=steps_per, batch=trained, tokens_per_sample=per_sample, memory=memory,
-                       model_flops=flops, peak_flops=2.0 * result.arch["peak_macs_per_second"], samples=total,
-                       notes=notes)
+                       microsteps=steps_per, batch=micro * steps_per, tokens_per_sample=per_sample, memory=memory,
+                       model_flops=flops, peak_flops=2.0 * result.arch["peak_macs_per_second"],
+                       notes=_memory_notes(memory, hw)), step
 
 
 def _zoo_model(model) -> bool:

@@ -21,12 +21,14 @@ from compiler.errors import ModelError
 from compiler.graph import Graph, Tensor
 from compiler.ops.shapes import opdef
 from compiler.train import rules  # noqa: F401  (registers every gradient rule)
-from compiler.train.autodiff import Tape, differentiate
+from compiler.train.autodiff import Tape, backprop, differentiate
 from compiler.train.memory import Memory, liveness
 from compiler.train.modes import training_forward
 from compiler.train.recompute import MODES, recompute as rerun
 
-LOSSES = ("cross_entropy", "mse", "model")      # model: its first output is its own loss (an ONNX training graph)
+# model: its first output is its own loss (an ONNX training graph); stage: a pipeline stage, no loss of its own (the
+# gradients of its outputs arrive as inputs `<output>/grad`, its float inputs' gradients leave as outputs)
+LOSSES = ("cross_entropy", "mse", "model", "stage")
 DEFAULTS = {"sgd": {"lr": 0.01, "momentum": 0.9, "weight_decay": 5e-4},
             "adamw": {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01}}
 STATE = {"sgd": ("v",), "adamw": ("m", "v")}
@@ -68,7 +70,7 @@ class Optimizer:
 @dataclass
 class TrainingStep:
     graph: Graph
-    loss: str
+    loss: str | None                             # None for a pipeline stage
     labels: str | None                           # the input the loss compares with (None: the model's own loss)
     params: list[str]
     grads: dict[str, str]                        # parameter -> its gradient tensor
@@ -77,6 +79,7 @@ class TrainingStep:
     phase: dict[str, str]                        # node name -> forward, loss, backward, recompute or optimizer
     owner: dict[str, str]                        # node name -> the forward node (layer) it belongs to
     running: dict[str, str]                      # BatchNorm running statistic -> its value after the step (outputs)
+    input_grads: dict[str, str] = field(default_factory=dict)   # a stage's float input -> its gradient (outputs)
 
     def memory(self) -> Memory:
         """Peak memory over this step's schedule, by category (compiler.train.memory)."""
@@ -100,13 +103,14 @@ def parameters(graph: Graph) -> list[str]:
 
 def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimizer = Optimizer(),
                    params: list[str] | None = None, accumulate: bool = False,
-                   loss_scale: float | None = None, recompute: str = "none") -> TrainingStep:
+                   loss_scale: float | None = None, recompute: str = "none", input_grads: bool = False) -> TrainingStep:
     """One training step of `graph`. Parameters stored narrower than fp32 (bf16, fp16, fp8) train mixed-precision:
     an fp32 master copy and fp32 optimizer state, the update cast back to the parameter's dtype. `accumulate`: one
     micro-batch of several, each gradient added into an fp32 accumulator (a weight, live the whole step).
     `loss_scale`: the gradient of the loss starts at this value and every gradient is divided by it before the
     update (fp16's loss scaling); default 65,536 when any parameter is fp16. `recompute`: none, selective or full
-    (compiler.train.recompute)."""
+    (compiler.train.recompute). `input_grads`: the gradients of the model's float inputs leave as outputs too (a
+    pipeline stage's, for the stage before it; loss="stage" implies it)."""
     if loss not in LOSSES:
         raise ModelError(f"unknown loss {loss!r}; allowed: {', '.join(LOSSES)}")
     if recompute not in MODES:
@@ -117,12 +121,21 @@ def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimiz
     running = training_forward(graph)
     phase = {node.name: "forward" for node in graph.nodes}
     tape = Tape(graph, scope="loss")
-    loss_name, labels = {"cross_entropy": _cross_entropy, "mse": _mse, "model": _own}[loss](tape, graph.outputs[0])
-    phase.update({node.name: "loss" for node in graph.nodes if node.name not in phase})
     wanted = parameters(graph) if params is None else list(params)
     if loss_scale is None and any(graph.tensors[p].dtype == DType.fp16 for p in wanted):
         loss_scale = FP16_LOSS_SCALE
-    grads = differentiate(graph, loss_name, wanted, seed=loss_scale or 1.0, tape=tape)
+    sent = list(graph.outputs)
+    received = [i for i in graph.inputs if graph.tensors[i].dtype.is_float] if input_grads or loss == "stage" else []
+    if loss == "stage":        # the next stage's gradients (already loss-scaled) seed this one's backward pass
+        loss_name = labels = None
+        seeds = {out: _input(graph, f"{out}/grad", graph.tensors[out].shape, graph.tensors[out].dtype) for out in sent
+                 if graph.tensors[out].dtype.is_float}
+        grads = backprop(graph, seeds, wanted + received, tape)
+    else:
+        loss_name, labels = {"cross_entropy": _cross_entropy, "mse": _mse, "model": _own}[loss](tape, sent[0])
+        phase.update({node.name: "loss" for node in graph.nodes if node.name not in phase})
+        grads = differentiate(graph, loss_name, wanted + received, seed=loss_scale or 1.0, tape=tape)
+    through = {i: grads.pop(i) for i in received if i in grads}
     phase.update({node.name: "backward" for node in graph.nodes if node.name not in phase})
     if not grads:
         raise ModelError(f"{graph.source}: no parameter of the model reaches the loss; there is nothing to train")
@@ -148,11 +161,12 @@ def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimiz
             outs = [tape.node("Cast", [outs[0]], to=graph.tensors[p].dtype.onnx)] + outs
         updated[p] = outs
     tape.at_name = None
-    graph.outputs = [loss_name] + [name for p in trained for name in updated[p]] + list(running.values())
+    graph.outputs = ([loss_name] if loss_name else sent) + list(through.values()) \
+        + [name for p in trained for name in updated[p]] + list(running.values())
     phase.update({node.name: "optimizer" for node in graph.nodes if node.name not in phase})
     owner_of.update(tape.owner)
     return TrainingStep(graph, loss_name, labels, trained, {p: grads[p] for p in trained}, state, updated, phase,
-                        owner_of, running)
+                        owner_of, running, through)
 
 
 def _update_input(tape: Tape, graph: Graph, p: str, grad: str, accumulate: bool, loss_scale: float | None,

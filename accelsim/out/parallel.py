@@ -1,0 +1,168 @@
+"""A training step on a system of devices: per device role (a pipeline stage's tensor- and data-parallel ranks,
+alike) its compute, communication by collective and link level, the exposed part, the pipeline bubble and its
+memory; in total the step time, throughput, model FLOPs and MFU, and the time to train. JSON, CSV and table views.
+
+Invariant: a device's step = its pipeline span (compute, blocking tensor-parallel collectives, waits) + exposed
+data-parallel communication + its optimizer; the step is the slowest device's. The JSON keeps the single-device
+fields of accelsim.out.training (`step`, `memory` at the fullest device's peak, `throughput`, `model_flops`, `mfu`,
+`time_to_train_seconds`) and adds `system`, `plan`, `devices` (one entry per role) and `communication`.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+
+from accelsim.out.table import binary, seconds as show, si
+from accelsim.out.training import TrainResult, duration
+
+PARALLEL_SCHEMA_VERSION = 1
+CATEGORIES = ("weights", "gradients", "optimizer", "activations", "workspace")
+
+
+@dataclass(frozen=True)
+class Role:
+    stage: int
+    device: int                       # the pipeline position (devices stage % pp hold stage `stage`)
+    blocks: tuple[str, ...]
+    run: TrainResult                  # one rank of the stage, one micro-batch, simulated
+    forward: float                    # seconds in the step, every micro-batch, with blocking collectives
+    backward: float
+    optimizer: float
+    bubble: float                     # waiting inside the pipeline's span
+    exposed: float                    # data-parallel communication not hidden behind the backward pass
+    communication: dict               # (collective, level) -> seconds on the links in the step
+    memory: dict                      # by category, and peak (one rank of the stage)
+
+
+@dataclass(frozen=True)
+class ParallelTrainResult:
+    system: str
+    devices: int
+    plan: object
+    roles: list[Role]
+    pipeline_seconds: float
+    ends: list[float]                 # per pipeline position: when its last pass finished
+    batch: int
+    tokens_per_sample: int | None
+    samples: int | None
+    simulated: int                    # distinct stage programs simulated (identical ranks and stages once)
+    peak_flops: float                 # per device
+    capacity: int                     # bytes per device
+    notes: list[str] = field(default_factory=list)
+
+    def device_seconds(self, device: int) -> float:
+        mine = [r for r in self.roles if r.device == device]
+        return self.ends[device] + sum(r.exposed + r.optimizer for r in mine)
+
+    @property
+    def seconds(self) -> float:
+        return max(self.device_seconds(d) for d in range(len(self.ends)))
+
+    def device_memory(self, device: int) -> dict:
+        mine = [r.memory for r in self.roles if r.device == device]
+        total = {c: sum(m[c] for m in mine) for c in CATEGORIES}
+        total["peak"] = sum(total.values())
+        return total
+
+    @property
+    def memory(self) -> dict:
+        fullest = max(range(len(self.ends)), key=lambda d: self.device_memory(d)["peak"])
+        return {**self.device_memory(fullest), "capacity": self.capacity, "device": fullest}
+
+    @property
+    def fits(self) -> bool:
+        return self.memory["peak"] <= self.capacity
+
+    @property
+    def model_flops(self) -> float:
+        return sum(r.run.model_flops for r in self.roles) * self.plan.tp * self.plan.dp
+
+    def mfu(self) -> float:
+        return self.model_flops / (self.seconds * self.devices * self.peak_flops) if self.seconds else 0.0
+
+    def throughput(self) -> dict:
+        rate = {"samples_per_second": self.batch / self.seconds if self.seconds else 0.0}
+        if self.tokens_per_sample:
+            rate["tokens_per_second"] = rate["samples_per_second"] * self.tokens_per_sample
+        return rate
+
+    def communication(self) -> dict:
+        total: dict[str, dict] = {}
+        for r in self.roles:
+            for (op, level), s in r.communication.items():
+                entry = total.setdefault(f"{op}/{level}", {"collective": op, "level": level, "seconds": 0.0})
+                entry["seconds"] = max(entry["seconds"], s)      # the busiest rank's links (they run at once)
+        exposed = max((r.exposed for r in self.roles), default=0.0)
+        return {"by_collective": list(total.values()), "exposed_seconds": exposed}
+
+    def to_dict(self) -> dict:
+        slowest = max(range(len(self.ends)), key=self.device_seconds)
+        mine = [r for r in self.roles if r.device == slowest]
+        steps = -(-self.samples // self.batch) if self.samples else None
+        return {
+            "version": PARALLEL_SCHEMA_VERSION, "system": self.system, "devices": self.devices,
+            "plan": {k: getattr(self.plan, k) for k in ("dp", "tp", "pp", "schedule", "chunks", "zero", "sp")}
+            | {"microbatches": self.plan.microbatches},
+            "step": {"seconds": self.seconds, "forward": sum(r.forward for r in mine),
+                     "backward": sum(r.backward for r in mine), "optimizer": sum(r.optimizer for r in mine),
+                     "bubble": max(r.bubble for r in mine), "exposed_communication": sum(r.exposed for r in mine)},
+            "memory": self.memory, "throughput": self.throughput(), "model_flops": self.model_flops,
+            "mfu": self.mfu(), "batch": self.batch,
+            "time_to_train_seconds": steps * self.seconds if steps else None,
+            "devices_simulated": self.simulated,
+            "roles": [{"stage": r.stage, "device": r.device, "blocks": list(r.blocks), "forward": r.forward,
+                       "backward": r.backward, "optimizer": r.optimizer, "bubble": r.bubble, "exposed": r.exposed,
+                       "communication": {f"{op}/{level}": s for (op, level), s in r.communication.items()},
+                       "memory": r.memory} for r in self.roles],
+            "communication": self.communication(), "notes": list(self.notes),
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, default=_plain) + "\n"
+
+    def to_csv(self) -> str:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(["stage", "device", "blocks", "forward_s", "backward_s", "optimizer_s", "bubble_s",
+                         "exposed_s", "communication_s", "memory_peak_bytes"])
+        for r in self.roles:
+            writer.writerow([r.stage, r.device, " ".join(r.blocks), r.forward, r.backward, r.optimizer, r.bubble,
+                             r.exposed, sum(r.communication.values()), r.memory["peak"]])
+        return buffer.getvalue()
+
+    def table(self) -> str:
+        lines = [f"{self.system}, {self.devices} devices, {self.plan.text()}; {self.simulated} distinct stage "
+                 f"programs simulated",
+                 f"{'stage':>5}  {'blocks':<22} {'forward':>9} {'backward':>9} {'optim':>9} {'bubble':>9} "
+                 f"{'comm':>9} {'exposed':>9} {'memory':>10}"]
+        for r in self.roles:
+            span = f"{r.blocks[0]}..{r.blocks[-1]}" if len(r.blocks) > 1 else (r.blocks[0] if r.blocks else "-")
+            lines.append(f"{r.stage:>5}  {span[:22]:<22} {show(r.forward):>9} {show(r.backward):>9} "
+                         f"{show(r.optimizer):>9} {show(r.bubble):>9} {show(sum(r.communication.values())):>9} "
+                         f"{show(r.exposed):>9} {binary(r.memory['peak']):>10}")
+        rate = self.throughput()
+        tokens = f", {rate['tokens_per_second']:,.0f} tokens/s" if "tokens_per_second" in rate else ""
+        lines.append("")
+        lines.append(f"step {show(self.seconds)}: pipeline {show(self.pipeline_seconds)}, exposed communication "
+                     f"{show(self.communication()['exposed_seconds'])}")
+        lines.append(f"{rate['samples_per_second']:,.1f} samples/s{tokens}; model {si(self.model_flops, 'FLOP')} per "
+                     f"step, MFU {self.mfu():.1%}")
+        for entry in self.communication()["by_collective"]:
+            lines.append(f"  {entry['collective']} on {entry['level']}: {show(entry['seconds'])} per step")
+        memory = self.memory
+        split = ", ".join(f"{c} {binary(memory[c])}" for c in CATEGORIES)
+        fits = "" if self.fits else "  DOES NOT FIT"
+        lines.append(f"memory {binary(memory['peak'])} of {binary(self.capacity)} per device ({split}){fits}")
+        if self.samples:
+            steps = -(-self.samples // self.batch)
+            lines.append(f"time to train: {steps:,} steps, {duration(steps * self.seconds)}")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines) + "\n"
+
+
+def _plain(value):
+    if isinstance(value, tuple):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")

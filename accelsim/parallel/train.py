@@ -1,0 +1,212 @@
+"""`train_parallel`: one training step of a model on a system of devices under a parallel plan.
+
+The model is built at the micro-batch size, split into pipeline stages (compiler.parallel.pipeline) and each stage
+into one tensor-parallel rank's share (compiler.parallel.tensor); each distinct stage's training step runs through
+the same build and simulate as a single device (identical devices are simulated once). Its tensor-parallel
+collectives, the activations sent between stages and the data-parallel gradient reduction are timed on the
+system's links (accelsim.comm through accelsim.parallel.groups); the pipeline schedule places the passes.
+Invariant: step = the pipeline's span + each stage's exposed data-parallel communication + its optimizer, for the
+slowest stage; nothing a device computes is priced outside the pipeline.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+from accelsim.arch.system import System
+from accelsim.arch.system_load import load_system
+from accelsim.out.parallel import CATEGORIES, ParallelTrainResult, Role
+from accelsim.parallel.groups import Group, cost, groups, level_name
+from accelsim.parallel.plan import BUCKET, Plan, parse_plan
+from accelsim.parallel.schedule import simulate as schedule
+from accelsim.sim.model import load_model
+from accelsim.sim.train import STORED, _compute_dtype, _length, _zoo_model, simulate_step, training_form
+from compiler.errors import UserError
+from compiler.graph import Graph
+from compiler.parallel.pipeline import split, structure
+from compiler.train import LOSSES, Optimizer
+from compiler.train.recompute import MODES
+
+
+def train_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | System, *, devices: int | None = None,
+                   slice: str | None = None, parallel: str | Plan | None = None, batch: int | None = None,
+                   optimizer: str = "sgd", settings: dict | None = None, dtype: str | None = None,
+                   loss: str = "cross_entropy", recompute: str = "none", samples: int | None = None,
+                   epochs: float | None = None, dataset_size: int | None = None, tokens: int | None = None,
+                   fidelity: str = "tile", **model_options) -> ParallelTrainResult:
+    """Simulate one training step of `model` on `devices` devices (or the torus `slice`) of `system` under
+    `parallel` (`dp=8,tp=8,pp=16,mb=64,schedule=1f1b,zero=1,sp=1`; accelsim.parallel.plan). `batch` is the global
+    batch, split over dp replicas and mb micro-batches."""
+    if loss not in LOSSES or loss == "stage":
+        raise UserError(f"unknown loss {loss!r}; allowed: {', '.join(x for x in LOSSES if x != 'stage')}")
+    if recompute not in MODES:
+        raise UserError(f"unknown recompute mode {recompute!r}; allowed: {', '.join(MODES)}")
+    sys_ = load_system(system)
+    cut = sys_.fit(devices, _shape(slice))
+    plan = parallel if isinstance(parallel, Plan) else parse_plan(parallel, cut.devices)
+    if plan.devices != cut.devices:
+        raise UserError(f"--parallel {plan.text()} uses {plan.devices} devices, the run has {cut.devices}")
+    hw = sys_.device
+    compute = _compute_dtype(hw, dtype)
+    micro = _micro_batch(batch, plan)
+    if _zoo_model(model):
+        model_options.setdefault("dtype", STORED.get(compute, compute).value)
+    graph = load_model(model, batch=micro, **training_form(model, model_options))
+    out = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
+    per_sample = out[1] if len(out) == 3 else None
+    total = _length(samples, epochs, dataset_size, tokens, per_sample)
+    graph.outputs = graph.outputs[:1]           # the loss's input; a decoder's KV cache is not trained
+    stages = split(graph, plan.pp * plan.chunks)
+    by_kind = groups(plan.tp, plan.dp, plan.pp)
+    update = Optimizer(optimizer, dict(settings or {}))
+    simulated: dict[tuple, tuple] = {}
+    roles = []
+    for stage in stages:
+        last = stage.index == len(stages) - 1
+        shard = _partition(stage.graph, plan) if plan.tp > 1 else stage.graph
+        key = (structure(shard), last)
+        if key not in simulated:
+            simulated[key] = simulate_step(shard, hw, compute, micro, plan.microbatches, update,
+                                           loss if last else "stage", recompute, fidelity,
+                                           input_grads=stage.index > 0)
+        roles.append(_passes(sys_, by_kind, plan, stage, *simulated[key]))
+    hops = [_hop(sys_, by_kind["pp"], role) for role in roles[:-1]]
+    timeline = schedule([r["forward"] for r in roles], [r["backward"] for r in roles], hops, plan.schedule,
+                        plan.microbatches, plan.chunks)
+    return _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, len(simulated))
+
+
+def _sharded_weights(sys_: System, dp: Group, plan: Plan, role: dict) -> tuple[float, float]:
+    """ZeRO stage 3 (FSDP): each pass gathers the stage's weights first, prefetched behind the previous pass's
+    compute. (seconds on the links per micro-batch, seconds exposed per micro-batch)."""
+    if plan.zero < 3 or dp.trivial:
+        return 0.0, 0.0
+    gather = _seconds(cost(sys_, dp, "allgather", role["grad_bytes"]))
+    return 2 * gather, max(0.0, gather - role["forward"]) + max(0.0, gather - role["backward"])
+
+
+def _partition(graph: Graph, plan: Plan) -> Graph:
+    from compiler.parallel.tensor import partition
+    return partition(graph, plan.tp, sequence_parallel=plan.sp)
+
+
+def _micro_batch(batch: int | None, plan: Plan) -> int:
+    per = plan.dp * plan.microbatches
+    batch = batch or per
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        raise UserError(f"batch {batch!r}: must be a positive integer")
+    if batch % per:
+        raise UserError(f"batch {batch} does not split over dp={plan.dp} replicas x mb={plan.microbatches} "
+                        f"micro-batches ({per} per step); use a multiple of {per}")
+    return batch // per
+
+
+def _shape(text: str | None):
+    from accelsim.arch.system import parse_shape
+    return None if text is None else parse_shape(text)
+
+
+def _passes(sys_: System, by_kind: dict[str, Group], plan: Plan, stage, run, step) -> dict:
+    """One stage's pass times per micro-batch (compute plus its blocking tensor-parallel collectives), its
+    optimizer, the gradients it reduces over dp, and what it sends on."""
+    phase = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
+    comm: dict[tuple[str, str], float] = {}
+    tp = by_kind["tp"]
+    for op in run.result.ops:
+        which = "backward" if run.phase_of[op.name] in ("backward", "recompute") else run.phase_of[op.name]
+        phase[which] += op.seconds
+        if not tp.trivial and op.op in COLLECTIVE_OPS:
+            kind = COLLECTIVE_OPS[op.op]
+            size = op.bytes // 2 if kind == "allreduce" else op.bytes
+            priced = cost(sys_, tp, kind, size) if kind else None
+            if priced:
+                phase[which] += priced.seconds
+                key = (kind, level_name(sys_, tp))
+                comm[key] = comm.get(key, 0.0) + priced.seconds * (1 if which == "optimizer" else plan.microbatches)
+    grads = sum(step.graph.tensors[g].nbytes for g in step.grads.values())
+    sent = sum(stage.graph.tensors[t].nbytes for t in stage.sent)
+    return {"stage": stage, "run": run, "step": step, "forward": phase["forward"], "backward": phase["backward"],
+            "optimizer": phase["optimizer"], "tp_comm": comm, "grad_bytes": grads, "sent_bytes": sent,
+            "params": sum(step.graph.tensors[p].elements for p in step.params)}
+
+
+COLLECTIVE_OPS = {"AllReduce": "allreduce", "AllGather": "allgather", "ReduceScatter": "reducescatter",
+                  "ParallelEnter": None}     # compiler.ops.comm's ops; ParallelEnter moves data only backwards
+
+
+def _hop(sys_: System, pp: Group, role: dict) -> float:
+    priced = cost(sys_, pp, "sendrecv", role["sent_bytes"])
+    return priced.seconds if priced else 0.0
+
+
+def _data_parallel(sys_: System, dp: Group, plan: Plan, role: dict) -> dict[tuple[str, str], float]:
+    """The gradient reduction of one stage: buckets of BUCKET bytes in the order the backward pass finishes them
+    (an all-reduce; a reduce-scatter from ZeRO stage 1 on, then an all-gather of the updated weights)."""
+    if dp.trivial:
+        return {}
+    level = level_name(sys_, dp)
+    reduce = "allreduce" if plan.zero == 0 else "reducescatter"
+    buckets = max(1, math.ceil(role["grad_bytes"] / BUCKET))
+    size = role["grad_bytes"] / buckets
+    seconds = {(reduce, level): buckets * _seconds(cost(sys_, dp, reduce, size))}
+    if plan.zero:
+        weights = role["grad_bytes"]          # the updated shard of each, gathered back (same dtype as gradients)
+        seconds[("allgather", level)] = buckets * _seconds(cost(sys_, dp, "allgather", weights / buckets))
+    return seconds
+
+
+def _seconds(result) -> float:
+    return result.seconds if result else 0.0
+
+
+def _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinct) -> ParallelTrainResult:
+    dp = groups(plan.tp, plan.dp, plan.pp)["dp"]
+    out = []
+    for k, role in enumerate(roles):
+        d = k % plan.pp
+        data = _data_parallel(sys_, dp, plan, role)
+        reduce = sum(s for (op, _), s in data.items() if op != "allgather")
+        overlap = max(0.0, timeline.end[d] - timeline.last_backward_start[k])     # the last backward's span
+        exposed = max(0.0, reduce - overlap) + sum(s for (op, _), s in data.items() if op == "allgather")
+        gathered, hidden_not = _sharded_weights(sys_, dp, plan, role)
+        if gathered:
+            data[("allgather", level_name(sys_, dp))] = data.get(("allgather", level_name(sys_, dp)), 0.0) \
+                + gathered * plan.microbatches
+            exposed += hidden_not * plan.microbatches
+        communication = dict(role["tp_comm"])
+        for key, s in data.items():
+            communication[key] = communication.get(key, 0.0) + s
+        if k < len(hops) and hops[k]:
+            key = ("sendrecv", level_name(sys_, groups(plan.tp, plan.dp, plan.pp)["pp"]))
+            communication[key] = communication.get(key, 0.0) + 2 * hops[k] * plan.microbatches
+        out.append(Role(stage=k, device=d, blocks=role["stage"].blocks, run=role["run"],
+                        forward=role["forward"] * plan.microbatches, backward=role["backward"] * plan.microbatches,
+                        optimizer=role["optimizer"], bubble=timeline.bubble(d), exposed=exposed,
+                        communication=communication, memory=_memory(role, plan, k)))
+    result = ParallelTrainResult(system=sys_.name, devices=plan.devices, plan=plan, roles=out,
+                                 pipeline_seconds=timeline.seconds, ends=list(timeline.end),
+                                 batch=micro * plan.microbatches * plan.dp,
+                                 tokens_per_sample=per_sample, samples=total, simulated=distinct,
+                                 peak_flops=2.0 * roles[0]["run"].result.arch["peak_macs_per_second"],
+                                 capacity=sys_.device.memory[0].capacity_total)
+    if not result.fits:
+        memory = result.memory
+        largest = sorted(((memory[c], c) for c in CATEGORIES), reverse=True)[:2]
+        result.notes.append(f"device {memory['device']} (pipeline position) needs {memory['peak'] / 2**30:,.2f} GiB "
+                            f"at its peak but holds {result.capacity / 2**30:,.2f} GiB: the plan does not fit; "
+                            f"largest: {', '.join(f'{c} {b / 2**30:,.2f} GiB' for b, c in largest)}")
+    return result
+
+
+def _memory(role: dict, plan: Plan, k: int) -> dict:
+    """The stage's peak by category: one micro-batch's activations times those in flight (1F1B: pp - stage;
+    GPipe: all), and ZeRO's shards of optimizer state (1+), gradients (2+) and weights (3) over dp."""
+    memory = dict(role["run"].memory)
+    inflight = plan.microbatches if plan.schedule == "gpipe" else min(plan.microbatches,
+                                                                      plan.pp - k % plan.pp + (plan.chunks - 1) * plan.pp)
+    memory["activations"] = memory["activations"] * max(1, inflight) // max(1, plan.chunks)
+    for stage, category in ((1, "optimizer"), (2, "gradients"), (3, "weights")):
+        if plan.zero >= stage:
+            memory[category] = memory[category] // plan.dp
+    memory["peak"] = sum(memory[c] for c in ("weights", "gradients", "optimizer", "activations", "workspace"))
+    return memory
