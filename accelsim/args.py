@@ -68,3 +68,28 @@ def write(target: str, text: str) -> None:
         Path(target).write_text(text if text.endswith("\n") else text + "\n")
     except OSError as error:
         raise UserError(f"{target}: cannot write ({error.strerror})") from None
+
+
+def many_devices(parser) -> None:
+    """--system, --devices, --slice and --parallel: a run or a step on a system of devices (docs/multidevice.md)."""
+    many = parser.add_argument_group("many devices (docs/multidevice.md)")
+    many.add_argument("--system", help="a system of devices instead of one (see `accelsim archs`): dgx_a100, "
+                                       "dgx_h100, gtx580x2, tpu_v4_pod, or a YAML file")
+    many.add_argument("--devices", type=int, help="devices of the system to use (default: the system's default)")
+    many.add_argument("--slice", metavar="AxBxC", help="a torus slice instead of --devices (tpu_v4_pod: 4x4x4)")
+    many.add_argument("--parallel", metavar="PLAN", help="dp=..,tp=..,pp=..[,mb=..,schedule=1f1b|gpipe|interleaved,"
+                                                         "chunks=..,zero=0-3,sp=1] (default: data parallel over all)")
+
+
+def on_many_devices(args, alone: dict) -> bool:
+    """Whether the command runs on a system; refuses options of a single device given with one (`alone`: option ->
+    its default), and --devices, --slice or --parallel without --system."""
+    if not (args.system or args.devices or args.slice or args.parallel):
+        return False
+    if not args.system:
+        raise UserError("--devices, --slice and --parallel need --system (a system of devices; see `accelsim archs`)")
+    given = [f"--{k.replace('_', '-')}" for k, default in alone.items() if getattr(args, k) not in (default, None, False)]
+    if given:
+        raise UserError(f"{', '.join(given)} do(es) not apply with --system: the system names the device, and "
+                        f"micro-batches are the plan's mb=")
+    return True

@@ -14,7 +14,8 @@ import warnings
 from pathlib import Path
 
 from accelsim import __version__
-from accelsim.args import check_outputs, model_args, model_options, positive, write
+from accelsim.args import (check_outputs, many_devices, model_args, model_options, on_many_devices, positive,
+                           write)
 from accelsim.collective_cli import add_collective_parser
 from accelsim.explain.cli import add_explain_parser
 from accelsim.sweep.cli import add_sweep_parser
@@ -88,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--compat", choices=["scalesim"], help="price matrix ops' compute_cycles as another "
                      "simulator does (scalesim: SCALE-Sim v3's total minus stall cycles, per layer)")
     run.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (works offline)")
+    many_devices(run)
     run.add_argument("--plot", metavar="DIR", help="write the report's figures as PNG files into DIR")
     run.set_defaults(handler=_run)
 
@@ -185,6 +187,10 @@ def _run(args) -> int:
 
     positive("batch", args.batch)
     positive("seq", args.seq)
+    positive("devices", args.devices)
+    if on_many_devices(args, {"arch": "tpu_v1", "fidelity": "tile", "trace": None, "compat": None, "html": None,
+                              "plot": None, "limit": None, "wide": False}):
+        return _run_many(args)
     result = run(args.model, arch=args.arch, batch=args.batch, dtype=args.dtype, fidelity=args.fidelity,
                  compat=args.compat, trace=bool(args.trace), **model_options(args))
     if args.json:
@@ -200,6 +206,20 @@ def _run(args) -> int:
         print(result.table(args.limit, width), end="")
     if args.html or args.plot:
         _report_run(result, args)
+    return 0
+
+
+def _run_many(args) -> int:
+    from accelsim.parallel.run import run_parallel
+
+    result = run_parallel(args.model, args.system, devices=args.devices, slice=args.slice, parallel=args.parallel,
+                          batch=args.batch, dtype=args.dtype, **model_options(args))
+    if args.json:
+        write(args.json, result.to_json())
+    if args.csv:
+        write(args.csv, result.to_csv())
+    if "-" not in (args.json, args.csv):
+        print(result.table(), end="")
     return 0
 
 

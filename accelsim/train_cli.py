@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from accelsim.args import model_args, model_options, positive, write
-from compiler.errors import UserError
+from accelsim.args import many_devices, model_args, model_options, on_many_devices, positive, write
 from compiler.train.step import DEFAULTS
 
 
@@ -16,13 +15,7 @@ def add_train_parser(sub) -> None:
     model_args(p, default="alexnet")
     p.add_argument("--arch", default="gtx580", help="preset name (see `accelsim archs`) or a YAML file "
                                                     "(default: gtx580)")
-    many = p.add_argument_group("many devices (docs/multidevice.md)")
-    many.add_argument("--system", help="a system of devices instead of one (see `accelsim archs`): dgx_a100, "
-                                       "dgx_h100, gtx580x2, tpu_v4_pod, or a YAML file")
-    many.add_argument("--devices", type=int, help="devices of the system to use (default: the system's default)")
-    many.add_argument("--slice", metavar="AxBxC", help="a torus slice instead of --devices (tpu_v4_pod: 4x4x4)")
-    many.add_argument("--parallel", metavar="PLAN", help="dp=..,tp=..,pp=..[,mb=..,schedule=1f1b|gpipe|interleaved,"
-                                                         "chunks=..,zero=0-3,sp=1] (default: data parallel over all)")
+    many_devices(p)
     p.add_argument("--microbatch", type=int, help="micro-batch size: the batch runs as batch / microbatch "
                                                   "forward and backward passes, gradients accumulated (default: batch)")
     p.add_argument("--optimizer", default="sgd", choices=sorted(DEFAULTS),
@@ -56,7 +49,7 @@ def _train(args: argparse.Namespace) -> int:
 
     for name in ("batch", "microbatch", "seq", "samples", "dataset_size", "tokens", "devices"):
         positive(name.replace("_", "-"), getattr(args, name))
-    if args.system or args.devices or args.slice or args.parallel:
+    if on_many_devices(args, {"arch": "gtx580", "microbatch": None, "html": None, "trace": None, "fidelity": "tile"}):
         return _train_many(args)
     result = train(args.model, args.arch, batch=args.batch, microbatch=args.microbatch, optimizer=args.optimizer,
                    dtype=args.dtype, loss=args.loss, recompute=args.recompute, samples=args.samples, epochs=args.epochs,
@@ -84,16 +77,6 @@ def _train(args: argparse.Namespace) -> int:
 def _train_many(args: argparse.Namespace) -> int:
     from accelsim.parallel.train import train_parallel
 
-    if not args.system:
-        raise UserError("--devices, --slice and --parallel need --system (a system of devices; see `accelsim archs`)")
-    given = [f"--{k}" for k in ("microbatch", "html", "trace") if getattr(args, k)]
-    if args.arch != "gtx580":
-        given.append("--arch")
-    if args.fidelity != "tile":
-        given.append("--fidelity")
-    if given:
-        raise UserError(f"{', '.join(given)} do(es) not apply with --system: the system names the device, and "
-                        f"micro-batches are the plan's mb=")
     result = train_parallel(args.model, args.system, devices=args.devices, slice=args.slice, parallel=args.parallel,
                             batch=args.batch, optimizer=args.optimizer, dtype=args.dtype, loss=args.loss,
                             recompute=args.recompute, samples=args.samples, epochs=args.epochs,

@@ -14,8 +14,9 @@ import io
 import json
 from dataclasses import dataclass, field
 
+from accelsim.out.result import Result
 from accelsim.out.table import binary, seconds as show, si
-from accelsim.out.training import TrainResult, duration
+from accelsim.out.training import duration
 
 PARALLEL_SCHEMA_VERSION = 1
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "workspace")
@@ -26,7 +27,8 @@ class Role:
     stage: int
     device: int                       # the pipeline position (devices stage % pp hold stage `stage`)
     blocks: tuple[str, ...]
-    run: TrainResult                  # one rank of the stage, one micro-batch, simulated
+    result: Result                    # one rank of the stage, one micro-batch, simulated op by op
+    model_flops: float                # the rank's share of the model's FLOPs in the step
     forward: float                    # seconds in the step, every micro-batch, with blocking collectives
     backward: float
     optimizer: float
@@ -51,6 +53,7 @@ class ParallelTrainResult:
     peak_flops: float                 # per device
     capacity: int                     # bytes per device
     notes: list[str] = field(default_factory=list)
+    training: bool = True             # False: one batch of inference (forward passes only)
 
     def device_seconds(self, device: int) -> float:
         mine = [r for r in self.roles if r.device == device]
@@ -77,7 +80,7 @@ class ParallelTrainResult:
 
     @property
     def model_flops(self) -> float:
-        return sum(r.run.model_flops for r in self.roles) * self.plan.tp * self.plan.dp
+        return sum(r.model_flops for r in self.roles) * self.plan.tp * self.plan.dp
 
     def mfu(self) -> float:
         return self.model_flops / (self.seconds * self.devices * self.peak_flops) if self.seconds else 0.0
@@ -102,7 +105,8 @@ class ParallelTrainResult:
         mine = [r for r in self.roles if r.device == slowest]
         steps = -(-self.samples // self.batch) if self.samples else None
         return {
-            "version": PARALLEL_SCHEMA_VERSION, "system": self.system, "devices": self.devices,
+            "version": PARALLEL_SCHEMA_VERSION, "training": self.training, "system": self.system,
+            "devices": self.devices,
             "plan": {k: getattr(self.plan, k) for k in ("dp", "tp", "pp", "schedule", "chunks", "zero", "sp")}
             | {"microbatches": self.plan.microbatches},
             "step": {"seconds": self.seconds, "forward": sum(r.forward for r in mine),
@@ -145,12 +149,13 @@ class ParallelTrainResult:
         rate = self.throughput()
         tokens = f", {rate['tokens_per_second']:,.0f} tokens/s" if "tokens_per_second" in rate else ""
         lines.append("")
-        lines.append(f"step {show(self.seconds)}: pipeline {show(self.pipeline_seconds)}, exposed communication "
+        what = "step" if self.training else "batch"
+        lines.append(f"{what} {show(self.seconds)}: pipeline {show(self.pipeline_seconds)}, exposed communication "
                      f"{show(self.communication()['exposed_seconds'])}")
         lines.append(f"{rate['samples_per_second']:,.1f} samples/s{tokens}; model {si(self.model_flops, 'FLOP')} per "
-                     f"step, MFU {self.mfu():.1%}")
+                     f"{what}, MFU {self.mfu():.1%}")
         for entry in self.communication()["by_collective"]:
-            lines.append(f"  {entry['collective']} on {entry['level']}: {show(entry['seconds'])} per step")
+            lines.append(f"  {entry['collective']} on {entry['level']}: {show(entry['seconds'])} per {what}")
         memory = self.memory
         split = ", ".join(f"{c} {binary(memory[c])}" for c in CATEGORIES)
         fits = "" if self.fits else "  DOES NOT FIT"

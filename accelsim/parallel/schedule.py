@@ -75,9 +75,11 @@ def _interleaved(s: int, pp: int, m: int, v: int) -> list[tuple[str, int, int]]:
 
 
 def simulate(forward: list[float], backward: list[float], hop: list[float], schedule: str, m: int,
-             chunks: int = 1) -> Timeline:
+             chunks: int = 1, back: list[float] | None = None) -> Timeline:
     """`forward[k]`, `backward[k]`: one micro-batch's passes through model stage k (pp x chunks of them, stage k on
-    device k % pp); `hop[k]`: an activation's (or its gradient's) trip from stage k to k + 1."""
+    device k % pp); `hop[k]`: an activation's trip from stage k to k + 1; `back[k]`: its gradient's return (default:
+    the same; inference sends nothing back)."""
+    back = hop if back is None else back
     stages = len(forward)
     pp = stages // chunks
     plans = order(schedule, pp, m, chunks)
@@ -92,7 +94,7 @@ def simulate(forward: list[float], backward: list[float], hop: list[float], sche
             while cursor[d] < len(plans[d]):
                 kind, i, c = plans[d][cursor[d]]
                 k = c * pp + d
-                ready = _ready(kind, i, k, stages, done, hop)
+                ready = _ready(kind, i, k, stages, done, hop if kind == "F" else back)
                 if ready is None:
                     break
                 start = max(clock[d], ready)

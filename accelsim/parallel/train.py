@@ -21,8 +21,10 @@ from accelsim.parallel.plan import BUCKET, Plan, parse_plan
 from accelsim.parallel.schedule import simulate as schedule
 from accelsim.sim.model import load_model
 from accelsim.sim.train import STORED, _compute_dtype, _length, _zoo_model, simulate_step, training_form
+from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.graph import Graph
+from compiler.ops.comm import COLLECTIVES
 from compiler.parallel.pipeline import split, structure
 from compiler.train import LOSSES, Optimizer
 from compiler.train.recompute import MODES
@@ -117,8 +119,7 @@ def _passes(sys_: System, by_kind: dict[str, Group], plan: Plan, stage, run, ste
         phase[which] += op.seconds
         if not tp.trivial and op.op in COLLECTIVE_OPS:
             kind = COLLECTIVE_OPS[op.op]
-            size = op.bytes // 2 if kind == "allreduce" else op.bytes
-            priced = cost(sys_, tp, kind, size) if kind else None
+            priced = cost(sys_, tp, kind, collective_size(op, tp.size))
             if priced:
                 phase[which] += priced.seconds
                 key = (kind, level_name(sys_, tp))
@@ -130,8 +131,15 @@ def _passes(sys_: System, by_kind: dict[str, Group], plan: Plan, stage, run, ste
             "params": sum(step.graph.tensors[p].elements for p in step.params)}
 
 
-COLLECTIVE_OPS = {"AllReduce": "allreduce", "AllGather": "allgather", "ReduceScatter": "reducescatter",
-                  "ParallelEnter": None}     # compiler.ops.comm's ops; ParallelEnter moves data only backwards
+COLLECTIVE_OPS = {"AllReduce": "allreduce", "AllGather": "allgather", "ReduceScatter": "reducescatter"}
+assert set(COLLECTIVE_OPS) == COLLECTIVES, "every collective compiler.ops.comm lowers is priced here"
+
+
+def collective_size(op, ranks: int) -> int:
+    """nccl-tests' size of a collective op of a simulated Result: the all-reduced tensor, the gathered whole, or the
+    whole before its scatter (each of the `ranks` keeps 1/ranks of it)."""
+    nbytes = DType.parse(op.dtype).nbytes(math.prod(op.shape))
+    return nbytes * ranks if op.op == "ReduceScatter" else nbytes
 
 
 def _hop(sys_: System, pp: Group, role: dict) -> float:
@@ -179,7 +187,8 @@ def _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinc
         if k < len(hops) and hops[k]:
             key = ("sendrecv", level_name(sys_, groups(plan.tp, plan.dp, plan.pp)["pp"]))
             communication[key] = communication.get(key, 0.0) + 2 * hops[k] * plan.microbatches
-        out.append(Role(stage=k, device=d, blocks=role["stage"].blocks, run=role["run"],
+        out.append(Role(stage=k, device=d, blocks=role["stage"].blocks, result=role["run"].result,
+                        model_flops=role["run"].model_flops,
                         forward=role["forward"] * plan.microbatches, backward=role["backward"] * plan.microbatches,
                         optimizer=role["optimizer"], bubble=timeline.bubble(d), exposed=exposed,
                         communication=communication, memory=_memory(role, plan, k)))

@@ -22,12 +22,16 @@ REGISTRY: dict[str, "OpDef"] = {}
 # so an ONNX file cannot name them by accident and an exported training graph says where they come from.
 TRAINING_DOMAIN = "ai.accelsim.training"
 TRAINING: dict[str, "OpDef"] = {}
+# The collectives a parallel plan inserts (compiler/ops/comm.py) are not ONNX ops either: a domain of their own.
+COMM_DOMAIN = "ai.accelsim.comm"
+COMM: dict[str, "OpDef"] = {}
+DOMAINS: dict[str, dict[str, "OpDef"]] = {"": REGISTRY, TRAINING_DOMAIN: TRAINING, COMM_DOMAIN: COMM}
 
 
 def register(*op_types: str, domain: str = ""):
-    table = TRAINING if domain == TRAINING_DOMAIN else REGISTRY
-    if domain not in ("", TRAINING_DOMAIN):
-        raise RuntimeError(f"ops register in the ONNX domain or in {TRAINING_DOMAIN}, not {domain!r}")
+    if domain not in DOMAINS:
+        raise RuntimeError(f"ops register in the ONNX domain, {TRAINING_DOMAIN} or {COMM_DOMAIN}, not {domain!r}")
+    table = DOMAINS[domain]
 
     def wrap(cls):
         instance = cls()

@@ -14,16 +14,34 @@ from compiler.ops.shapes import opdef
 
 
 def run_graph(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    env = _initial_env(graph.source, graph.inputs, graph.weights, graph.constants, graph.tensors, feeds)
+    env = initial_env(graph, feeds)
     for node in graph.nodes:
-        if all(not o or o in graph.constants for o in node.outputs) and node.outputs:
-            continue
-        args = [env[name] if name else None for name in node.inputs]
-        results = opdef(graph, node).reference(node, args)
-        for name, value in zip(node.outputs, results):
-            if name:
-                env[name] = _as_dtype(value, graph.tensors[name])
+        if not folded(graph, node):
+            store(graph, node, env, opdef(graph, node).reference(node, arguments(node, env)))
     return {name: env[name] for name in graph.outputs}
+
+
+# -- one node at a time: what run_graph does per node, for walks that run several graphs together ------------
+
+def initial_env(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The values a run starts from: weights, folded constants and the runtime inputs (checked)."""
+    return _initial_env(graph.source, graph.inputs, graph.weights, graph.constants, graph.tensors, feeds)
+
+
+def folded(graph: Graph, node) -> bool:
+    """A node computed at import time: its outputs are constants already in the env."""
+    return bool(node.outputs) and all(not o or o in graph.constants for o in node.outputs)
+
+
+def arguments(node, env: dict[str, np.ndarray]) -> list[np.ndarray | None]:
+    return [env[name] if name else None for name in node.inputs]
+
+
+def store(graph: Graph, node, env: dict[str, np.ndarray], results) -> None:
+    """A node's results into the env, each in its output tensor's dtype."""
+    for name, value in zip(node.outputs, results):
+        if name:
+            env[name] = _as_dtype(value, graph.tensors[name])
 
 
 def run_ir(ir: IR, feeds: dict[str, np.ndarray], tensors=None) -> dict[str, np.ndarray]:

@@ -7,7 +7,7 @@ import numpy as np
 
 from compiler.errors import ModelError
 from compiler.graph import Graph
-from compiler.ops.base import REGISTRY, TRAINING, TRAINING_DOMAIN
+from compiler.ops.base import COMM, COMM_DOMAIN, REGISTRY, TRAINING, TRAINING_DOMAIN
 
 FOLD_LIMIT_ELEMENTS = 1 << 16   # fold only small tensors: shape arithmetic, not whole layers
 
@@ -16,6 +16,8 @@ def opdef(graph: Graph, node):
     """The node's OpDef (compiler.ops registered every op module when the package was imported)."""
     if node.domain == TRAINING_DOMAIN and node.op in TRAINING:
         return TRAINING[node.op]
+    if node.domain == COMM_DOMAIN and node.op in COMM:
+        return COMM[node.op]
     if node.domain not in ("", "ai.onnx") or node.op not in REGISTRY:
         domain = f" in domain {node.domain!r}" if node.domain not in ("", "ai.onnx") else ""
         raise ModelError(f"{graph.source}: {node.where()}: op {node.op!r}{domain} is not supported "

@@ -18,7 +18,7 @@ import numpy as np
 from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.graph import Graph, Node, Tensor
-from compiler.ops.base import TRAINING_DOMAIN
+from compiler.ops.base import COMM_DOMAIN, TRAINING_DOMAIN
 from compiler.ops.shapes import infer_node
 
 # op type -> rule(tape, node, output gradients, which inputs want one) -> one gradient (or None) per input
@@ -55,13 +55,14 @@ class Tape:
         name = base if n == 0 else f"{base}_{n}"
         return name if name not in self.graph.tensors else self.fresh(base)
 
-    def node(self, op: str, inputs, outputs: int = 1, training: bool = False, **attrs):
-        """Add a node after the forward pass; its output name(s). `training`: an ai.accelsim.training op."""
+    def node(self, op: str, inputs, outputs: int = 1, training: bool = False, domain: str = "", **attrs):
+        """Add a node after the forward pass; its output name(s). `training`: an ai.accelsim.training op; `domain`:
+        another domain's (ai.accelsim.comm for a collective)."""
         name = self.fresh(f"{self.at.name}/grad/{op}" if self.at is not None else f"{self.scope}/{op}")
         if self.at is not None or self.at_name is not None:
             self.owner[name] = self.at.name if self.at is not None else self.at_name
         outs = tuple(name if outputs == 1 else f"{name}:{i}" for i in range(outputs))
-        node = Node(name, op, tuple(inputs), outs, dict(attrs), domain=TRAINING_DOMAIN if training else "")
+        node = Node(name, op, tuple(inputs), outs, dict(attrs), domain=TRAINING_DOMAIN if training else domain)
         self.graph.nodes.append(node)
         self._producer.update((o, node) for o in outs)
         infer_node(self.graph, node)
@@ -128,7 +129,7 @@ def backprop(graph: Graph, seeds: dict[str, str], wrt: list[str], tape: Tape | N
     for node in reversed(forward):
         if not any(o in grads for o in node.outputs) or not any(i in leads for i in reads(node, graph) if i):
             continue
-        if node.op not in RULES or node.domain not in ("", "ai.onnx"):
+        if node.op not in RULES or node.domain not in ("", "ai.onnx", COMM_DOMAIN):
             raise ModelError(f"{graph.source}: {node.where()}: op {node.op!r} has no gradient rule, so the model "
                              f"cannot be trained through it (ops with one: {', '.join(sorted(RULES))})")
         tape.at = node

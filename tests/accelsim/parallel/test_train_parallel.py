@@ -107,3 +107,17 @@ def test_bad_input_is_one_line(argv, needle, capsys):
     assert main(["train", "gpt2", "--opt", "layers=2", "--opt", "hidden=64", "--opt", "heads=2"] + argv) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_tensor_parallel_ranks_do_a_share_of_the_work_and_all_reduce_on_nvlink():
+    """GPT-2's layers over 2 ranks: each does half the matrix work; Megatron's all-reduces (2 per layer forward, 2
+    backward) on NVLink, in the passes' time; with sequence parallelism they become all-gathers and reduce-scatters."""
+    whole = train_parallel("gpt2", "dgx_a100", devices=2, parallel="dp=2", batch=2, **GPT)
+    split = train_parallel("gpt2", "dgx_a100", devices=2, parallel="tp=2", batch=2, **GPT)
+    seq = train_parallel("gpt2", "dgx_a100", devices=2, parallel="tp=2,sp=1", batch=2, **GPT)
+    # a rank of batch 2 does what a replica of batch 1 does (the replicated embedding and loss a little more)
+    assert split.roles[0].model_flops == pytest.approx(whole.roles[0].model_flops, rel=0.05)
+    ops = [op.op for op in split.roles[0].result.ops]
+    assert ops.count("AllReduce") >= 4 * GPT["layers"]
+    assert ("allreduce", "nvlink") in split.roles[0].communication
+    assert {("allgather", "nvlink"), ("reducescatter", "nvlink")} <= set(seq.roles[0].communication)

@@ -1,0 +1,84 @@
+"""`run_parallel`: one batch of inference on a system of devices under a parallel plan (forward passes only).
+
+Tensor parallelism splits each stage's layers over `tp` ranks with their collectives on the critical path
+(Llama decoding on 8 GPUs, say); pipeline stages pass micro-batches along; data-parallel replicas serve their
+share of the batch independently. The same stage split, partition, simulation and link pricing as training.
+Invariant: the batch's time is the pipeline's span over its micro-batches; nothing is priced outside the pipeline.
+"""
+from __future__ import annotations
+
+import os
+
+from accelsim.arch.system import System
+from accelsim.arch.system_load import load_system
+from accelsim.out.parallel import ParallelTrainResult, Role
+from accelsim.parallel.groups import cost, groups, level_name
+from accelsim.parallel.plan import Plan, parse_plan
+from accelsim.parallel.schedule import simulate as schedule
+from accelsim.parallel.train import COLLECTIVE_OPS, _micro_batch, _partition, _shape, collective_size
+from accelsim.sim.build import build, simulate
+from accelsim.sim.model import load_model
+from compiler.dtypes import DType
+from compiler.graph import Graph
+from compiler.parallel.pipeline import split, structure
+from compiler.train.memory import liveness
+
+
+def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | System, *, devices: int | None = None,
+                 slice: str | None = None, parallel: str | Plan | None = None, batch: int | None = None,
+                 dtype: str | None = None, **model_options) -> ParallelTrainResult:
+    """Simulate one batch of `model`'s inference on `devices` of `system` under `parallel` (tp, pp, dp, mb)."""
+    sys_ = load_system(system)
+    cut = sys_.fit(devices, _shape(slice))
+    plan = parallel if isinstance(parallel, Plan) else parse_plan(parallel, cut.devices)
+    hw = sys_.device
+    target = DType.parse(dtype) if isinstance(dtype, str) else dtype or hw.native_dtype
+    micro = _micro_batch(batch, plan)
+    graph = load_model(model, batch=micro, **model_options)
+    stages = split(graph, plan.pp * plan.chunks)
+    by_kind = groups(plan.tp, plan.dp, plan.pp)
+    tp = by_kind["tp"]
+    simulated: dict[tuple, object] = {}
+    roles, forward, sent = [], [], []
+    for stage in stages:
+        shard = _partition(stage.graph, plan) if plan.tp > 1 else stage.graph
+        key = structure(shard)
+        if key not in simulated:
+            simulated[key] = (simulate(build(shard, hw, batch=micro, dtype=target)), shard)
+        result, shard = simulated[key]
+        seconds, comm = 0.0, {}
+        for op in result.ops:
+            seconds += op.seconds
+            kind = COLLECTIVE_OPS.get(op.op) if not tp.trivial else None
+            priced = cost(sys_, tp, kind, collective_size(op, tp.size)) if kind else None
+            if priced:
+                seconds += priced.seconds
+                key_ = (kind, level_name(sys_, tp))
+                comm[key_] = comm.get(key_, 0.0) + priced.seconds * plan.microbatches
+        forward.append(seconds)
+        sent.append(sum(stage.graph.tensors[t].nbytes for t in stage.sent))
+        memory = liveness(shard, {n.name: "forward" for n in shard.nodes}, set(), set()).to_dict()
+        roles.append((stage, result, comm, memory))
+    hops = [_hop(sys_, by_kind, nbytes) for nbytes in sent[:-1]]
+    timeline = schedule(forward, [0.0] * len(forward), hops, "gpipe", plan.microbatches, plan.chunks,
+                        back=[0.0] * len(hops))
+    out = []
+    for k, (stage, result, comm, memory) in enumerate(roles):
+        if k < len(hops) and hops[k]:
+            comm[("sendrecv", level_name(sys_, by_kind["pp"]))] = hops[k] * plan.microbatches
+        out.append(Role(stage=k, device=k % plan.pp, blocks=stage.blocks, result=result,
+                        model_flops=2.0 * plan.microbatches * sum(op.macs for op in result.ops),
+                        forward=forward[k] * plan.microbatches, backward=0.0, optimizer=0.0,
+                        bubble=timeline.bubble(k % plan.pp), exposed=0.0, communication=comm, memory=memory))
+    out_shape = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
+    return ParallelTrainResult(system=sys_.name, devices=plan.devices, plan=plan, roles=out,
+                               pipeline_seconds=timeline.seconds, ends=list(timeline.end),
+                               batch=micro * plan.microbatches * plan.dp,
+                               tokens_per_sample=out_shape[1] if len(out_shape) == 3 else None, samples=None,
+                               simulated=len(simulated), peak_flops=2.0 * out[0].result.arch["peak_macs_per_second"],
+                               capacity=hw.memory[0].capacity_total, training=False)
+
+
+def _hop(sys_: System, by_kind: dict, nbytes: int) -> float:
+    priced = cost(sys_, by_kind["pp"], "sendrecv", nbytes)
+    return priced.seconds if priced else 0.0
