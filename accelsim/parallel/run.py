@@ -21,6 +21,7 @@ from accelsim.sim.model import load_model
 from compiler.dtypes import DType
 from compiler.graph import Graph
 from compiler.parallel.pipeline import split, structure
+from compiler.pipeline import Options, compile_graph
 from compiler.train.memory import liveness
 
 
@@ -67,7 +68,7 @@ def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | S
         if k < len(hops) and hops[k]:
             comm[("sendrecv", level_name(sys_, by_kind["pp"]))] = hops[k] * plan.microbatches
         out.append(Role(stage=k, device=k % plan.pp, blocks=stage.blocks, result=result,
-                        model_flops=2.0 * plan.microbatches * sum(op.macs for op in result.ops),
+                        model_flops=2.0 * plan.microbatches * _macs(stage.graph, result, plan.tp) / plan.tp,
                         forward=forward[k] * plan.microbatches, backward=0.0, optimizer=0.0,
                         bubble=timeline.bubble(k % plan.pp), exposed=0.0, communication=comm, memory=memory))
     out_shape = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
@@ -77,6 +78,11 @@ def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | S
                                tokens_per_sample=out_shape[1] if len(out_shape) == 3 else None, samples=None,
                                simulated=len(simulated), peak_flops=2.0 * out[0].result.arch["peak_macs_per_second"],
                                capacity=hw.memory[0].capacity_total, training=False)
+
+
+def _macs(whole: Graph, result, tp: int) -> int:
+    """The stage's own multiply-adds (a layer left whole by tensor parallelism counts once, not on every rank)."""
+    return sum(op.macs for op in result.ops) if tp == 1 else sum(op.macs for op in compile_graph(whole, Options()).ops)
 
 
 def _hop(sys_: System, by_kind: dict, nbytes: int) -> float:

@@ -26,6 +26,7 @@ from compiler.errors import UserError
 from compiler.graph import Graph
 from compiler.ops.comm import COLLECTIVES
 from compiler.parallel.pipeline import split, structure
+from compiler.pipeline import Options, compile_graph
 from compiler.train import LOSSES, Optimizer
 from compiler.train.recompute import MODES
 
@@ -72,6 +73,7 @@ def train_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike |
                                            loss if last else "stage", recompute, fidelity,
                                            input_grads=stage.index > 0)
         roles.append(_passes(sys_, by_kind, plan, stage, *simulated[key]))
+        roles[-1]["model_flops"] = _model_flops(stage.graph, roles[-1]["run"], plan.tp)
     hops = [_hop(sys_, by_kind["pp"], role) for role in roles[:-1]]
     timeline = schedule([r["forward"] for r in roles], [r["backward"] for r in roles], hops, plan.schedule,
                         plan.microbatches, plan.chunks)
@@ -85,6 +87,17 @@ def _sharded_weights(sys_: System, dp: Group, plan: Plan, role: dict) -> tuple[f
         return 0.0, 0.0
     gather = _seconds(cost(sys_, dp, "allgather", role["grad_bytes"]))
     return 2 * gather, max(0.0, gather - role["forward"]) + max(0.0, gather - role["backward"])
+
+
+def _model_flops(whole: Graph, run, tp: int) -> float:
+    """One rank's share of the model's FLOPs in the step: what the rank simulated, scaled by the whole stage's
+    forward multiply-adds over the rank's (a layer tensor parallelism left whole, such as an undivided vocabulary,
+    runs on every rank but counts once)."""
+    if tp == 1:
+        return run.model_flops
+    mine = sum(op.macs for op in run.result.ops if run.phase_of[op.name] == "forward")
+    ours = sum(op.macs for op in compile_graph(whole, Options()).ops)
+    return run.model_flops * ours / (tp * mine) if mine else run.model_flops
 
 
 def _partition(graph: Graph, plan: Plan) -> Graph:
@@ -188,7 +201,7 @@ def _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinc
             key = ("sendrecv", level_name(sys_, groups(plan.tp, plan.dp, plan.pp)["pp"]))
             communication[key] = communication.get(key, 0.0) + 2 * hops[k] * plan.microbatches
         out.append(Role(stage=k, device=d, blocks=role["stage"].blocks, result=role["run"].result,
-                        model_flops=role["run"].model_flops,
+                        model_flops=role["model_flops"],
                         forward=role["forward"] * plan.microbatches, backward=role["backward"] * plan.microbatches,
                         optimizer=role["optimizer"], bubble=timeline.bubble(d), exposed=exposed,
                         communication=communication, memory=_memory(role, plan, k)))
