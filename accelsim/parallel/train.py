@@ -24,6 +24,7 @@ from accelsim.sim.train import STORED, _compute_dtype, _length, _zoo_model, simu
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.graph import Graph
+from compiler.ops.base import COMM_DOMAIN
 from compiler.ops.comm import COLLECTIVES
 from compiler.parallel.pipeline import split, structure
 from compiler.pipeline import Options, compile_graph
@@ -102,7 +103,7 @@ def _model_flops(whole: Graph, run, tp: int) -> float:
 
 def _partition(graph: Graph, plan: Plan) -> Graph:
     from compiler.parallel.tensor import partition
-    return partition(graph, plan.tp, sequence_parallel=plan.sp)
+    return partition(graph, plan.tp, sequence_parallel=plan.sp, groups=plan.groups)
 
 
 def _micro_batch(batch: int | None, plan: Plan) -> int:
@@ -127,6 +128,7 @@ def _passes(sys_: System, by_kind: dict[str, Group], plan: Plan, stage, run, ste
     phase = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
     comm: dict[tuple[str, str], float] = {}
     tp = by_kind["tp"]
+    placed, transfers = places(step.graph), []
     for op in run.result.ops:
         which = "backward" if run.phase_of[op.name] in ("backward", "recompute") else run.phase_of[op.name]
         phase[which] += op.seconds
@@ -137,15 +139,35 @@ def _passes(sys_: System, by_kind: dict[str, Group], plan: Plan, stage, run, ste
                 phase[which] += priced.seconds
                 key = (kind, level_name(sys_, tp))
                 comm[key] = comm.get(key, 0.0) + priced.seconds * (1 if which == "optimizer" else plan.microbatches)
+                transfers.append(transfer(op, placed, kind, which, priced.seconds, tp.size))
     grads = sum(step.graph.tensors[g].nbytes for g in step.grads.values())
     sent = sum(stage.graph.tensors[t].nbytes for t in stage.sent)
     return {"stage": stage, "run": run, "step": step, "forward": phase["forward"], "backward": phase["backward"],
-            "optimizer": phase["optimizer"], "tp_comm": comm, "grad_bytes": grads, "sent_bytes": sent,
+            "optimizer": phase["optimizer"], "tp_comm": comm, "transfers": transfers, "grad_bytes": grads,
+            "sent_bytes": sent,
             "params": sum(step.graph.tensors[p].elements for p in step.params)}
 
 
 COLLECTIVE_OPS = {"AllReduce": "allreduce", "AllGather": "allgather", "ReduceScatter": "reducescatter"}
 assert set(COLLECTIVE_OPS) == COLLECTIVES, "every collective compiler.ops.comm lowers is priced here"
+
+
+def places(graph: Graph) -> dict[str, tuple[str, str]]:
+    """Per comm node of `graph`: (the node that made what it moves, the first node that reads the result)."""
+    producer, reader = graph.producers(), {}
+    for node in graph.nodes:
+        for name in node.inputs:
+            reader.setdefault(name, node.name)
+    return {n.name: (producer[n.inputs[0]].name if n.inputs[0] in producer else n.inputs[0],
+                     reader.get(n.outputs[0], "output")) for n in graph.nodes if n.domain == COMM_DOMAIN}
+
+
+def transfer(op, placed: dict[str, tuple[str, str]], kind: str, phase: str, seconds: float, ranks: int) -> dict:
+    """One tensor-parallel collective of a pass, where it falls: after the layer that made its data, before the
+    one that reads it (AlexNet's split: pool2 into conv3, then into fc6, fc7 and fc8)."""
+    after, before = placed.get(op.node, ("", ""))
+    return {"node": op.node, "collective": kind, "phase": phase, "after": after, "before": before,
+            "bytes": collective_size(op, ranks), "seconds": seconds}
 
 
 def collective_size(op, ranks: int) -> int:
@@ -204,7 +226,8 @@ def _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinc
                         model_flops=role["model_flops"],
                         forward=role["forward"] * plan.microbatches, backward=role["backward"] * plan.microbatches,
                         optimizer=role["optimizer"], bubble=timeline.bubble(d), exposed=exposed,
-                        communication=communication, memory=_memory(role, plan, k)))
+                        communication=communication, memory=_memory(role, plan, k),
+                        collectives=role["transfers"]))
     result = ParallelTrainResult(system=sys_.name, devices=plan.devices, plan=plan, roles=out,
                                  pipeline_seconds=timeline.seconds, ends=list(timeline.end),
                                  batch=micro * plan.microbatches * plan.dp,
@@ -221,12 +244,15 @@ def _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinc
 
 
 def _memory(role: dict, plan: Plan, k: int) -> dict:
-    """The stage's peak by category: one micro-batch's activations times those in flight (1F1B: pp - stage;
-    GPipe: all), and ZeRO's shards of optimizer state (1+), gradients (2+) and weights (3) over dp."""
+    """The stage's peak by category: weights, gradients, optimizer state and workspace at its own peak, plus the
+    activations one micro-batch keeps for its backward pass times the micro-batches in flight (1F1B: pp - stage;
+    GPipe: all of them); ZeRO shards the optimizer state (1+), gradients (2+) and weights (3) over dp."""
     memory = dict(role["run"].memory)
-    inflight = plan.microbatches if plan.schedule == "gpipe" else min(plan.microbatches,
-                                                                      plan.pp - k % plan.pp + (plan.chunks - 1) * plan.pp)
-    memory["activations"] = memory["activations"] * max(1, inflight) // max(1, plan.chunks)
+    if plan.schedule == "gpipe":
+        inflight = plan.microbatches
+    else:
+        inflight = min(plan.microbatches, plan.pp - k % plan.pp + (plan.chunks - 1) * plan.pp)
+    memory["activations"] = max(memory["activations"], memory.get("saved_activations", 0) * inflight // plan.chunks)
     for stage, category in ((1, "optimizer"), (2, "gradients"), (3, "weights")):
         if plan.zero >= stage:
             memory[category] = memory[category] // plan.dp

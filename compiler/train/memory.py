@@ -27,9 +27,11 @@ class Memory:
     at: str                                    # the node the peak happens at
     phase: str                                 # forward, loss, backward or optimizer
     largest: list[tuple[str, str, int]]        # (tensor, category, bytes) live at the peak, largest first
+    saved: int = 0                             # activations live when the backward pass starts (kept for it)
 
     def to_dict(self) -> dict:
         return {**self.by_category, "peak": self.peak, "peak_node": self.at, "peak_phase": self.phase,
+                "saved_activations": self.saved,
                 "largest": [{"tensor": t, "category": c, "bytes": b} for t, c, b in self.largest]}
 
 
@@ -82,8 +84,11 @@ def liveness(graph: Graph, phase: dict[str, str], grads: set[str], state: set[st
     by_category = {c: sum(b for _, cat, b in held if cat == c) for c in CATEGORIES}
     node = graph.nodes[at] if graph.nodes else None
     largest = sorted(held, key=lambda t: -t[2])[:top]
+    first = next((i for i, n in enumerate(graph.nodes) if phase.get(n.name) in ("backward", "recompute")), None)
+    saved = 0 if first is None else sum(sizes[name] for name in birth if category[name] == "activations"
+                                         and birth[name] < first <= death[name])
     return Memory(peak=sum(by_category.values()), by_category=by_category, at=node.name if node else "",
-                  phase=phase.get(node.name, "") if node else "", largest=largest)
+                  phase=phase.get(node.name, "") if node else "", largest=largest, saved=saved)
 
 
 def _aliases(graph: Graph) -> dict[str, str]:
