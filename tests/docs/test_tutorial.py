@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = {name: ROOT / "docs" / name for name in ("tutorial.md", "training.md")}
+DOCS = {name: ROOT / "docs" / name for name in ("tutorial.md", "training.md", "multidevice.md")}
 ACCELSIM = Path(sys.executable).with_name("accelsim")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.M | re.S)
 SPAN = re.compile(r"`([^`\n]+)`")
