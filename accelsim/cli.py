@@ -188,7 +188,7 @@ def _run(args) -> int:
     positive("batch", args.batch)
     positive("seq", args.seq)
     positive("devices", args.devices)
-    if on_many_devices(args, {"arch": "tpu_v1", "fidelity": "tile", "trace": None, "compat": None, "html": None,
+    if on_many_devices(args, {"arch": "tpu_v1", "fidelity": "tile", "compat": None,
                               "plot": None, "limit": None, "wide": False}):
         return _run_many(args)
     result = run(args.model, arch=args.arch, batch=args.batch, dtype=args.dtype, fidelity=args.fidelity,
@@ -218,8 +218,16 @@ def _run_many(args) -> int:
         write(args.json, result.to_json())
     if args.csv:
         write(args.csv, result.to_csv())
+    if args.trace:
+        from accelsim.out.parallel_trace import write_parallel_trace
+
+        write_parallel_trace(result, args.trace)
     if "-" not in (args.json, args.csv):
         print(result.table(), end="")
+    if args.html:
+        from accelsim.report.parallel_page import parallel_report
+
+        print(f"wrote {parallel_report(result, args.html)}")
     return 0
 
 

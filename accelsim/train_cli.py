@@ -49,7 +49,7 @@ def _train(args: argparse.Namespace) -> int:
 
     for name in ("batch", "microbatch", "seq", "samples", "dataset_size", "tokens", "devices"):
         positive(name.replace("_", "-"), getattr(args, name))
-    if on_many_devices(args, {"arch": "gtx580", "microbatch": None, "html": None, "trace": None, "fidelity": "tile"}):
+    if on_many_devices(args, {"arch": "gtx580", "microbatch": None, "fidelity": "tile"}):
         return _train_many(args)
     result = train(args.model, args.arch, batch=args.batch, microbatch=args.microbatch, optimizer=args.optimizer,
                    dtype=args.dtype, loss=args.loss, recompute=args.recompute, samples=args.samples, epochs=args.epochs,
@@ -85,6 +85,15 @@ def _train_many(args: argparse.Namespace) -> int:
         write(args.json, result.to_json())
     if args.csv:
         write(args.csv, result.to_csv())
+    if args.trace:
+        from accelsim.out.parallel_trace import write_parallel_trace
+
+        write_parallel_trace(result, args.trace)
     if "-" not in (args.json, args.csv):
         print(result.table(), end="")
+    if args.html:
+        from accelsim.report.parallel_page import parallel_report
+
+        path = parallel_report(result, args.html)
+        print(f"wrote {path}", file=sys.stderr if "-" in (args.json, args.csv) else sys.stdout)
     return 0

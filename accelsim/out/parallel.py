@@ -36,6 +36,10 @@ class Role:
     exposed: float                    # data-parallel communication not hidden behind the backward pass
     communication: dict               # (collective, level) -> seconds on the links in the step
     memory: dict                      # by category, and peak (one rank of the stage)
+    reduce_start: float = 0.0         # when its data-parallel reduction starts (its last backward pass's start)
+    # tensor-parallel collectives of one pass, in program order: node, collective, phase, after / before (the
+    # nodes it falls between), bytes (nccl-tests' size), seconds (each time; a pass runs once per micro-batch)
+    collectives: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,9 @@ class ParallelTrainResult:
     capacity: int                     # bytes per device
     notes: list[str] = field(default_factory=list)
     training: bool = True             # False: one batch of inference (forward passes only)
+    passes: list = field(default_factory=list, repr=False)   # the schedule: (device, F/B, micro-batch, stage, start, end)
+    hops: list = field(default_factory=list, repr=False)     # seconds from stage k to k + 1, and its link level
+    link_levels: dict = field(default_factory=dict)          # group kind (tp, dp, pp) -> the level its traffic crosses
 
     def device_seconds(self, device: int) -> float:
         mine = [r for r in self.roles if r.device == device]
@@ -108,7 +115,7 @@ class ParallelTrainResult:
             "version": PARALLEL_SCHEMA_VERSION, "training": self.training, "system": self.system,
             "devices": self.devices,
             "plan": {k: getattr(self.plan, k) for k in ("dp", "tp", "pp", "schedule", "chunks", "zero", "sp")}
-            | {"microbatches": self.plan.microbatches},
+            | {"microbatches": self.plan.microbatches} | ({"groups": True} if self.plan.groups else {}),
             "step": {"seconds": self.seconds, "forward": sum(r.forward for r in mine),
                      "backward": sum(r.backward for r in mine), "optimizer": sum(r.optimizer for r in mine),
                      "bubble": max(r.bubble for r in mine), "exposed_communication": sum(r.exposed for r in mine)},
@@ -119,7 +126,7 @@ class ParallelTrainResult:
             "roles": [{"stage": r.stage, "device": r.device, "blocks": list(r.blocks), "forward": r.forward,
                        "backward": r.backward, "optimizer": r.optimizer, "bubble": r.bubble, "exposed": r.exposed,
                        "communication": {f"{op}/{level}": s for (op, level), s in r.communication.items()},
-                       "memory": r.memory} for r in self.roles],
+                       "memory": r.memory, "collectives": r.collectives} for r in self.roles],
             "communication": self.communication(), "notes": list(self.notes),
         }
 

@@ -77,7 +77,8 @@ def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | S
                                batch=micro * plan.microbatches * plan.dp,
                                tokens_per_sample=out_shape[1] if len(out_shape) == 3 else None, samples=None,
                                simulated=len(simulated), peak_flops=2.0 * out[0].result.arch["peak_macs_per_second"],
-                               capacity=hw.memory[0].capacity_total, training=False)
+                               capacity=hw.memory[0].capacity_total, training=False, passes=list(timeline.passes),
+                               hops=list(hops), link_levels={k: level_name(sys_, g) for k, g in by_kind.items()})
 
 
 def _macs(whole: Graph, result, tp: int) -> int:

@@ -20,6 +20,7 @@ class Timeline:
     end: list[float]
     busy: list[float]
     last_backward_start: list[float]
+    passes: list[tuple] = ()          # (device, "F" or "B", micro-batch, stage, start, end), in the order run
 
     @property
     def seconds(self) -> float:
@@ -86,6 +87,7 @@ def simulate(forward: list[float], backward: list[float], hop: list[float], sche
     done: dict[tuple[str, int, int], float] = {}
     clock, busy = [0.0] * pp, [0.0] * pp
     last_b = [0.0] * stages
+    passes = []
     cursor = [0] * pp
     remaining = sum(len(p) for p in plans)
     while remaining:
@@ -100,6 +102,7 @@ def simulate(forward: list[float], backward: list[float], hop: list[float], sche
                 start = max(clock[d], ready)
                 length = forward[k] if kind == "F" else backward[k]
                 done[(kind, i, k)] = clock[d] = start + length
+                passes.append((d, kind, i, k, start, start + length))
                 busy[d] += length
                 if kind == "B" and i == m - 1:
                     last_b[k] = start
@@ -108,7 +111,7 @@ def simulate(forward: list[float], backward: list[float], hop: list[float], sche
                 progressed = True
         if not progressed:
             raise RuntimeError(f"the {schedule} schedule deadlocked: a pass waits on one never run")
-    return Timeline(end=clock, busy=busy, last_backward_start=last_b)
+    return Timeline(end=clock, busy=busy, last_backward_start=last_b, passes=passes)
 
 
 def _ready(kind: str, i: int, k: int, stages: int, done: dict, hop: list[float]) -> float | None:

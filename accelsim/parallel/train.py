@@ -63,22 +63,52 @@ def train_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike |
     stages = split(graph, plan.pp * plan.chunks)
     by_kind = groups(plan.tp, plan.dp, plan.pp)
     update = Optimizer(optimizer, dict(settings or {}))
-    simulated: dict[tuple, tuple] = {}
+    simulated: set[tuple] = set()
     roles = []
     for stage in stages:
         last = stage.index == len(stages) - 1
         shard = _partition(stage.graph, plan) if plan.tp > 1 else stage.graph
-        key = (structure(shard), last)
-        if key not in simulated:
-            simulated[key] = simulate_step(shard, hw, compute, micro, plan.microbatches, update,
-                                           loss if last else "stage", recompute, fidelity,
-                                           input_grads=stage.index > 0)
-        roles.append(_passes(sys_, by_kind, plan, stage, *simulated[key]))
+        key = stage_key(shard, hw, compute, micro, plan.microbatches, update, loss if last else "stage", recompute,
+                        fidelity, stage.index > 0)
+        simulated.add(key)
+        roles.append(_passes(sys_, by_kind, plan, stage, *simulate_stage(key, shard)))
         roles[-1]["model_flops"] = _model_flops(stage.graph, roles[-1]["run"], plan.tp)
-    hops = [_hop(sys_, by_kind["pp"], role) for role in roles[:-1]]
+    return assemble(sys_, plan, roles, micro, per_sample, total, len(simulated))
+
+
+def stage_key(shard: Graph, hw, compute: DType, micro: int, steps_per: int, update: Optimizer, loss: str,
+              recompute: str, fidelity: str, input_grads: bool) -> tuple:
+    """All a stage's simulated training step depends on: its ops and shapes (not names), the device and the step's
+    settings; plans that differ only in dp, the schedule or ZeRO share it, as do a uniform model's middle stages."""
+    return (structure(shard), hw, compute, micro, steps_per, update.name, tuple(sorted(update.settings.items())),
+            update.step, loss, recompute, fidelity, input_grads)
+
+
+def simulate_stage(key: tuple, shard: Graph) -> tuple:
+    """The stage's training step simulated, (TrainResult, TrainingStep), once per process and `stage_key`: a planner
+    asks for the same stage programs across many plans (accelsim.parallel.search)."""
+    if key not in _STAGES:
+        if len(_STAGES) >= STAGE_CACHE:
+            _STAGES.pop(next(iter(_STAGES)))           # the oldest goes first
+        _, hw, compute, micro, steps_per, name, settings, step, loss, recompute, fidelity, input_grads = key
+        _STAGES[key] = simulate_step(shard, hw, compute, micro, steps_per, Optimizer(name, dict(settings), step),
+                                     loss, recompute, fidelity, input_grads=input_grads)
+    return _STAGES[key]
+
+
+STAGE_CACHE = 128                      # stage programs kept per process (a GPT-3 stage's Result is a few MB)
+_STAGES: dict[tuple, tuple] = {}
+
+
+def assemble(sys_: System, plan: Plan, roles: list[dict], micro: int, per_sample: int | None, total: int | None,
+             distinct: int) -> ParallelTrainResult:
+    """The step from its pipeline stages' passes, in order: the activations' hops, the schedule, the data-parallel
+    reduction and each device's memory."""
+    pp = groups(plan.tp, plan.dp, plan.pp)["pp"]
+    hops = [_hop(sys_, pp, role) for role in roles[:-1]]
     timeline = schedule([r["forward"] for r in roles], [r["backward"] for r in roles], hops, plan.schedule,
                         plan.microbatches, plan.chunks)
-    return _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, len(simulated))
+    return _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinct)
 
 
 def _sharded_weights(sys_: System, dp: Group, plan: Plan, role: dict) -> tuple[float, float]:
@@ -233,7 +263,9 @@ def _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinc
                                  batch=micro * plan.microbatches * plan.dp,
                                  tokens_per_sample=per_sample, samples=total, simulated=distinct,
                                  peak_flops=2.0 * roles[0]["run"].result.arch["peak_macs_per_second"],
-                                 capacity=sys_.device.memory[0].capacity_total)
+                                 capacity=sys_.device.memory[0].capacity_total, passes=list(timeline.passes),
+                                 hops=list(hops), link_levels={k: level_name(sys_, g) for k, g in
+                                                               groups(plan.tp, plan.dp, plan.pp).items()})
     if not result.fits:
         memory = result.memory
         largest = sorted(((memory[c], c) for c in CATEGORIES), reverse=True)[:2]

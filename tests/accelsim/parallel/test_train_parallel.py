@@ -121,3 +121,20 @@ def test_tensor_parallel_ranks_do_a_share_of_the_work_and_all_reduce_on_nvlink()
     assert ops.count("AllReduce") >= 4 * GPT["layers"]
     assert ("allreduce", "nvlink") in split.roles[0].communication
     assert {("allgather", "nvlink"), ("reducescatter", "nvlink")} <= set(seq.roles[0].communication)
+
+
+def test_the_trace_has_a_track_per_pipeline_position_and_per_link_level(tmp_path, capsys):
+    trace = tmp_path / "step.json"
+    argv = ["train", "gpt2", "--system", "dgx_a100", "--devices", "16", "--parallel", "pp=2,mb=4", "--batch", "32",
+            "--trace", str(trace)] + [f"--opt={k}={v}" for k, v in GPT.items() if k != "seq"] + ["--seq", "64"]
+    assert main(argv) == 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert {"passes", "data-parallel reduction", "nvlink", "infiniband"} <= set(names.values())
+    slices = [e for e in events if e["ph"] == "X"]
+    for device in (0, 1):
+        passes = sorted((e["ts"], e["ts"] + e["dur"]) for e in slices if e["pid"] == device and e["tid"] == 0)
+        assert len(passes) == 2 * 4 + 1                         # 4 forward, 4 backward, the optimizer
+        assert all(a[1] <= b[0] + 1e-6 for a, b in zip(passes, passes[1:]))     # one pass at a time
+    hops = [e for e in slices if e["name"].startswith(("activations", "gradients"))]
+    assert len(hops) == 2 * 4                                    # each micro-batch across the cut, both ways

@@ -279,3 +279,21 @@ def test_sweep_page_renders_and_sorts(browser, pages, tmp_path):
     assert browser.evaluate(session, "document.querySelector('#points tbody tr:last-child').textContent"
                             ).count("does not fit")   # the invalid point ('-') sorts last, its reason shown
     assert browser.problems(session) == []
+
+
+def test_parallel_page_draws_the_pipeline_and_sorts(browser, tmp_path):
+    """A 4-stage pipeline of 8 micro-batches: one bar per pass, as many as the JSON's schedule has, on 4 rows."""
+    page, data = tmp_path / "parallel.html", tmp_path / "parallel.json"
+    assert main(["train", "gpt2", "--system", "dgx_a100", "--devices", "8", "--parallel", "dp=2,pp=4,mb=8", "--batch",
+                 "16", "--seq", "32", "--opt", "layers=4", "--opt", "hidden=64", "--opt", "heads=2", "--opt",
+                 "vocab=256", "--html", str(page), "--json", str(data)]) == 0
+    roles = json.loads(data.read_text())["roles"]
+    session = browser.open(page.as_uri())
+    assert browser.evaluate(session, "document.querySelectorAll('svg rect').length") == 4 * 8 * 2
+    assert browser.evaluate(session, "document.querySelectorAll('#stages tbody tr').length") == len(roles) == 4
+    browser.evaluate(session, _click("stages", "bubble"))
+    assert browser.evaluate(session, _column("stages", "bubble")) == pytest.approx(sorted(r["bubble"] for r in roles))
+    shot = tmp_path / "parallel.png"
+    browser.screenshot(session, shot)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert browser.problems(session) == []
