@@ -16,6 +16,10 @@ from accelsim.arch.hardware import Arch
 from compiler.errors import UserError
 
 
+# Collective algorithms by name, simplest first (accelsim.comm expands each): the vocabulary of `algorithms:`.
+ALGORITHMS = ("ring", "tree", "halving_doubling", "hierarchical", "torus", "nvls", "direct")
+
+
 class Topology(enum.Enum):
     """How one level's links join the groups of the level below."""
 
@@ -39,7 +43,10 @@ class LinkLevel:
     links (or NICs) one device has at this level, per direction, each of `bandwidth_bytes_per_s`; below 1 when
     several devices share a NIC (4 NICs for 8 GPUs: 0.5). `latency_s` is one hop: from a device to its peer
     across the fabric (through the switch, host bridge or fat tree), or to its neighbour on a ring or torus.
-    `efficiency` is the share of the line rate a collective library delivers as payload (protocol overhead)."""
+    `efficiency` is the share of the line rate a collective library delivers as payload (protocol overhead).
+    A level with `in_network_reduction` adds in its switch; `reduction_efficiency` is the share of the payload rate
+    that traffic through the switch's adders and multicast moves at, `reduction_latency_s` its start-up, paid once
+    by a collective that reduces there."""
 
     name: str
     topology: Topology
@@ -49,6 +56,8 @@ class LinkLevel:
     latency_s: float
     efficiency: float = 1.0
     in_network_reduction: bool = False
+    reduction_efficiency: float = 1.0
+    reduction_latency_s: float = 0.0
     shape: tuple[int, ...] = ()   # a ring or torus: the full machine's shape at this level
     wrap: bool = True             # a torus: wrap-around links close each dimension into a ring
     wrap_multiple: int = 1        # ... but only a dimension whose size is a multiple of this (TPU v4: 4)
@@ -61,6 +70,19 @@ class LinkLevel:
     def wraps(self, size: int) -> bool:
         """Whether a dimension of `size` members closes into a ring here."""
         return self.topology is Topology.ring or (self.wrap and size > 2 and size % self.wrap_multiple == 0)
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A way the collective library moves data (NCCL's LL and Simple): a fixed cost per collective, the levels'
+    hop latencies and payload rates scaled, and the algorithms that run in it. LL flags every 8 bytes: little
+    latency, a fraction of the bandwidth; Simple fences whole chunks: the full bandwidth, longer hops."""
+
+    name: str
+    overhead_s: float
+    latency_scale: float = 1.0
+    efficiency: float = 1.0
+    algorithms: tuple[str, ...] = ALGORITHMS
 
 
 @dataclass(frozen=True)
@@ -94,7 +116,10 @@ class Slice:
 @dataclass(frozen=True)
 class System:
     """Devices of one preset joined by levels of links, innermost first; `overhead_s` is paid once per
-    collective (kernel launch and setup in the library)."""
+    collective (kernel launch and setup in the library). `algorithms` are those the system's collective library
+    chooses among (NCCL: ring, tree, nvls); any algorithm the slice allows may still be asked for by name.
+    `protocols` are the library's ways of moving data (the schema gives a file without any one protocol that costs
+    `overhead_s` and scales nothing; with them, `overhead_s` is the first one's)."""
 
     name: str
     description: str
@@ -103,6 +128,8 @@ class System:
     levels: tuple[LinkLevel, ...]
     overhead_s: float
     source_file: Path
+    algorithms: tuple[str, ...] = ALGORITHMS
+    protocols: tuple[Protocol, ...] = ()
 
     @property
     def torus_levels(self) -> tuple[int, ...]:

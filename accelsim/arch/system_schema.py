@@ -13,15 +13,17 @@ import math
 from accelsim.arch import units
 from accelsim.arch.hardware import SCHEMA_VERSION, ArchError
 from accelsim.arch.schema import _at, _choice, _count, _File, _list, _mapping, _quantity, _text
-from accelsim.arch.system import DeviceCount, LinkLevel, System, Topology, parse_shape
+from accelsim.arch.system import ALGORITHMS, DeviceCount, LinkLevel, Protocol, System, Topology, parse_shape
 from compiler.errors import UserError
 
 _TOP = ("version", "kind", "name", "description", "device", "devices", "levels")
 _DEVICES = ("default",)
 _DEVICES_OPTIONAL = ("min", "max")
 _LEVEL = ("name", "topology", "bandwidth", "latency")
-_LEVEL_OPTIONAL = ("devices", "links", "nics", "shape", "efficiency", "in_network_reduction", "wrap",
-                   "wrap_multiple")
+_LEVEL_OPTIONAL = ("devices", "links", "nics", "shape", "efficiency", "in_network_reduction", "reduction_efficiency",
+                   "reduction_latency", "wrap", "wrap_multiple")
+_PROTOCOL = ("name", "overhead")
+_PROTOCOL_OPTIONAL = ("latency_scale", "efficiency", "algorithms")
 _REDUCING = (Topology.switch, Topology.fat_tree)   # where a switch can add (NVSwitch NVLS, InfiniBand SHARP)
 
 
@@ -31,7 +33,7 @@ def build_system(data, shown: str, source, load_device) -> System:
     if isinstance(data, dict) and "version" in data and data["version"] != SCHEMA_VERSION:
         raise f.error("version", f"unsupported version {data['version']!r}; this accelsim reads version "
                                  f"{SCHEMA_VERSION}")
-    d = _mapping(f, data, "", _TOP, ("overhead",))
+    d = _mapping(f, data, "", _TOP, ("overhead", "algorithms", "protocols"))
     if d["kind"] != "system":
         raise f.error("kind", f"{d['kind']!r} in a system file; write `kind: system` (a device is an arch file in "
                               f"archs/)")
@@ -49,15 +51,20 @@ def build_system(data, shown: str, source, load_device) -> System:
     for i, name in enumerate(names):
         if name in names[:i]:
             raise f.error(f"levels[{i}].name", f"{name!r} is used twice")
+    if "protocols" in d and "overhead" in d:
+        raise f.error("overhead", "give the overhead of each protocol under `protocols`, not both")
+    overhead = _quantity(f, d["overhead"], "overhead", units.parse_time, positive=False) if "overhead" in d else 0.0
+    protocols = _protocols(f, d["protocols"]) if "protocols" in d else (Protocol("default", overhead),)
     system = System(
         name=_text(f, d["name"], "name"),
         description=_text(f, d["description"], "description"),
         device=device,
         devices=_devices(f, d["devices"], levels),
         levels=tuple(levels),
-        overhead_s=_quantity(f, d["overhead"], "overhead", units.parse_time, positive=False)
-        if "overhead" in d else 0.0,
+        overhead_s=protocols[0].overhead_s,
         source_file=source,
+        algorithms=_algorithms(f, d["algorithms"], "algorithms") if "algorithms" in d else ALGORITHMS,
+        protocols=protocols,
     )
     for key in ("default", "max"):
         n = getattr(system.devices, {"max": "maximum"}.get(key, key))
@@ -95,6 +102,9 @@ def _level(f: _File, value, path: str, below: int, outermost: bool) -> LinkLevel
         if key in d and not allowed:
             raise f.error(_at(path, key), f"{d[key]!r} makes no sense on a {topology.value} level"
                           + (" inside no other level (give links per device)" if key == "nics" else ""))
+    for key in ("reduction_efficiency", "reduction_latency"):
+        if key in d and d.get("in_network_reduction") is not True:
+            raise f.error(_at(path, key), f"{d[key]!r} needs `in_network_reduction: true` on the level")
     if ("links" in d) == ("nics" in d):
         raise f.error(path, "give exactly one of `links` (per device) or `nics` (per group of the level below)")
     shape = _shape(f, d["shape"], _at(path, "shape"), dims) if "shape" in d else ()
@@ -120,6 +130,9 @@ def _level(f: _File, value, path: str, below: int, outermost: bool) -> LinkLevel
         latency_s=_quantity(f, d["latency"], _at(path, "latency"), units.parse_time, positive=False),
         efficiency=_fraction(f, d.get("efficiency", 1.0), _at(path, "efficiency")),
         in_network_reduction=_flag(f, d.get("in_network_reduction", False), _at(path, "in_network_reduction")),
+        reduction_efficiency=_fraction(f, d.get("reduction_efficiency", 1.0), _at(path, "reduction_efficiency")),
+        reduction_latency_s=_quantity(f, d["reduction_latency"], _at(path, "reduction_latency"), units.parse_time,
+                                      positive=False) if "reduction_latency" in d else 0.0,
         shape=shape,
         wrap=_flag(f, d.get("wrap", True), _at(path, "wrap")),
         wrap_multiple=_count(f, d.get("wrap_multiple", 1), _at(path, "wrap_multiple")),
@@ -154,6 +167,37 @@ def _shape(f: _File, value, path: str, dims: int) -> tuple[int, ...]:
     if len(shape) != dims:
         raise f.error(path, f"{value!r} has {len(shape)} dimensions, the topology {dims}")
     return shape
+
+
+def _algorithms(f: _File, value, path: str) -> tuple[str, ...]:
+    names = _list(f, value, path)
+    for i, name in enumerate(names):
+        if name not in ALGORITHMS:
+            raise f.error(f"{path}[{i}]", f"{name!r} is not an algorithm; algorithms: {', '.join(ALGORITHMS)}")
+    if len(set(names)) != len(names):
+        raise f.error(path, f"{value!r}: name each algorithm once")
+    return tuple(sorted(names, key=ALGORITHMS.index))
+
+
+def _protocols(f: _File, value) -> tuple[Protocol, ...]:
+    """The library's protocols, e.g. [{name: ll, overhead: 6.6 us, efficiency: 0.38}, {name: simple, ...}]."""
+    out = []
+    for i, raw in enumerate(_list(f, value, "protocols")):
+        path = f"protocols[{i}]"
+        d = _mapping(f, raw, path, _PROTOCOL, _PROTOCOL_OPTIONAL)
+        scale = d.get("latency_scale", 1.0)
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
+            raise f.error(_at(path, "latency_scale"), f"{scale!r} is not a positive number (hop latency multiplier)")
+        out.append(Protocol(
+            name=_text(f, d["name"], _at(path, "name")),
+            overhead_s=_quantity(f, d["overhead"], _at(path, "overhead"), units.parse_time, positive=False),
+            latency_scale=float(scale),
+            efficiency=_fraction(f, d.get("efficiency", 1.0), _at(path, "efficiency")),
+            algorithms=_algorithms(f, d["algorithms"], _at(path, "algorithms")) if "algorithms" in d else ALGORITHMS,
+        ))
+        if out[-1].name in [p.name for p in out[:-1]]:
+            raise f.error(_at(path, "name"), f"{out[-1].name!r} is used twice")
+    return tuple(out)
 
 
 def _fraction(f: _File, value, path: str) -> float:

@@ -14,10 +14,15 @@ import math
 
 import numpy as np
 
-from accelsim.arch.system import Topology
+from accelsim.arch.system import ALGORITHMS, Topology
 from accelsim.comm.network import Network
-from accelsim.comm.rings import Job, flat_ring_unavailable, hierarchical, ring, torus
+from accelsim.comm.rings import MAX_PIECES, Job, flat_ring_unavailable, hierarchical, ring, torus
 
+# A tree pipelines in pieces small enough that 8 per level of depth are in flight, none under 32 KiB (NCCL's tree
+# chunk rule, src/enqueue.cc: halve the chunk while nBytes / chunk < depth * 8; LL chunks are 32 KiB): otherwise
+# a message under one chunk would cross every level store-and-forward.
+TREE_DEPTH_PIECES = 8
+TREE_MIN_PIECE = 32 << 10
 OPS = ("allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "sendrecv")
 BY_OP = {
     "allreduce": ("ring", "tree", "halving_doubling", "hierarchical", "torus", "nvls"),
@@ -27,7 +32,6 @@ BY_OP = {
     "broadcast": ("ring", "torus"),
     "sendrecv": ("direct",),
 }
-ALGORITHMS = ("ring", "tree", "halving_doubling", "hierarchical", "torus", "nvls", "direct")
 
 
 def available(op: str, net: Network) -> dict[str, str | None]:
@@ -65,7 +69,8 @@ def tree(job: Job) -> None:
         path.append(c)
         share.append(net.flows(c) / net.inside(level))
         depth.append(members - 1 if chain else math.ceil(math.log2(members)))
-    pieces = job.pieces(job.size)
+    pieces = max(job.pieces(job.size), min(MAX_PIECES, TREE_DEPTH_PIECES * sum(depth),
+                                            math.ceil(job.size / TREE_MIN_PIECE)))
     up = job.tb.add(tuple(path), np.full(pieces, job.size / pieces), None, tuple(share), tuple(depth), sum(depth))
     job.tb.add(tuple(path), np.full(pieces, job.size / pieces), up[:, None], tuple(share), tuple(depth), sum(depth))
 
@@ -116,9 +121,10 @@ def _partner(net: Network, distance: int) -> tuple[int, float, int]:
 
 
 def direct(job: Job) -> None:
-    """All-to-all: S/n to every peer, each over the level that separates the pair, all at once (on a torus,
-    along each dimension in turn, the busiest link's flows as the share). Send/recv: S to the next rank, over
-    the outermost level the slice crosses (the one pair that crosses it sets the time)."""
+    """All-to-all: S/n to every peer, each over the level that separates the pair (on a torus, along each
+    dimension in turn, the busiest link's flows as the share). Through a switch the peers are served one after
+    another (NCCL's point-to-point rounds), so a piece pays a hop per peer, the nearer level's first. Send/recv:
+    S to the next rank, over the outermost level the slice crosses (the one pair that crosses it sets the time)."""
     net = job.net
     n = net.slice.devices
     pieces = job.pieces(job.size / n if job.op == "alltoall" else job.size)
@@ -127,11 +133,13 @@ def direct(job: Job) -> None:
         c = net.first(net.active[-1])
         job.tb.add((c,), np.full(pieces, b), share=1.0 if len(net.active) > 1 else net.flows(c))
         return
+    after = None
     for level in net.active:
         inside, members = net.inside(level), net.participants(level)
         if level in net.egress:
             c = net.egress[level]
-            job.tb.add((c,), np.full(pieces, b * (members - 1) * inside / n), share=net.flows(c))
+            peers = (members - 1) * inside
+            after = job.tb.add((c,), np.full(pieces, b * peers / n), after, share=net.flows(c), hops=peers)[:, None]
             continue
         for d in net.dims[level]:
             own = b * inside * (members - members // d.size) / n / 2     # this device's bytes leaving along d, per way

@@ -19,7 +19,7 @@ from accelsim.arch.system import System, parse_shape
 from accelsim.arch.system_load import load_system
 from accelsim.arch.units import UnitError, parse_size
 from accelsim.comm.algorithms import ALGORITHMS, BY_OP, OPS, available, expand
-from accelsim.comm.network import Network, Transfers
+from accelsim.comm.network import Network, Transfers, protocols
 from accelsim.comm.result import CollectiveResult
 from accelsim.comm.rings import Job
 from accelsim.engine.links import bounds, simulate
@@ -42,27 +42,38 @@ def collective(op: str, system: str | os.PathLike | System, devices: int | None 
 def concurrent(system, ops: list[tuple], devices: int | None = None, *, slice=None,
                chunk=DEFAULT_CHUNK) -> list[CollectiveResult]:
     """Several collectives started together on the same devices, e.g. [("allreduce", "1 GiB", None),
-    ("allgather", "256 MiB", "ring")]: their transfers share the channels, so each slows the others."""
-    net = network(system, devices, slice)
+    ("allgather", "256 MiB", "ring")]: their transfers share the channels, so each slows the others. They run in
+    one protocol, the one whose estimates add up to the least (one collective: its fastest)."""
+    base = network(system, devices, slice)
     chunk_bytes = size_bytes(chunk, "chunk")
-    tb, spans, chosen = Transfers(), [], []
-    for op, size, algorithm in ops:
-        nbytes = size_bytes(size, "bytes")
-        name, estimates = choose(check_op(op), net, nbytes, algorithm, chunk_bytes)
+    asked = [(check_op(op), size_bytes(size, "bytes"), check_algorithm(op, base, algorithm))
+             for op, size, algorithm in ops]
+    plans = []
+    for protocol in protocols(base.system):
+        net = Network(base.system, base.slice, protocol)
+        chosen = [choose(op, net, nbytes, algorithm, chunk_bytes) for op, nbytes, algorithm in asked]
+        if all(chosen):
+            plans.append((sum(min(estimates.values()) for _, estimates in chosen), net, chosen))
+    if not plans:
+        wanted = ", ".join(f"{op} by {algorithm or 'any usable algorithm'}" for op, _, algorithm in asked)
+        names = "; ".join(f"{p.name} runs {', '.join(p.algorithms)}" for p in protocols(base.system))
+        raise UserError(f"{base.system.name}: no protocol runs {wanted} ({names})")
+    _, net, chosen = min(plans, key=lambda plan: plan[0])
+    tb, spans = Transfers(), []
+    for (op, nbytes, _), (name, _) in zip(asked, chosen):
         first = tb.count
         expand(name, Job(net, tb, op, nbytes, chunk_bytes))
         spans.append((first, tb.count))
-        chosen.append((op, nbytes, name, estimates))
     rows = tb.arrays()
     bandwidth, latency = net.arrays()
     start, end = simulate(bandwidth, latency, rows["path"], rows["share"], rows["hops"], rows["stages"],
                           rows["nbytes"], rows["dep"], np.zeros(tb.count), rows["piece"], float(chunk_bytes))
     assert (start >= 0).all(), "every transfer ran"
     results = []
-    for (op, nbytes, name, estimates), (lo, hi) in zip(chosen, spans):
-        seconds = net.system.overhead_s + (float(end[lo:hi].max()) if hi > lo else 0.0)
+    for (op, nbytes, _), (name, estimates), (lo, hi) in zip(asked, chosen, spans):
+        seconds = net.protocol.overhead_s + (float(end[lo:hi].max()) if hi > lo else 0.0)
         results.append(CollectiveResult(op, net.system.name, net.slice.devices, nbytes, name, seconds, hi - lo,
-                                        _channels(net, rows, lo, hi), estimates))
+                                        _channels(net, rows, lo, hi), estimates, net.protocol.name))
     return results
 
 
@@ -87,22 +98,36 @@ def network(system, devices: int | None, slice_) -> Network:
     return Network(system, system.fit(devices, shape))
 
 
-def choose(op: str, net: Network, size: int, algorithm: str | None, chunk: int) -> tuple[str, dict[str, float]]:
-    """The forced algorithm (checked), or the candidate with the smallest alpha-beta estimate (an earlier-listed
-    one unless a later one is TIE_MARGIN faster)."""
+def check_algorithm(op: str, net: Network, algorithm: str | None) -> str | None:
+    """`algorithm` if it names one that can run `op` on the slice (None: the tuner chooses); UserError if not."""
+    if algorithm is None:
+        return None
     options = available(op, net)
-    usable = [name for name, why in options.items() if why is None]
+    if algorithm not in ALGORITHMS:
+        close = difflib.get_close_matches(str(algorithm), ALGORITHMS, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UserError(f"unknown algorithm {algorithm!r}; {hint}algorithms: {', '.join(ALGORITHMS)}")
+    if algorithm not in options:
+        raise UserError(f"{op} has no {algorithm} algorithm; it has {', '.join(BY_OP[op])}")
+    if options[algorithm] is not None:
+        usable = [name for name, why in options.items() if why is None]
+        raise UserError(f"{algorithm} cannot run {op} on {net.system.name} with {net.slice.devices} devices: "
+                        f"{options[algorithm]}; usable: {', '.join(usable)}")
+    return algorithm
+
+
+def choose(op: str, net: Network, size: int, algorithm: str | None,
+           chunk: int) -> tuple[str, dict[str, float]] | None:
+    """In `net`'s protocol: the forced algorithm (None if the protocol does not run it), or, among those the
+    system's library chooses from (any usable one when none of those can run), the candidate with the smallest
+    alpha-beta estimate (an earlier-listed one unless a later one is TIE_MARGIN faster)."""
+    runs = net.protocol.algorithms
     if algorithm is not None:
-        if algorithm not in ALGORITHMS:
-            close = difflib.get_close_matches(str(algorithm), ALGORITHMS, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise UserError(f"unknown algorithm {algorithm!r}; {hint}algorithms: {', '.join(ALGORITHMS)}")
-        if algorithm not in options:
-            raise UserError(f"{op} has no {algorithm} algorithm; it has {', '.join(BY_OP[op])}")
-        if options[algorithm] is not None:
-            raise UserError(f"{algorithm} cannot run {op} on {net.system.name} with {net.slice.devices} devices: "
-                            f"{options[algorithm]}; usable: {', '.join(usable)}")
-        usable = [algorithm]
+        return (algorithm, {algorithm: estimate(op, net, size, algorithm, chunk)}) if algorithm in runs else None
+    usable = [name for name, why in available(op, net).items() if why is None and name in runs]
+    usable = [name for name in usable if name in net.system.algorithms] or usable
+    if not usable:
+        return None
     estimates = {name: estimate(op, net, size, name, chunk) for name in usable}
     best = usable[0]
     for name in usable[1:]:        # listed simplest first: a later one must win by TIE_MARGIN to be taken
@@ -112,13 +137,14 @@ def choose(op: str, net: Network, size: int, algorithm: str | None, chunk: int) 
 
 
 def estimate(op: str, net: Network, size: int, algorithm: str, chunk: int) -> float:
-    """NCCL-style alpha-beta time: overhead + the longest latency chain + the busiest channel's seconds."""
+    """NCCL-style alpha-beta time: the protocol's overhead + the longest latency chain + the busiest channel's
+    seconds."""
     tb = Transfers()
     expand(algorithm, Job(net, tb, op, size, chunk))
     rows = tb.arrays()
     bandwidth, latency = net.arrays()
     chain, load = bounds(bandwidth, latency, rows["path"], rows["share"], rows["hops"], rows["nbytes"], rows["dep"])
-    return net.system.overhead_s + chain + float(load.max(initial=0.0))
+    return net.protocol.overhead_s + chain + float(load.max(initial=0.0))
 
 
 def check_op(op: str) -> str:

@@ -2,7 +2,9 @@
 
 Every device of a homogeneous level behaves alike, so a collective is simulated for one device: its outgoing
 channels (one per switched level; one per direction of each torus dimension), each carrying the flows that
-share the physical link (two GPUs behind one NIC: 2). Incoming links carry the same load by symmetry.
+share the physical link (two GPUs behind one NIC: 2). Incoming links carry the same load by symmetry, except
+where a switch reduces and multicasts (NVLS): a device then receives what it did not send, so such a level also
+has the device's ingress channel, whose latency is the switch's reduction start-up.
 Invariant: a Network's channels are exactly the links the slice crosses; Transfers hands the engine rows whose
 dependencies point to earlier rows.
 """
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.arch.system import Slice, System
+from accelsim.arch.system import Protocol, Slice, System
 
 PATH = 3   # channels one transfer may cross at once (a chain through node, network and back)
 
@@ -39,28 +41,41 @@ class Dim:
     minus: int
 
 
-class Network:
-    """The channels of the representative device of `slice` on `system`."""
+def protocols(system: System) -> tuple[Protocol, ...]:
+    """The system's protocols; a System built without any has one that costs its overhead and scales nothing."""
+    return system.protocols or (Protocol("default", system.overhead_s),)
 
-    def __init__(self, system: System, slice_: Slice):
+
+class Network:
+    """The channels of the representative device of `slice` on `system`, as `protocol` (default: the system's
+    first) drives them: each level's payload rate times the protocol's efficiency, its hop latency times the
+    protocol's latency scale."""
+
+    def __init__(self, system: System, slice_: Slice, protocol: Protocol | None = None):
         self.system, self.slice = system, slice_
+        self.protocol = protocol or protocols(system)[0]
+        rate, hop = self.protocol.efficiency, self.protocol.latency_scale
         self.channels: list[Channel] = []
         self.egress: dict[int, int] = {}          # switched level -> its channel
+        self.ingress: dict[int, int] = {}         # switched level that reduces in the network -> its inward channel
         self.dims: dict[int, list[Dim]] = {}      # ring/torus level -> its dimensions of size > 1
         for i in slice_.active:
             level = system.levels[i]
             if level.topology.dims == 0:
                 ports = level.ports
-                self.egress[i] = self._add(level.name, i, level.payload_bytes_per_s * max(ports, 1.0),
-                                           level.latency_s, max(1.0, 1.0 / ports))
+                self.egress[i] = self._add(level.name, i, level.payload_bytes_per_s * max(ports, 1.0) * rate,
+                                           level.latency_s * hop, max(1.0, 1.0 / ports))
+                if level.in_network_reduction:
+                    self.ingress[i] = self._add(f"{level.name} in", i, level.payload_bytes_per_s * max(ports, 1.0)
+                                                * rate, level.reduction_latency_s, max(1.0, 1.0 / ports))
                 continue
-            per_direction = level.ports / (2 * level.topology.dims) * level.payload_bytes_per_s
+            per_direction = level.ports / (2 * level.topology.dims) * level.payload_bytes_per_s * rate
             self.dims[i] = []
             for axis, size in zip("xyz", slice_.shape[i]):
                 if size > 1:
                     name = f"{level.name} {axis}" if level.topology.dims > 1 else level.name
-                    plus = self._add(f"{name}+", i, per_direction, level.latency_s, 1.0)
-                    minus = self._add(f"{name}-", i, per_direction, level.latency_s, 1.0)
+                    plus = self._add(f"{name}+", i, per_direction, level.latency_s * hop, 1.0)
+                    minus = self._add(f"{name}-", i, per_direction, level.latency_s * hop, 1.0)
                     self.dims[i].append(Dim(size, level.wraps(size), plus, minus))
 
     def _add(self, name: str, level: int, bandwidth: float, latency: float, flows: float) -> int:

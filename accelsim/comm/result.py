@@ -21,8 +21,8 @@ BUS_FACTOR = {
 
 @dataclass(frozen=True)
 class CollectiveResult:
-    """One collective on one slice: its time and bandwidths, the algorithm that ran, and per channel of the
-    representative device the bytes it sent and the seconds it was busy."""
+    """One collective on one slice: its time and bandwidths, the algorithm (and protocol) that ran, and per channel
+    of the representative device the bytes it sent and the seconds it was busy."""
 
     op: str
     system: str
@@ -33,6 +33,7 @@ class CollectiveResult:
     transfers: int
     channels: dict[str, dict[str, float]] = field(default_factory=dict)   # name -> {"bytes", "busy_s"}
     estimates: dict[str, float] = field(default_factory=dict)             # algorithm -> alpha-beta seconds
+    protocol: str = ""                                                     # the library's protocol it ran in
 
     @property
     def algbw(self) -> float:
@@ -45,7 +46,7 @@ class CollectiveResult:
 
     def row(self) -> dict:
         return {"bytes": self.size, "seconds": self.seconds, "algbw": self.algbw, "busbw": self.busbw,
-                "algorithm": self.algorithm}
+                "algorithm": self.algorithm, "protocol": self.protocol}
 
     def to_dict(self) -> dict:
         return {"op": self.op, "system": self.system, "devices": self.devices, **self.row(),
@@ -53,9 +54,12 @@ class CollectiveResult:
 
 
 def table(results: list[CollectiveResult]) -> str:
-    """nccl-tests' columns: size, time, algbw, busbw, plus the algorithm that ran."""
-    lines = [f"{'bytes':>14} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}  algorithm"]
+    """nccl-tests' columns: size, time, algbw, busbw, plus the algorithm that ran and, where the system lists its
+    library's protocols, the protocol."""
+    protocols = any(r.protocol != "default" for r in results)
+    lines = [f"{'bytes':>14} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}  "
+             + (f"{'algorithm':<16} protocol" if protocols else "algorithm")]
     for r in results:
         lines.append(f"{r.size:>14,} {r.seconds * 1e6:>12.2f} {r.algbw / 1e9:>13.2f} {r.busbw / 1e9:>13.2f}  "
-                     f"{r.algorithm}")
+                     + (f"{r.algorithm:<16} {r.protocol}" if protocols else r.algorithm))
     return "\n".join(lines) + "\n"

@@ -8,7 +8,8 @@ A ring step of a piece waits for the previous step of the same piece: by symmetr
                 leaving the node at local rank r: the representative's lane 0 crosses the network
   hierarchical  reduce-scatter inside each level, inner to outer, then all-gather back out (the top level's
                 reduce-scatter + all-gather is its allreduce); `nvls` does the levels that reduce in the
-                switch with NVLink SHARP instead of a ring
+                switch with NVLink SHARP instead of a ring, and an allreduce's switched levels above them with
+                a tree (NCCL's NVLSTree)
   torus         TPU-style dimension-ordered rings: the buffer split into one part per dimension, part q
                 reducing along x, y, z rotated by q, so all six links of a chip are busy at once
 Invariant: for op in (allreduce, reducescatter, allgather) every device's egress carries at least the bytes
@@ -148,17 +149,27 @@ def hierarchical(job: Job, in_network: bool = False) -> None:
     network does its passes there when `in_network` (NVLS: each device pushes its data into the switch once and
     the switch multicasts the reduced shards)."""
     net = job.net
-    pieces = job.pieces(job.size / net.participants(net.active[0]))
+    reducing = [level for level in net.active if level in net.ingress] if in_network else []
+    inner = net.active[0]     # its passes move the largest steps: the whole piece through a switch, else 1/n of it
+    pieces = job.pieces(job.size if inner in reducing else job.size / net.participants(inner))
     full, buffer = {}, job.size / pieces
     for level in net.active:
         full[level] = buffer
         buffer /= net.participants(level)
     order = [("rs", level) for level in net.active] + [("ag", level) for level in reversed(net.active)]
     after = None
+    if reducing:    # the switch's start-up (multicast group, flags), once, before any piece moves
+        start = job.tb.add((net.ingress[reducing[0]],), 0.0, hops=1)
+        after = np.full((pieces, 1), start[0], np.int64)
     for kind, level in order:
-        if kind in job.passes:
-            reducing = in_network and net.system.levels[level].in_network_reduction
-            after = (_switch_pass if reducing else _ring_pass)(job, level, kind, full[level], after, pieces)
+        if kind not in job.passes:
+            continue
+        if level in reducing:
+            after = _switch_pass(job, level, kind, full[level], after, pieces)
+        elif reducing and job.op == "allreduce" and level in net.egress:
+            after = _tree_pass(job, level, kind, full[level], after, pieces)
+        else:
+            after = _ring_pass(job, level, kind, full[level], after, pieces)
 
 
 def _ring_pass(job: Job, level: int, kind: str, full: float, after, pieces: int):
@@ -178,12 +189,32 @@ def _ring_pass(job: Job, level: int, kind: str, full: float, after, pieces: int)
 
 
 def _switch_pass(job: Job, level: int, kind: str, full: float, after, pieces: int):
-    """NVLS: reduce-scatter pulls every device's copy of each shard through the switch (egress: the whole
-    buffer), all-gather stores a device's shard once and the switch multicasts it (egress: one shard). Two hops
-    each: the data, and the flag that tells the switch every contribution is in."""
-    c = job.net.egress[level]
-    nbytes = full if kind == "rs" else full / job.net.participants(level)
-    ids = job.tb.add((c,), np.full(pieces, nbytes), after, share=job.net.flows(c), hops=2)
+    """NVLS: reduce-scatter has the switch pull every device's copy of each shard (out: the whole buffer; in: the
+    device's reduced shard); all-gather stores a device's shard once and the switch multicasts it to all (out: one
+    shard; in: the whole buffer). Out and in are separate directions, so they overlap; both move at the level's
+    reduction efficiency. No hop latency: NCCL counts NVLS's latency as one figure, the level's reduction latency,
+    paid once at the start (tuning.cc: latency[NVLS] = hwLatencies[NVLINK][NVLS])."""
+    net = job.net
+    c, r = net.egress[level], net.ingress[level]
+    members = net.participants(level)
+    slow = 1.0 / net.system.levels[level].reduction_efficiency   # a byte through the adders holds a link this long
+    out, into = (full, full / members) if kind == "rs" else (full / members, full)
+    sent = job.tb.add((c,), np.full(pieces, out), after, share=net.flows(c) * slow, hops=0)
+    received = job.tb.add((r,), np.full(pieces, into), after, share=net.flows(r) * slow, hops=0)
+    return np.stack([sent, received], axis=1)
+
+
+def _tree_pass(job: Job, level: int, kind: str, full: float, after, pieces: int):
+    """NVLSTree across a switched level above an NVLS one: each device's reduced shard goes up a double binary
+    tree of the level's members (reduce-scatter) and its result comes down (all-gather). Per direction a member
+    sends its shard once (half as interior node of one tree, half as leaf of the other; with two members, half
+    in all); each piece crosses log2(members) hops, store and forward."""
+    net = job.net
+    c = net.egress[level]
+    members = net.participants(level)
+    depth = math.ceil(math.log2(members))
+    nbytes = full / 2 if members == 2 else full
+    ids = job.tb.add((c,), np.full(pieces, nbytes), after, share=net.flows(c), hops=depth, stages=depth)
     return ids[:, None]
 
 

@@ -19,7 +19,8 @@ def add_score_parser(group) -> argparse.ArgumentParser:
     p = group.add_parser("score", help="score validation datasets: the model's error against measured times, "
                          "per suite, against each suite's target")
     p.add_argument("paths", nargs="+", metavar="FILE", help="a dataset folder (measurements.csv, dataset.yaml, "
-                   "arch.yaml) or its measurements.csv")
+                   "arch.yaml) or its measurements.csv; or validation/collectives (published.csv, dataset.yaml), "
+                   "scored on nccl-tests' bus bandwidth")
     p.add_argument("--plot", metavar="OUT.png", help="write a log-log plot of predicted against measured times")
     p.add_argument("--as-recorded", action="store_true", help="score the CSV's predicted_s column instead of "
                    "predicting every case again with the current model on the dataset's arch.yaml")
@@ -28,11 +29,13 @@ def add_score_parser(group) -> argparse.ArgumentParser:
 
 
 def score_command(args) -> int:
+    from accelsim.validate import collectives
     from accelsim.validate.score import plot, score
 
     scores = score(args.paths, repredict=not args.as_recorded)
     for s in scores:
-        how = "as recorded" if not s.repredicted else "predicted again by the current model on its arch.yaml"
+        on = "the system presets, on busbw" if collectives.is_dataset(s.dataset.folder) else "its arch.yaml"
+        how = "as recorded" if not s.repredicted else f"predicted again by the current model on {on}"
         print(f"{s.dataset.name}: {len(s.dataset.rows)} cases, {how}")
         print(table(s.suites))
     misses = [m for s in scores for m in s.misses]

@@ -142,6 +142,18 @@ def test_an_unknown_system_gets_a_suggestion_and_the_list():
     ("    latency: 3 us\n", "    latency: 3 us\n    devices: 12\n", r"levels\[1\].devices: 12 must be a multiple of "
                                                                      r"the 8"),
     ("name: nvlink", "name: ib", r"levels\[1\].name: 'ib' is used twice"),
+    ("levels:\n", "algorithms: [ring, butterfly]\nlevels:\n",
+     r"algorithms\[1\]: 'butterfly' is not an algorithm; algorithms: ring, tree"),
+    ("levels:\n", "overhead: 5 us\nprotocols: [{name: ll, overhead: 6 us}]\nlevels:\n",
+     r"overhead: give the overhead of each protocol under `protocols`, not both"),
+    ("levels:\n", "protocols: [{name: ll, overhead: 6 us}, {name: ll, overhead: 8 us}]\nlevels:\n",
+     r"protocols\[1\].name: 'll' is used twice"),
+    ("levels:\n", "protocols: [{name: simple, overhead: 8 us, latency_scale: 0}]\nlevels:\n",
+     r"protocols\[0\].latency_scale: 0 is not a positive number"),
+    ("levels:\n", "protocols: [{name: ll, overhead: 6 us, efficiency: 1.5}]\nlevels:\n",
+     r"protocols\[0\].efficiency: 1.5 is not a fraction"),
+    ("    latency: 1 us\n", "    latency: 1 us\n    reduction_latency: 25 us\n",
+     r"levels\[0\].reduction_latency: '25 us' needs `in_network_reduction: true` on the level"),
     ("levels:\n", "levels: [\n", r"test.yaml: line \d+: YAML syntax error"),
 ])
 def test_mistakes_name_file_key_and_value(old, new, message):
