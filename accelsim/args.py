@@ -78,7 +78,9 @@ def many_devices(parser) -> None:
     many.add_argument("--devices", type=int, help="devices of the system to use (default: the system's default)")
     many.add_argument("--slice", metavar="AxBxC", help="a torus slice instead of --devices (tpu_v4_pod: 4x4x4)")
     many.add_argument("--parallel", metavar="PLAN", help="dp=..,tp=..,pp=..[,mb=..,schedule=1f1b|gpipe|interleaved,"
-                                                         "chunks=..,zero=0-3,sp=1] (default: data parallel over all)")
+                                                         "chunks=..,zero=0-3,sp=1] (default: data parallel over all); "
+                                                         "groups=2: tp=2 along the model's channel groups, AlexNet's "
+                                                         "two-GPU split of 2012 (LRN per device)")
 
 
 def on_many_devices(args, alone: dict) -> bool:

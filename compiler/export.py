@@ -94,7 +94,8 @@ def _model(graph: Graph, opset: int | None, sink: _Sink | None) -> onnx.ModelPro
     imports = [helper.make_opsetid("", graph.opset)] + [helper.make_opsetid(d, 1) for d in domains]
     model = helper.make_model(proto, opset_imports=imports, producer_name="accelsim")
     used = {graph.tensor(name).dtype for name in graph.tensors}
-    model.ir_version = max([helper.find_min_ir_version_for(imports)]
+    # A custom domain (the collectives' ai.accelsim.comm) has no IR version of its own: the standard domain's decides.
+    model.ir_version = max([helper.find_min_ir_version_for(imports, ignore_unknown=True)]
                            + [_MIN_IR_FOR_DTYPE.get(d, 0) for d in used])
     if opset is not None and opset != graph.opset:
         try:

@@ -15,7 +15,7 @@ from accelsim.out.parallel import ParallelTrainResult, Role
 from accelsim.parallel.groups import cost, groups, level_name
 from accelsim.parallel.plan import Plan, parse_plan
 from accelsim.parallel.schedule import simulate as schedule
-from accelsim.parallel.train import COLLECTIVE_OPS, _micro_batch, _partition, _shape, collective_size
+from accelsim.parallel.train import COLLECTIVE_OPS, _micro_batch, _partition, _shape, collective_size, places, transfer
 from accelsim.sim.build import build, simulate
 from accelsim.sim.model import load_model
 from compiler.dtypes import DType
@@ -47,7 +47,7 @@ def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | S
         if key not in simulated:
             simulated[key] = (simulate(build(shard, hw, batch=micro, dtype=target)), shard)
         result, shard = simulated[key]
-        seconds, comm = 0.0, {}
+        seconds, comm, placed, transfers = 0.0, {}, places(shard), []
         for op in result.ops:
             seconds += op.seconds
             kind = COLLECTIVE_OPS.get(op.op) if not tp.trivial else None
@@ -56,21 +56,23 @@ def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | S
                 seconds += priced.seconds
                 key_ = (kind, level_name(sys_, tp))
                 comm[key_] = comm.get(key_, 0.0) + priced.seconds * plan.microbatches
+                transfers.append(transfer(op, placed, kind, "forward", priced.seconds, tp.size))
         forward.append(seconds)
         sent.append(sum(stage.graph.tensors[t].nbytes for t in stage.sent))
         memory = liveness(shard, {n.name: "forward" for n in shard.nodes}, set(), set()).to_dict()
-        roles.append((stage, result, comm, memory))
+        roles.append((stage, result, comm, memory, transfers))
     hops = [_hop(sys_, by_kind, nbytes) for nbytes in sent[:-1]]
     timeline = schedule(forward, [0.0] * len(forward), hops, "gpipe", plan.microbatches, plan.chunks,
                         back=[0.0] * len(hops))
     out = []
-    for k, (stage, result, comm, memory) in enumerate(roles):
+    for k, (stage, result, comm, memory, transfers) in enumerate(roles):
         if k < len(hops) and hops[k]:
             comm[("sendrecv", level_name(sys_, by_kind["pp"]))] = hops[k] * plan.microbatches
         out.append(Role(stage=k, device=k % plan.pp, blocks=stage.blocks, result=result,
                         model_flops=2.0 * plan.microbatches * _macs(stage.graph, result, plan.tp) / plan.tp,
                         forward=forward[k] * plan.microbatches, backward=0.0, optimizer=0.0,
-                        bubble=timeline.bubble(k % plan.pp), exposed=0.0, communication=comm, memory=memory))
+                        bubble=timeline.bubble(k % plan.pp), exposed=0.0, communication=comm, memory=memory,
+                        collectives=transfers))
     out_shape = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
     return ParallelTrainResult(system=sys_.name, devices=plan.devices, plan=plan, roles=out,
                                pipeline_seconds=timeline.seconds, ends=list(timeline.end),

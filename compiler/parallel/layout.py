@@ -9,7 +9,7 @@ the op's output (the slice, the partial sum, or the whole); when no such layout 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -68,6 +68,7 @@ class Site:
     value: Callable[[str], np.ndarray | None]
     scale: Callable[[str], bool]              # the tensor is (or leads to) a quantiser's scale
     column: Callable[[Node, int], bool]       # whether to split this product's output features (may refuse)
+    grouped: bool = False                     # the model's channel groups are the split (AlexNet's two GPUs)
 
     def token_axis(self, shape: tuple[int, ...]) -> int | None:
         """Sequence parallelism's axis for an activation [batch, tokens, width]: the tokens, else the batch (a
@@ -81,6 +82,7 @@ class Site:
 class Decision:
     wants: list[Layout | None]    # per input, the layout it must arrive in (None: as it is)
     outs: list[Layout]
+    attrs: dict = field(default_factory=dict)   # attributes the rank's node takes instead (a grouped Conv's group)
 
 
 def decide(site: Site) -> Decision:
@@ -193,7 +195,7 @@ def view(site: Site) -> Decision:
     return Decision(wants, [S(b)])
 
 
-def _keep_split(site: Site, free: Callable[[int], bool], shift: Callable[[int], int] = lambda a: a) -> Decision:
+def keep_split(site: Site, free: Callable[[int], bool], shift: Callable[[int], int] = lambda a: a) -> Decision:
     """An op that works along some axes: a split on any other axis carries through (moved by `shift`)."""
     x = site.ins[0]
     wants: list[Layout | None] = [None] * len(site.ins)
@@ -210,7 +212,7 @@ def _keep_split(site: Site, free: Callable[[int], bool], shift: Callable[[int], 
 def softmax(site: Site) -> Decision:
     rank = len(site.in_shapes[0])
     axis = normalize_axis(site.node, int(site.node.attr("axis", -1 if site.opset >= 13 else 1)), rank)
-    return _keep_split(site, lambda a: a != axis if site.opset >= 13 else a < axis)
+    return keep_split(site, lambda a: a != axis if site.opset >= 13 else a < axis)
 
 
 def layer_norm(site: Site) -> Decision:
@@ -221,7 +223,7 @@ def layer_norm(site: Site) -> Decision:
         token = site.token_axis(site.in_shapes[0])
         if token is not None and token < axis and (x.kind == "P" or not site.static[0]):
             return Decision([S(token)] + [R] * (len(site.ins) - 1), [S(token)] * len(site.out_shapes))
-    return _keep_split(site, lambda a: a < axis)
+    return keep_split(site, lambda a: a < axis)
 
 
 def reduction(site: Site) -> Decision:
@@ -277,17 +279,17 @@ def slice_(site: Site) -> Decision:
         listed = None if not given else np.asarray(site.value(given)).reshape(-1).tolist()
         count = np.asarray(site.value(node.inputs[1])).size
     axes = {normalize_axis(node, int(a), rank) for a in (listed if listed is not None else range(count))}
-    return _keep_split(site, lambda a: a not in axes)
+    return keep_split(site, lambda a: a not in axes)
 
 
 def split(site: Site) -> Decision:
     axis = normalize_axis(site.node, int(site.node.attr("axis", 0)), len(site.in_shapes[0]))
-    return _keep_split(site, lambda a: a != axis)
+    return keep_split(site, lambda a: a != axis)
 
 
 def expand(site: Site) -> Decision:
     shift = len(site.out_shapes[0]) - len(site.in_shapes[0])
-    return _keep_split(site, lambda a: True, lambda a: a + shift)
+    return keep_split(site, lambda a: True, lambda a: a + shift)
 
 
 RULES: dict[str, Callable[[Site], Decision]] = {

@@ -5,7 +5,8 @@ Every tensor is replicated (R), split on an axis (S(a)) or a partial sum (P) (co
 with a weight whose activation is whole is column-parallel (weight and bias split on the output features); one whose
 activation is split on the summed axis is row-parallel (the weight split on its input features) and leaves a partial
 sum, all-reduced before anything that is not linear in it. Element-wise ops, head reshapes, transposes, attention's
-batched products and softmax keep the split; anything else runs replicated (correct, not parallel). A replicated
+batched products and softmax keep the split; convolutional layers split by channel (compiler/parallel/channels.py:
+AlexNet's two-GPU split, with `groups`); anything else runs replicated (correct, not parallel). A replicated
 tensor read by split computations enters through ParallelEnter (its gradient is all-reduced). With sequence
 parallelism the all-reduce becomes a reduce-scatter over the tokens and ParallelEnter an all-gather of them, so norms
 and residuals run on 1/tp of the tokens (of the batch where tp does not divide the tokens, ViT's 197; where it divides
@@ -18,7 +19,8 @@ the vocabulary, a pooler's features), except per-head tensors [batch, heads, tok
 cache): a rank keeps its own heads, as Megatron's inference keeps its cache. A head or classifier whose outputs tp
 does not divide stays whole; heads or an MLP width it does not divide are an error that names them.
 Invariant: the tp ranks' graphs (the same nodes, weights sliced by rank), run together, compute the model's outputs,
-and their training steps compute its gradients, each parameter's sliced as the parameter is.
+and their training steps compute its gradients, each parameter's sliced as the parameter is (with `groups`, those
+of the model with each LRN applied to each rank's channels alone, as cuda-convnet ran AlexNet).
 """
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ from compiler.errors import ModelError
 from compiler.graph import Graph, Node, Tensor
 from compiler.ops.base import COMM_DOMAIN
 from compiler.ops.shapes import infer_node, opdef
-from compiler.parallel.layout import ELEMENTWISE, PRODUCTS, REDUCTIONS, Layout, R, S, Site, decide
+from compiler.parallel.channels import decide
+from compiler.parallel.layout import ELEMENTWISE, PRODUCTS, REDUCTIONS, Layout, R, S, Site
 from compiler.train.autodiff import quantiser_scales
 from compiler.train.step import parameters
 
@@ -38,16 +41,29 @@ GROUP = "tp"
 PASS_THROUGH = ELEMENTWISE | REDUCTIONS | {"Softmax", "Transpose"}   # ops the column-parallel lookahead walks past
 
 
-def partition(graph: Graph, tp: int, sequence_parallel: bool = False, rank: int = 0) -> Graph:
-    """Rank `rank`'s graph of `graph` split `tp` ways (every rank's has the same nodes; weights differ by slice)."""
+def partition(graph: Graph, tp: int, sequence_parallel: bool = False, rank: int = 0, groups: bool = False) -> Graph:
+    """Rank `rank`'s graph of `graph` split `tp` ways (every rank's has the same nodes; weights differ by slice).
+    `groups`: split as the model's own channel groups say (AlexNet on two GPUs): every grouped convolution runs on
+    its ranks' groups (a group count `tp` does not divide is an error), and an LRN normalises each rank's channels
+    alone, as cuda-convnet did, instead of gathering them (compiler/parallel/channels.py)."""
     if isinstance(tp, bool) or not isinstance(tp, (int, np.integer)) or tp < 1:
         raise ModelError(f"{graph.source}: the tensor-parallel degree must be an integer >= 1, not {tp!r}")
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 0 <= rank < tp:
         raise ModelError(f"{graph.source}: rank {rank!r} is not one of the {tp} tensor-parallel ranks 0..{tp - 1}")
     if tp == 1:
         return copy.deepcopy(graph)
-    planned = _Pass(graph, int(tp), int(rank), sequence_parallel, weights={}).run().plan()
-    return _Pass(graph, int(tp), int(rank), sequence_parallel, weights=planned).run().out
+    if groups:
+        _check_groups(graph, int(tp))
+    planned = _Pass(graph, int(tp), int(rank), sequence_parallel, weights={}, groups=groups).run().plan()
+    return _Pass(graph, int(tp), int(rank), sequence_parallel, weights=planned, groups=groups).run().out
+
+
+def _check_groups(graph: Graph, tp: int) -> None:
+    for node in graph.nodes:
+        count = int(node.attr("group", 1)) if node.op == "Conv" else 1
+        if count > 1 and count % tp:
+            raise ModelError(f"{graph.source}: groups={tp} splits every layer as the model's channel groups do, but "
+                             f"{node.where()} has {count} groups, which {tp} devices cannot share out evenly")
 
 
 def split_axis(whole: tuple[int, ...], part: tuple[int, ...]) -> int | None:
@@ -60,8 +76,9 @@ class _Pass:
     """One walk over the source graph in order. `weights`: the layout each weight is stored in (the first walk, with
     none, records which layouts the nodes reading each weight ask for; `plan` turns that into the second's)."""
 
-    def __init__(self, src: Graph, tp: int, rank: int, sequence: bool, weights: dict[str, Layout]):
+    def __init__(self, src: Graph, tp: int, rank: int, sequence: bool, weights: dict[str, Layout], groups: bool):
         self.src, self.tp, self.rank, self.sequence, self.layouts = src, tp, rank, sequence, weights
+        self.groups = groups
         self.producer = src.producers()
         self.consumers: dict[str, list[Node]] = {}
         for node in src.nodes:
@@ -133,7 +150,7 @@ class _Pass:
                     [self.src.tensors[o].shape for o in node.outputs if o], [not n or n in self.static
                                                                               for n in node.inputs],
                     definition.value_inputs, self.tp, self.sequence, self.src.opset, self.src.value,
-                    lambda name: name in self.scales, self._column)
+                    lambda name: name in self.scales, self._column, self.groups)
         decision = decide(site)
         sharded = any(layout.sharded for layout in decision.outs)
         inputs = []
@@ -149,7 +166,7 @@ class _Pass:
         outs = dict(zip([o for o in node.outputs if o], decision.outs))
         inputs = self._local_shapes(node, inputs, outs)
         outputs = tuple(self._output_name(o, outs[o]) if o else o for o in node.outputs)
-        self._append(Node(node.name, node.op, tuple(inputs), outputs, dict(node.attrs), node.domain,
+        self._append(Node(node.name, node.op, tuple(inputs), outputs, {**node.attrs, **decision.attrs}, node.domain,
                           dict(node.resolved)))
         for o, local in zip(node.outputs, outputs):
             if o:
@@ -259,6 +276,8 @@ class _Pass:
 
     # -- whether a product's output features split: tp must divide the heads or MLP width it feeds ------------
     def _column(self, node: Node, features: int) -> bool:
+        if node.op == "Conv":
+            return features % self.tp == 0 and not self._tokens(node)
         found = self._unit(node)
         if found is None:        # a head or classifier: split when the degree divides it, else keep it whole
             return features % self.tp == 0
@@ -267,6 +286,18 @@ class _Pass:
             raise ModelError(f"{self.src.source}: tensor degree {self.tp} does not divide the {count} {what} of "
                              f"{where}")
         return True
+
+    def _tokens(self, node: Node) -> bool:
+        """Whether a convolution's maps are reshaped into tokens (ViT's patch embedding): the transformer after it
+        holds its residual stream whole, so the convolution stays whole too, as Megatron's does."""
+        todo = [node.outputs[0]]
+        while todo:
+            for reader in self.consumers.get(todo.pop(), []):
+                if reader.op in ("Reshape", "Transpose"):
+                    return True
+                if reader.op in ELEMENTWISE:
+                    todo.extend(o for o in reader.outputs if o)
+        return False
 
     def _unit(self, node: Node) -> tuple[str, int, str] | None:
         """What the column-parallel product's output becomes: (heads, count, scope) when a reshape splits it into

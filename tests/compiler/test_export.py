@@ -198,6 +198,23 @@ def test_scan_body_built_in_python_exports_as_a_graph_attribute():
         np.testing.assert_allclose(run_ir(lower(back), feeds)[name], expected[name], rtol=1e-6, atol=1e-6)
 
 
+def test_a_rank_graph_with_collectives_exports_in_their_own_domain(tmp_path):
+    """One rank of AlexNet split over two GPUs: its all-gathers are ops of the custom domain ai.accelsim.comm, which
+    has no IR version of its own (onnx's table knows only its standard domains)."""
+    from compiler import zoo
+    from compiler.ops.base import COMM_DOMAIN
+    from compiler.parallel.tensor import partition
+
+    whole = zoo.build("alexnet", batch=2, image=63, width=1 / 16, fc=32, classes=10)
+    rank = partition(whole, 2, groups=True)
+    model = to_model(rank)
+    assert {o.domain: o.version for o in model.opset_import} == {"": 17, COMM_DOMAIN: 1}
+    assert model.ir_version == to_model(whole).ir_version
+    assert [n.op_type for n in model.graph.node if n.domain == COMM_DOMAIN] == ["AllGather"] * 5
+    path = save_onnx(rank, tmp_path / "rank0.onnx")       # onnx's full checker reads it back
+    assert graphs_equal(rank, load_onnx(path)) == []
+
+
 @pytest.mark.parametrize("name, opset", [("cnn", 9), ("transformer", 13), ("transformer", 20),
                                          ("alexnet", 17)])
 def test_torch_exports_round_trip(tmp_path, name, opset):
