@@ -2,7 +2,8 @@
 AllReduce, AllGather, ReduceScatter, and the two local ops that mark where replicated data enters a sharded region:
 ParallelEnter (Megatron's "f": the identity forward, its gradient all-reduced backward) and Shard (this rank's
 slice of a replicated tensor: Megatron's "scatter", no communication). Every one has attributes `group` (a name:
-"tp", "dp"...) and `size` (ranks in the group); AllGather, ReduceScatter and Shard also `axis`.
+"tp", "dp"...) and `size` (ranks in the group); AllGather, ReduceScatter and Shard also `axis`; AllReduce
+`reduction`, sum (the default) or max (vocab-parallel cross-entropy's row maxima, NCCL's ncclMax).
 
 Invariant: a collective's value depends on every rank's input, so its `reference` refuses a single graph (the ranks
 run together in compiler.parallel.group.run_ranks, which calls `combine` with every rank's arguments); each lowers to
@@ -28,6 +29,7 @@ LOCAL = frozenset({"ParallelEnter", "Shard"})                           # these 
 # consumers are replicated (every rank computes the same thing from it, so each takes its slice of the gradient:
 # the logits gathered before the loss).
 GATHER_GRADS = ("reduce_scatter", "shard")
+REDUCTIONS = ("sum", "max")          # AllReduce's, the first the default
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,10 +110,17 @@ def _total(arrays: list[np.ndarray]) -> np.ndarray:
 
 @register("AllReduce", domain=COMM_DOMAIN)
 class AllReduce(CommOp):
-    """Every rank gets the sum of every rank's tensor."""
+    """Every rank gets the sum (reduction="max": the element-wise maximum) of every rank's tensor."""
+
+    def infer(self, node, ins, graph):
+        reduction = node.attr("reduction", REDUCTIONS[0])
+        if reduction not in REDUCTIONS:
+            raise fail(node, f"attribute reduction {reduction!r} must be one of {', '.join(REDUCTIONS)}")
+        return super().infer(node, ins, graph)
 
     def combine(self, node, args):
-        total = _total([a[0] for a in args])
+        arrays = [a[0] for a in args]
+        total = _total(arrays) if node.attr("reduction", REDUCTIONS[0]) == "sum" else np.maximum.reduce(arrays)
         return [[total.copy()] for _ in args]
 
 

@@ -259,7 +259,19 @@ def gather(site: Site) -> Decision:
         return Decision([None, R], [S(shifted)])
     if data.kind == "R" and indices.kind == "S":
         return Decision([None, None], [S(axis + indices.axis)])
+    if _vocabulary(site, axis):
+        return Decision([S(axis), R], [P])
     return Decision([R, R], [R])
+
+
+def _vocabulary(site: Site, axis: int) -> bool:
+    """A lookup of ids the model is given (not constant positions) in a weight table whose rows the degree divides
+    and which has at least as many rows as each row has entries (a vocabulary, not BERT's two token types): split
+    by its rows, each rank looking up its own (compiler/parallel/vocab.py), as Megatron's VocabParallelEmbedding."""
+    data, shape = site.ins[0], site.in_shapes[0]
+    rows = shape[axis]
+    return (site.static[0] and not site.static[1] and site.ins[1].kind == "R" and data in (R, S(axis))
+            and rows % site.tp == 0 and rows * rows >= math.prod(shape))
 
 
 def concat(site: Site) -> Decision:

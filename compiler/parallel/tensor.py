@@ -11,16 +11,21 @@ tensor read by split computations enters through ParallelEnter (its gradient is 
 parallelism the all-reduce becomes a reduce-scatter over the tokens and ParallelEnter an all-gather of them, so norms
 and residuals run on 1/tp of the tokens (of the batch where tp does not divide the tokens, ViT's 197; where it divides
 neither, that tensor stays as without sequence parallelism).
+A token embedding (a lookup of the model's ids in a table with at least as many rows as columns, rows the degree
+divides) is split by vocabulary rows, Megatron's VocabParallelEmbedding (compiler/parallel/vocab.py): each rank looks
+up the ids in its range, zeros elsewhere, and one all-reduce (reduce-scatter over the tokens) sums the ranks' rows.
 A weight is stored split when every node reading it wants the same split, else whole and sliced by a Shard (GPT-2's
-tied embedding: the lookup reads it whole, the LM head a vocabulary shard). A quantiser's scale over a split tensor is
+tied embedding is split by rows for both its lookup and its LM head). A quantiser's scale over a split tensor is
 the rank's own (BitNet's absmean of a weight shard, the absmax of a row-parallel input's features), so a BitNet split
 this way computes close to, not exactly, what it computes whole. Graph outputs are gathered whole (the logits over
-the vocabulary, a pooler's features), except per-head tensors [batch, heads, tokens, head_dim] (a decoder's KV
+the vocabulary, a pooler's features; a training step's cross-entropy reads the logits' shards instead and drops the
+gather, compiler/train/step.py), except per-head tensors [batch, heads, tokens, head_dim] (a decoder's KV
 cache): a rank keeps its own heads, as Megatron's inference keeps its cache. A head or classifier whose outputs tp
 does not divide stays whole; heads or an MLP width it does not divide are an error that names them.
-Invariant: the tp ranks' graphs (the same nodes, weights sliced by rank), run together, compute the model's outputs,
-and their training steps compute its gradients, each parameter's sliced as the parameter is (with `groups`, those
-of the model with each LRN applied to each rank's channels alone, as cuda-convnet ran AlexNet).
+Invariant: the tp ranks' graphs (the same nodes, weights sliced by rank, the lookup's first row the rank's own), run
+together, compute the model's outputs, and their training steps compute its gradients, each parameter's sliced as
+the parameter is (with `groups`, those of the model with each LRN applied to each rank's channels alone, as
+cuda-convnet ran AlexNet).
 """
 from __future__ import annotations
 
@@ -28,12 +33,14 @@ import copy
 
 import numpy as np
 
+from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.graph import Graph, Node, Tensor
 from compiler.ops.base import COMM_DOMAIN
 from compiler.ops.shapes import infer_node, opdef
 from compiler.parallel.channels import decide
 from compiler.parallel.layout import ELEMENTWISE, PRODUCTS, REDUCTIONS, Layout, R, S, Site
+from compiler.parallel.vocab import lookup
 from compiler.train.autodiff import quantiser_scales
 from compiler.train.step import parameters
 
@@ -116,8 +123,8 @@ class _Pass:
         return self
 
     def plan(self) -> dict[str, Layout]:
-        """A weight is stored split when every node that reads it asks for the same split; else whole (a tied
-        embedding: the lookup wants it whole, the LM head split, so the head reads a Shard of it)."""
+        """A weight is stored split when every node that reads it asks for the same split; else whole, and each
+        node asking for a split reads a Shard of it."""
         return {w: next(iter(asked)) for w, asked in self.requests.items()
                 if len(asked) == 1 and next(iter(asked)).kind == "S"}
 
@@ -166,11 +173,37 @@ class _Pass:
         outs = dict(zip([o for o in node.outputs if o], decision.outs))
         inputs = self._local_shapes(node, inputs, outs)
         outputs = tuple(self._output_name(o, outs[o]) if o else o for o in node.outputs)
-        self._append(Node(node.name, node.op, tuple(inputs), outputs, {**node.attrs, **decision.attrs}, node.domain,
-                          dict(node.resolved)))
+        rows_split = node.op == "Gather" and decision.outs[0].kind == "P"      # a lookup in a table split by rows
+        if rows_split:
+            self._lookup(node, inputs, outputs[0])
+        else:
+            self._append(Node(node.name, node.op, tuple(inputs), outputs, {**node.attrs, **decision.attrs},
+                              node.domain, dict(node.resolved)))
         for o, local in zip(node.outputs, outputs):
             if o:
                 self.env[o] = (local, outs[o])
+        if rows_split and node.outputs[0] not in self.src.outputs:
+            # reduced at once, as Megatron's: a partial sum carried into the residual stream would stay one through
+            # its additions and be all-reduced again before every norm and every layer reading it
+            token = site.token_axis(self.src.tensors[node.outputs[0]].shape)
+            want = R if token is None else S(token)
+            self.env[node.outputs[0]] = (self._convert(node.outputs[0], want, sharded=False), want)
+
+    def _lookup(self, node: Node, inputs: list[str], output: str) -> None:
+        """Megatron's vocabulary-parallel embedding (compiler/parallel/vocab.py): the Gather keeps its name, the
+        nodes around it are named after it."""
+        def emit(op: str, ins: list[str], what: str, output: str | None = None, **attrs) -> str:
+            name = self._fresh(f"{node.name}/{what}") if what else node.name
+            result = output or (name if what else self._fresh(f"{node.name}/rows"))
+            self._append(Node(name, op, tuple(ins), (result,), attrs))
+            return result
+
+        def const(what: str, value: np.ndarray, dtype: DType) -> str:
+            name = self._fresh(f"{node.name}/{what}")
+            self.out.weights[name] = np.asarray(value).astype(dtype.numpy)
+            self.out.tensors[name] = Tensor(name, tuple(np.shape(value)), dtype)
+            return name
+        lookup(self.src, node, inputs[0], inputs[1], output, self.rank, self.tp, emit, const)
 
     def _output_name(self, name: str, layout: Layout) -> str:
         """A graph output keeps its name where it is whole (or a kept per-head tensor); a split one is renamed and

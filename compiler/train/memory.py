@@ -40,6 +40,56 @@ def liveness(graph: Graph, phase: dict[str, str], grads: set[str], state: set[st
     """The step's peak memory. `phase`: node -> phase (TrainingStep.phase); `grads`: the parameters' gradient
     tensors; `state`: the optimizer's state weights (with an fp32 master copy, as ZeRO counts it);
     `accumulators`: gradient accumulation buffers (gradients, the whole step)."""
+    birth, death, category, sizes = _lifetimes(graph, phase, grads, state, accumulators)
+    end = len(graph.nodes)
+    # sweep: bytes born at i count from i, bytes dying at i count through i
+    delta = [0] * (end + 3)
+    for name, b in birth.items():
+        delta[b + 1] += sizes[name]
+        delta[death[name] + 2] -= sizes[name]
+    live, best, at = 0, -1, 0
+    for i in range(end + 1):
+        live += delta[i]
+        if i >= 1 and live > best:
+            best, at = live, i - 1
+    held = [(name, category[name], sizes[name]) for name in birth if birth[name] <= at <= death[name]]
+    by_category = {c: sum(b for _, cat, b in held if cat == c) for c in CATEGORIES}
+    node = graph.nodes[at] if graph.nodes else None
+    largest = sorted(held, key=lambda t: -t[2])[:top]
+    return Memory(peak=sum(by_category.values()), by_category=by_category, at=node.name if node else "",
+                  phase=phase.get(node.name, "") if node else "", largest=largest,
+                  saved=_saved(graph, phase, birth, death, category, sizes))
+
+
+def profile(graph: Graph, phase: dict[str, str], grads: set[str], state: set[str],
+            accumulators: set[str] = frozenset()) -> tuple[list[tuple[int, ...]], int]:
+    """Bytes live at each node, by category in CATEGORIES' order (the curve whose highest point `liveness` reports),
+    and the activations live when the backward pass starts (Memory.saved), from one pass over the lifetimes
+    (accelsim.parallel.blocks follows each node of a repeated block through stages of 2 and 3 blocks)."""
+    birth, death, category, sizes = _lifetimes(graph, phase, grads, state, accumulators)
+    column = {c: k for k, c in enumerate(CATEGORIES)}
+    delta = [[0] * len(CATEGORIES) for _ in range(len(graph.nodes) + 3)]
+    for name, b in birth.items():
+        delta[b + 1][column[category[name]]] += sizes[name]
+        delta[death[name] + 2][column[category[name]]] -= sizes[name]
+    live, curve = [0] * len(CATEGORIES), []
+    for i in range(len(graph.nodes) + 1):
+        live = [a + d for a, d in zip(live, delta[i])]
+        if i >= 1:
+            curve.append(tuple(live))
+    return curve, _saved(graph, phase, birth, death, category, sizes)
+
+
+def _saved(graph: Graph, phase: dict[str, str], birth: dict, death: dict, category: dict, sizes: dict) -> int:
+    """Activations live when the backward pass starts: those it keeps for its gradients."""
+    first = next((i for i, n in enumerate(graph.nodes) if phase.get(n.name) in ("backward", "recompute")), None)
+    return 0 if first is None else sum(sizes[name] for name in birth if category[name] == "activations"
+                                       and birth[name] < first <= death[name])
+
+
+def _lifetimes(graph: Graph, phase: dict[str, str], grads: set[str], state: set[str],
+               accumulators: set[str]) -> tuple[dict[str, int], dict[str, int], dict[str, str], dict[str, int]]:
+    """Each tensor's first and last node (-1: before the step; len(nodes): to its end), category and bytes."""
     alias = _aliases(graph)
     end = len(graph.nodes)
     birth: dict[str, int] = {}
@@ -69,26 +119,7 @@ def liveness(graph: Graph, phase: dict[str, str], grads: set[str], state: set[st
         root = alias.get(name, name)
         if root in death:
             death[root] = end
-    sizes = {name: graph.tensors[name].nbytes for name in birth}
-    # sweep: bytes born at i count from i, bytes dying at i count through i
-    delta = [0] * (end + 3)
-    for name, b in birth.items():
-        delta[b + 1] += sizes[name]
-        delta[death[name] + 2] -= sizes[name]
-    live, best, at = 0, -1, 0
-    for i in range(end + 1):
-        live += delta[i]
-        if i >= 1 and live > best:
-            best, at = live, i - 1
-    held = [(name, category[name], sizes[name]) for name in birth if birth[name] <= at <= death[name]]
-    by_category = {c: sum(b for _, cat, b in held if cat == c) for c in CATEGORIES}
-    node = graph.nodes[at] if graph.nodes else None
-    largest = sorted(held, key=lambda t: -t[2])[:top]
-    first = next((i for i, n in enumerate(graph.nodes) if phase.get(n.name) in ("backward", "recompute")), None)
-    saved = 0 if first is None else sum(sizes[name] for name in birth if category[name] == "activations"
-                                         and birth[name] < first <= death[name])
-    return Memory(peak=sum(by_category.values()), by_category=by_category, at=node.name if node else "",
-                  phase=phase.get(node.name, "") if node else "", largest=largest, saved=saved)
+    return birth, death, category, {name: graph.tensors[name].nbytes for name in birth}
 
 
 def _aliases(graph: Graph) -> dict[str, str]:

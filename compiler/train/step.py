@@ -18,11 +18,13 @@ import numpy as np
 
 from compiler.dtypes import DType
 from compiler.errors import ModelError
-from compiler.graph import Graph, Tensor
+from compiler.graph import Graph, Node, Tensor
+from compiler.ops.base import COMM_DOMAIN, normalize_axis
+from compiler.ops.reduce import AXES_INPUT_OPSET
 from compiler.ops.shapes import opdef
 from compiler.train import rules  # noqa: F401  (registers every gradient rule)
 from compiler.train.autodiff import Tape, backprop, differentiate
-from compiler.train.memory import Memory, liveness
+from compiler.train.memory import Memory, liveness, profile
 from compiler.train.modes import training_forward
 from compiler.train.recompute import MODES, recompute as rerun
 
@@ -83,9 +85,18 @@ class TrainingStep:
 
     def memory(self) -> Memory:
         """Peak memory over this step's schedule, by category (compiler.train.memory)."""
-        return liveness(self.graph, self.phase, set(self.grads.values()), {s for v in self.state.values() for s in v
-                                                                           if not s.startswith("accumulated/")},
-                        {s for v in self.state.values() for s in v if s.startswith("accumulated/")})
+        return liveness(self.graph, self.phase, *self._held())
+
+    def profile(self) -> tuple[list[tuple[int, ...]], int]:
+        """Bytes live at each node of the schedule by category, and the activations kept for the backward pass
+        (compiler.train.memory.profile)."""
+        return profile(self.graph, self.phase, *self._held())
+
+    def _held(self) -> tuple[set[str], set[str], set[str]]:
+        """The gradients, the optimizer's state and the gradient accumulators, as liveness counts them."""
+        state = {s for v in self.state.values() for s in v}
+        accumulated = {s for s in state if s.startswith("accumulated/")}
+        return set(self.grads.values()), state - accumulated, accumulated
 
 
 def parameters(graph: Graph) -> list[str]:
@@ -133,7 +144,7 @@ def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimiz
         grads = backprop(graph, seeds, wanted + received, tape)
     else:
         loss_name, labels = {"cross_entropy": _cross_entropy, "mse": _mse, "model": _own}[loss](tape, sent[0])
-        phase.update({node.name: "loss" for node in graph.nodes if node.name not in phase})
+        phase = {node.name: phase.get(node.name, "loss") for node in graph.nodes}    # the loss may drop a gather
         grads = differentiate(graph, loss_name, wanted + received, seed=loss_scale or 1.0, tape=tape)
     through = {i: grads.pop(i) for i in received if i in grads}
     phase.update({node.name: "backward" for node in graph.nodes if node.name not in phase})
@@ -214,12 +225,55 @@ def _cross_entropy(t: Tape, logits: str) -> tuple[str, str]:
                          f"the model's output {logits!r} is {t.dtype(logits).value} {list(shape)}")
     labels = _input(t.graph, "labels", shape[:-1], DType.int64)
     rows = math.prod(shape[:-1])
+    gather = _class_gather(t.graph, logits)
+    if gather is not None:           # the loss reads the rank's classes; the gather goes
+        t.graph.nodes.remove(gather)
+        del t.graph.tensors[logits]
+        logits = gather.inputs[0]
     if _narrow(t.dtype(logits)):     # the loss in fp32, as autocast computes it: a scaled gradient seed fits
         logits = t.node("Cast", [logits], to=DType.fp32.onnx)
-    scores = t.reshape(logits, (rows, shape[-1]))
+    scores = t.reshape(logits, (rows, t.shape(logits)[-1]))
     flat = t.reshape(labels, (rows,))
+    if gather is not None:
+        return _vocab_parallel(t, scores, flat, shape[-1], gather), labels
     loss, _ = t.node("SoftmaxCrossEntropyLoss", [scores, flat], outputs=2, reduction="mean")
     return loss, labels
+
+
+def _class_gather(graph: Graph, logits: str) -> Node | None:
+    """The AllGather that made the logits whole along their class axis (tensor parallelism's column-parallel head,
+    compiler.parallel.tensor), when nothing else reads what it gathered."""
+    node = graph.producers().get(logits)
+    if node is None or node.domain != COMM_DOMAIN or node.op != "AllGather":
+        return None
+    rank = len(graph.tensor(logits).shape)
+    if normalize_axis(node, int(node.attr("axis", 0)), rank) != rank - 1:
+        return None
+    return None if any(logits in n.inputs for n in graph.nodes) else node
+
+
+def _vocab_parallel(t: Tape, scores: str, labels: str, classes: int, gather: Node) -> str:
+    """Megatron-LM's vocab-parallel cross-entropy (Shoeybi et al. 2019, sec. 3), from this rank's columns of the
+    scores [rows, classes / ranks]: the mean over rows of log(sum_c exp(x_c - m)) - (x_label - m), m the row's
+    maximum, with three all-reduces over [rows, 1] (the maxima, the sums of exponentials, the label's shifted score,
+    which one rank holds and the others give as 0) where the whole loss would gather [rows, classes]. The rank's
+    classes are its Shard of 0..classes-1. No gradient passes through the maxima (comm rules: a max all-reduce)."""
+    group = {"group": gather.attr("group"), "size": int(gather.attr("size"))}
+
+    def per_row(op: str, x: str) -> str:
+        if t.graph.opset >= AXES_INPUT_OPSET[op]:
+            return t.node(op, [x, t.ints([1])], keepdims=1)
+        return t.node(op, [x], axes=[1], keepdims=1)
+
+    def all_reduce(x: str, **attrs) -> str:
+        return t.node("AllReduce", [x], domain=COMM_DOMAIN, **group, **attrs)
+    top = all_reduce(per_row("ReduceMax", scores), reduction="max")
+    shifted = t.node("Sub", [scores, top])
+    total = all_reduce(per_row("ReduceSum", t.node("Exp", [shifted])))
+    mine = t.node("Shard", [t.ints(np.arange(classes))], domain=COMM_DOMAIN, **group, axis=0)
+    hit = t.node("Equal", [t.reshape(labels, (t.shape(labels)[0], 1)), mine])
+    label = all_reduce(per_row("ReduceSum", t.node("Where", [hit, shifted, t.const(0, t.dtype(scores), "zero")])))
+    return t.node("ReduceMean", [t.node("Sub", [t.node("Log", [total]), label])], keepdims=0)
 
 
 def _own(t: Tape, output: str) -> tuple[str, None]:

@@ -3,7 +3,9 @@ sec. 3; Korthikanti et al. 2022, sec. 4.2.2).
 
 A tensor the ranks hold whole and compute with alike has the same gradient on every rank; a split one has its slice
 of the gradient on each. So: ParallelEnter (identity forward) all-reduces its gradient, the partial contributions of
-the split computations it feeds; AllReduce (forward) passes its gradient through; AllGather's gradient is
+the split computations it feeds; AllReduce (forward) passes its gradient through, except a max, which gives none
+(its one use, the row maxima a vocab-parallel softmax subtracts, shifts a value that does not depend on the shift,
+so the gradient through it is zero: Megatron's logits_max takes none either); AllGather's gradient is
 reduce-scattered along the same axis (or, with grad="shard", sliced: its readers computed alike on every rank);
 ReduceScatter's gradient is all-gathered; Shard's gradient is all-gathered.
 Invariant: every rule adds comm-domain nodes with the forward node's group and size, and no others.
@@ -25,7 +27,7 @@ def parallel_enter(t: Tape, node, dys, wants):
 
 @rule("AllReduce")
 def all_reduce(t: Tape, node, dys, wants):
-    return [dys[0]]
+    return [dys[0] if node.attr("reduction", "sum") == "sum" else None]
 
 
 @rule("AllGather")

@@ -1,10 +1,12 @@
-"""Gradient rules of element-wise ops: arithmetic with broadcasting, activations, rounding and casts.
+"""Gradient rules of element-wise ops: arithmetic with broadcasting, activations, rounding, casts and selection.
 
 A broadcast operand's gradient is summed back to its shape (Tape.sum_to). Round passes its gradient straight
 through (the straight-through estimator BitNet and the MatMul-free LM train their quantisers with), and so does a
 Clip of a Round's output: the estimator spans the whole quantiser, as `x + (q(x) - x).detach()` does in their
 reference code, so a latent weight beyond the ternary range still learns. Cast passes the gradient back in the
 input's float type; any other Clip, and Max, pass it where the input won, as PyTorch does (a tie in Max halves it).
+Where sends the gradient to the branch each element was taken from (zeros to the other); Exp's is dy * y, Log's
+dy / x.
 """
 from __future__ import annotations
 
@@ -40,6 +42,25 @@ def div(t: Tape, node, dys, wants):
     return [t.sum_to(t.node("Div", [dys[0], b]), t.shape(a)) if wants[0] else None,
             t.sum_to(t.node("DivisorGrad", [dys[0], node.outputs[0], b], training=True), t.shape(b))
             if wants[1] else None]
+
+
+@rule("Exp")
+def exp(t: Tape, node, dys, wants):
+    return [t.node("Mul", [dys[0], node.outputs[0]])]
+
+
+@rule("Log")
+def log(t: Tape, node, dys, wants):
+    return [t.node("Div", [dys[0], node.inputs[0]])]
+
+
+@rule("Where")
+def where(t: Tape, node, dys, wants):
+    condition, dy = node.inputs[0], dys[0]
+    zero = t.const(np.asarray(0), t.dtype(dy), "zero") if any(wants[1:]) else ""
+    branches = [[condition, dy, zero], [condition, zero, dy]]
+    return [None] + [t.sum_to(t.node("Where", branches[i]), t.shape(node.inputs[i + 1])) if want else None
+                     for i, want in enumerate(wants[1:])]
 
 
 @rule("Neg")

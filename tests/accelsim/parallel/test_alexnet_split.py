@@ -16,9 +16,12 @@ from compiler.errors import UserError
 BATCH = 128                         # the paper's batch
 FP32 = 4                            # a GTX 580 trains in fp32
 # what each forward all-gather moves, whole (nccl-tests' size), from the paper's layer sizes: pool2's 256 maps of
-# 13 x 13 into conv3, pool5's 6 x 6 x 256 into fc6, fc6's and fc7's 4096 into the next, the 1000 logits to the loss
+# 13 x 13 into conv3, pool5's 6 x 6 x 256 into fc6, fc6's and fc7's 4096 into the next
 GATHERS = [("pool2", "conv3", 256 * 13 * 13), ("flatten", "fc6", 6 * 6 * 256), ("drop6", "fc7", 4096),
-           ("drop7", "fc8", 4096), ("fc8", "loss/SoftmaxCrossEntropyLoss", 1000)]
+           ("drop7", "fc8", 4096)]
+# the loss reads each card's 500 logits and all-reduces one number per image three times: the maximum logit, the
+# sum of exponentials, the label's logit (vocab-parallel cross-entropy, compiler/train/step.py)
+LOSS = [("loss/ReduceMax", "loss/Sub"), ("loss/ReduceSum", "loss/Log"), ("loss/ReduceSum_1", "loss/Sub_1")]
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +44,12 @@ def test_the_pcie_transfers_fall_into_conv3_and_the_fully_connected_layers(two):
     collectives = two["roles"][0]["collectives"]
     forward = [c for c in collectives if c["phase"] == "forward"]
     assert [(c["collective"], c["after"], c["before"]) for c in forward] == \
-        [("allgather", after, before) for after, before, _ in GATHERS]
-    assert [c["bytes"] for c in forward] == [BATCH * n * FP32 for _, _, n in GATHERS]
-    # the backward pass reduce-scatters each gradient back to the card that owns the maps (the logits' gradient is
-    # sliced on each card: nothing to send); nothing crosses inside conv1-pool2 or conv3-pool5
+        [("allgather", after, before) for after, before, _ in GATHERS] + [("allreduce", *pair) for pair in LOSS]
+    assert [c["bytes"] for c in forward] == [BATCH * n * FP32 for _, _, n in GATHERS] + [BATCH * FP32] * len(LOSS)
+    # the backward pass reduce-scatters each gradient back to the card that owns the maps (the loss's gradient is
+    # each card's own logits': nothing to send); nothing crosses inside conv1-pool2 or conv3-pool5
     backward = [c for c in collectives if c["phase"] == "backward"]
-    assert sorted(c["node"] for c in backward) == sorted(f"{a}/AllGather/grad/ReduceScatter" for a, _, _ in GATHERS[:4])
+    assert sorted(c["node"] for c in backward) == sorted(f"{a}/AllGather/grad/ReduceScatter" for a, _, _ in GATHERS)
     grouped = {"conv1", "conv1_relu", "norm1", "pool1", "conv2", "conv2_relu", "norm2", "conv4", "conv4_relu", "conv5",
                "conv5_relu"}
     assert not any(c["after"].split("/")[0] in grouped or c["before"].split("/")[0] in grouped for c in collectives)

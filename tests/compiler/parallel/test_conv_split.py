@@ -130,10 +130,13 @@ def test_the_gpus_talk_only_into_conv3_and_the_fully_connected_layers():
     assert forward_collectives(rank) == [("AllGather", "pool2", "conv3"), ("AllGather", "flatten", "fc6"),
                                          ("AllGather", "drop6", "fc7"), ("AllGather", "drop7", "fc8"),
                                          ("AllGather", "fc8", "output")]
-    # the backward pass mirrors them: each gather's gradient reduce-scattered, the logits' sliced; nothing else
-    step = training_graph(rank).graph
-    backward = Counter(n.op for n in step.nodes if n.domain == COMM_DOMAIN and "/grad/" in n.name)
-    assert backward == Counter({"ReduceScatter": 4, "Shard": 1}), backward
+    # the loss reads each GPU's half of the logits instead (all-reduces over the images of their maxima, their sums
+    # of exponentials and the label's score), and the backward pass mirrors the other gathers: nothing else
+    step = training_graph(rank)
+    loss = [n for n in step.graph.nodes if n.domain == COMM_DOMAIN and step.phase[n.name] == "loss" and n.op != "Shard"]
+    assert [(n.op, step.graph.tensors[n.outputs[0]].shape) for n in loss] == [("AllReduce", (2, 1))] * 3
+    backward = Counter(n.op for n in step.graph.nodes if n.domain == COMM_DOMAIN and "/grad/" in n.name)
+    assert backward == Counter({"ReduceScatter": 4}), backward
     # the grouped layers run on their own GPU's maps: each rank's conv2, conv4, conv5 are ungrouped halves
     whole = model("alexnet")[0]
     for conv in ("conv2", "conv4", "conv5"):

@@ -205,13 +205,6 @@ def test_a_classifier_the_degree_does_not_divide_stays_whole():
                 and not LAYER.match(n.name)]
 
 
-def test_gpt2s_tied_embedding_stays_whole_and_its_head_reads_a_shard():
-    rank = ranks("gpt2", 2, False)[0]
-    assert rank.tensors["embed_tokens"].shape == (64, 32)
-    head = rank.node("lm_head")
-    assert rank.producers()[head.inputs[1]].op == "Shard"
-
-
 def test_bitnet_latent_splits_its_ternary_layers_with_per_shard_scales():
     """BitNet's training form: the fake-quantised MatMuls split like any other, but each rank quantises its own
     shard (the weight's absmean, a row-parallel input's absmax over its features), so the outputs differ from the
