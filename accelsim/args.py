@@ -95,3 +95,23 @@ def on_many_devices(args, alone: dict) -> bool:
         raise UserError(f"{', '.join(given)} do(es) not apply with --system: the system names the device, and "
                         f"micro-batches are the plan's mb=")
     return True
+
+
+def report_many(result, args) -> None:
+    """A step or batch on a system (accelsim.out.parallel), as `run` and `train` write it: --json, --csv, --trace,
+    the table (unless JSON or CSV goes to stdout) and --html."""
+    if args.json:
+        write(args.json, result.to_json())
+    if args.csv:
+        write(args.csv, result.to_csv())
+    if args.trace:
+        from accelsim.out.parallel_trace import write_parallel_trace
+
+        write_parallel_trace(result, args.trace)
+    quiet = "-" in (args.json, args.csv)
+    if not quiet:
+        print(result.table(), end="")
+    if args.html:
+        from accelsim.report.parallel_page import parallel_report
+
+        print(f"wrote {parallel_report(result, args.html)}", file=sys.stderr if quiet else sys.stdout)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from accelsim import __version__
 from accelsim.args import (check_outputs, many_devices, model_args, model_options, on_many_devices, positive,
-                           write)
+                           report_many, write)
 from accelsim.collective_cli import add_collective_parser
 from accelsim.explain.cli import add_explain_parser
 from accelsim.sweep.cli import add_sweep_parser
@@ -214,20 +214,7 @@ def _run_many(args) -> int:
 
     result = run_parallel(args.model, args.system, devices=args.devices, slice=args.slice, parallel=args.parallel,
                           batch=args.batch, dtype=args.dtype, **model_options(args))
-    if args.json:
-        write(args.json, result.to_json())
-    if args.csv:
-        write(args.csv, result.to_csv())
-    if args.trace:
-        from accelsim.out.parallel_trace import write_parallel_trace
-
-        write_parallel_trace(result, args.trace)
-    if "-" not in (args.json, args.csv):
-        print(result.table(), end="")
-    if args.html:
-        from accelsim.report.parallel_page import parallel_report
-
-        print(f"wrote {parallel_report(result, args.html)}")
+    report_many(result, args)
     return 0
 
 

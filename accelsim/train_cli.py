@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from accelsim.args import many_devices, model_args, model_options, on_many_devices, positive, write
+from accelsim.args import (many_devices, model_args, model_options, on_many_devices, positive, report_many,
+                           write)
 from compiler.train.step import DEFAULTS
 
 
@@ -81,19 +82,5 @@ def _train_many(args: argparse.Namespace) -> int:
                             batch=args.batch, optimizer=args.optimizer, dtype=args.dtype, loss=args.loss,
                             recompute=args.recompute, samples=args.samples, epochs=args.epochs,
                             dataset_size=args.dataset_size, tokens=args.tokens, **model_options(args))
-    if args.json:
-        write(args.json, result.to_json())
-    if args.csv:
-        write(args.csv, result.to_csv())
-    if args.trace:
-        from accelsim.out.parallel_trace import write_parallel_trace
-
-        write_parallel_trace(result, args.trace)
-    if "-" not in (args.json, args.csv):
-        print(result.table(), end="")
-    if args.html:
-        from accelsim.report.parallel_page import parallel_report
-
-        path = parallel_report(result, args.html)
-        print(f"wrote {path}", file=sys.stderr if "-" in (args.json, args.csv) else sys.stdout)
+    report_many(result, args)
     return 0
