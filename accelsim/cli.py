@@ -18,6 +18,7 @@ from accelsim.args import (check_outputs, many_devices, model_args, model_option
                            report_many, write)
 from accelsim.collective_cli import add_collective_parser
 from accelsim.explain.cli import add_explain_parser
+from accelsim.plan_cli import add_plan_parser
 from accelsim.sweep.cli import add_sweep_parser
 from accelsim.train_cli import add_train_parser
 from accelsim.validate.cli import add_cuda_parser, add_score_parser
@@ -137,6 +138,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_compare_parser(sub)
     add_train_parser(sub)
+    add_plan_parser(sub)
     add_collective_parser(sub)
     sub.add_parser("archs", help="list the hardware presets").set_defaults(handler=_archs)
     arch = sub.add_parser("arch", help="work with arch files").add_subparsers(dest="arch_command",

@@ -6,6 +6,7 @@ Weights may lack values (shape-only models): simulation never needs them, numeri
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -24,7 +25,7 @@ class Tensor:
 
     @property
     def elements(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return int(math.prod(self.shape))          # math.prod: a planner asks millions of times; np.prod is slower
 
     @property
     def nbytes(self) -> int:

@@ -10,6 +10,7 @@ slowest stage; nothing a device computes is priced outside the pipeline.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -64,10 +65,17 @@ def train_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike |
     by_kind = groups(plan.tp, plan.dp, plan.pp)
     update = Optimizer(optimizer, dict(settings or {}))
     simulated: set[tuple] = set()
+    shards: dict[tuple, Graph] = {}             # a uniform model's middle stages are partitioned once
     roles = []
     for stage in stages:
         last = stage.index == len(stages) - 1
-        shard = _partition(stage.graph, plan) if plan.tp > 1 else stage.graph
+        shard = stage.graph
+        if plan.tp > 1:
+            g = stage.graph
+            whole = (structure(g), tuple(g.tensors[t].shape for t in (*g.inputs, *g.outputs)))
+            if whole not in shards:
+                shards[whole] = _partition(g, plan)
+            shard = shards[whole]
         key = stage_key(shard, hw, compute, micro, plan.microbatches, update, loss if last else "stage", recompute,
                         fidelity, stage.index > 0)
         simulated.add(key)
@@ -96,7 +104,7 @@ def simulate_stage(key: tuple, shard: Graph) -> tuple:
     return _STAGES[key]
 
 
-STAGE_CACHE = 128                      # stage programs kept per process (a GPT-3 stage's Result is a few MB)
+STAGE_CACHE = 64                       # stage programs kept per process (a GPT-3 stage's Result is a few MB)
 _STAGES: dict[tuple, tuple] = {}
 
 
@@ -106,9 +114,15 @@ def assemble(sys_: System, plan: Plan, roles: list[dict], micro: int, per_sample
     reduction and each device's memory."""
     pp = groups(plan.tp, plan.dp, plan.pp)["pp"]
     hops = [_hop(sys_, pp, role) for role in roles[:-1]]
-    timeline = schedule([r["forward"] for r in roles], [r["backward"] for r in roles], hops, plan.schedule,
-                        plan.microbatches, plan.chunks)
+    timeline = _timeline(tuple(r["forward"] for r in roles), tuple(r["backward"] for r in roles), tuple(hops),
+                         plan.schedule, plan.microbatches, plan.chunks)
     return _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinct)
+
+
+@functools.lru_cache(maxsize=4096)
+def _timeline(forward: tuple, backward: tuple, hops: tuple, name: str, microbatches: int, chunks: int):
+    """The schedule's timeline, once for plans whose passes take the same times (ZeRO changes only what follows)."""
+    return schedule(list(forward), list(backward), list(hops), name, microbatches, chunks)
 
 
 def _sharded_weights(sys_: System, dp: Group, plan: Plan, role: dict) -> tuple[float, float]:
@@ -127,8 +141,16 @@ def _model_flops(whole: Graph, run, tp: int) -> float:
     if tp == 1:
         return run.model_flops
     mine = sum(op.macs for op in run.result.ops if run.phase_of[op.name] == "forward")
-    ours = sum(op.macs for op in compile_graph(whole, Options()).ops)
+    key = structure(whole)
+    if key not in _MACS:                        # a planner asks again for each plan sharing the stage
+        if len(_MACS) >= STAGE_CACHE:
+            _MACS.clear()
+        _MACS[key] = sum(op.macs for op in compile_graph(whole, Options()).ops)
+    ours = _MACS[key]
     return run.model_flops * ours / (tp * mine) if mine else run.model_flops
+
+
+_MACS: dict[tuple, int] = {}
 
 
 def _partition(graph: Graph, plan: Plan) -> Graph:

@@ -40,8 +40,11 @@ class Timeline:
 def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pricing = NATIVE) -> list[OpResult]:
     """Per-op results without a timeline, one op's Program in memory at a time. Ops run one after another
     with nothing overlapping across them, so an op simulated alone takes what it takes in sequence, and
-    ops with the same signature and mapping (a decoder's 32 identical layers) are simulated once."""
-    done: dict[tuple, OpResult] = {}
+    ops with the same signature and mapping (a decoder's 32 identical layers) are simulated once, in this
+    process: a planner's stage programs share most of their ops."""
+    done = _SIMULATED.setdefault((arch, pricing), {})
+    if len(done) > OP_CACHE:
+        done.clear()
     results, clock = [], 0
     for op in ir.ops:
         mapping = mappings.get(op.name)
@@ -54,6 +57,10 @@ def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pric
         results.append(replace(first, name=op.name, node=op.node, start_cycle=start))
         clock += first.cycles
     return results
+
+
+OP_CACHE = 100_000                                       # ops kept per (arch, pricing): a few hundred bytes each
+_SIMULATED: dict[tuple, dict[tuple, OpResult]] = {}
 
 
 def simulate(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pricing = NATIVE

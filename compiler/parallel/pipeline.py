@@ -92,8 +92,7 @@ def _stage_graph(graph: Graph, owner: dict[str, int], s: int, received: tuple, s
     weights = {w: v for w, v in graph.weights.items() if w in read}
     made = {o for n in nodes for o in n.outputs if o}
     outputs = list(sent) + [o for o in graph.outputs if o in made and o not in sent]
-    tensors = {name: t for name, t in graph.tensors.items()
-               if name in read or name in inputs or any(name in n.outputs for n in nodes)}
+    tensors = {name: t for name, t in graph.tensors.items() if name in read or name in inputs or name in made}
     return Graph(name=f"{graph.name}/stage{s}", inputs=inputs, outputs=outputs, nodes=nodes, tensors=tensors,
                  weights=weights, constants={k: v for k, v in graph.constants.items() if k in read}, opset=graph.opset,
                  source=f"{graph.source} (stage {s} of {pp})", import_body=graph.import_body)

@@ -1,0 +1,395 @@
+"""`search`: the planner, a search over parallel plans that, like the mapper, sees only a report function.
+
+The space: dp x tp x pp = the devices, the micro-batch count (a whole micro-batch), and for training the pipeline
+schedule (1F1B; interleaved with 2 chunks where the blocks divide), recomputation (none, selective, full) and the
+ZeRO stage (0-3, with dp above 1). A plan whose weights and optimizer state alone, from the model's own sizes, exceed a
+device is discarded unsimulated; the rest are priced by `report` (accelsim.parallel.blocks for a model of identical
+blocks, whose memory is known before it simulates; train_parallel or run_parallel otherwise), in a process pool.
+Invariant: every candidate is scored or discarded with its reason, and the same question gives the same answer in
+the same order (ties between plans broken by their text), whatever the pool does.
+"""
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+
+from accelsim.arch.system import System
+from accelsim.arch.system_load import load_system
+from accelsim.out.parallel import CATEGORIES
+from accelsim.out.plans import Discarded, PlanSearch, Scored, pareto
+from accelsim.parallel.blocks import Blocks, Setting, block_count
+from accelsim.parallel.groups import groups, level_name
+from accelsim.parallel.plan import Plan
+from accelsim.sim.model import load_model
+from accelsim.sim.train import STORED, _compute_dtype, _zoo_model, training_form
+from compiler.dtypes import DType
+from compiler.errors import UserError
+from compiler.parallel.pipeline import blocks
+from compiler.train import Optimizer, training_graph
+from compiler.train.recompute import MODES
+
+MAX_WORKERS = 8
+ZERO = (0, 1, 2, 3)
+POOL_FROM = 48                 # candidates to simulate before a process pool pays for starting its workers
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Candidate:
+    plan: Plan
+    recompute: str | None      # None for inference
+
+    @property
+    def text(self) -> str:
+        return self.plan.text() + (f" --recompute {self.recompute}" if self.recompute else "")
+
+    def micro(self, batch: int) -> int:
+        return batch // (self.plan.dp * self.plan.microbatches)
+
+    def fields(self, batch: int) -> dict:
+        p = self.plan
+        out = {"dp": p.dp, "tp": p.tp, "pp": p.pp, "mb": p.microbatches, "micro_batch": self.micro(batch),
+               "schedule": p.schedule, "chunks": p.chunks, "zero": p.zero, "sp": p.sp}
+        return out | ({"recompute": self.recompute} if self.recompute else {})
+
+
+@dataclass(frozen=True)
+class Question:
+    """What is asked, as every worker needs it."""
+
+    model: str
+    options: tuple             # the model's options as sorted (key, value) pairs
+    system: System
+    devices: int
+    batch: int
+    training: bool
+    compute: str
+    optimizer: str
+    fidelity: str
+    blocks: int | None         # identical blocks, when accelsim.parallel.blocks prices the model's stages
+
+
+def search(model: str, system: str | os.PathLike | System, *, devices: int | None = None, batch: int,
+           training: bool = True, optimizer: str = "sgd", dtype: str | None = None, top: int = 10,
+           workers: int | None = None, fidelity: str = "tile", recompute: tuple[str, ...] = MODES,
+           zero: tuple[int, ...] = ZERO, **model_options) -> PlanSearch:
+    """The plans for one training step (or, without `training`, one batch of inference) of `model` with global batch
+    `batch` on `devices` of `system`, ranked by step time; those that do not fit are discarded with their reason.
+    `recompute` and `zero` narrow the space to those recomputation modes and ZeRO stages."""
+    start = time.perf_counter()
+    sys_ = load_system(system)
+    n = sys_.fit(devices).devices
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        raise UserError(f"batch {batch!r}: must be a positive integer")
+    Optimizer(optimizer)                                     # an unknown one fails here, not in every worker
+    compute = _compute_dtype(sys_.device, dtype) if training else None
+    if _zoo_model(model) and compute is not None:
+        model_options.setdefault("dtype", STORED.get(compute, compute).value)
+    options = tuple(sorted(model_options.items()))
+    alike = block_count(str(model), model_options) if training else None
+    question = Question(str(model), options, sys_, n, batch, training, compute.value if compute else (dtype or ""),
+                        optimizer, fidelity, alike)
+    count = alike or len(blocks(load_model(model, batch=1, **training_form(model, dict(options)))))
+    for mode in recompute:
+        if mode not in MODES:
+            raise UserError(f"recompute mode {mode!r}: choose among {', '.join(MODES)}")
+    for stage in zero:
+        if stage not in ZERO:
+            raise UserError(f"ZeRO stage {stage!r}: choose among {', '.join(map(str, ZERO))}")
+    space = candidates(n, batch, count, training, tuple(recompute), tuple(zero))
+    if not space:
+        raise UserError(f"batch {batch} does not split over any data-parallel degree of {n} devices (dp x tp x pp = "
+                        f"{n}, and dp must divide the batch); use a batch that a divisor of {n} divides")
+    with _Pool(question, space, workers) as pool:       # its workers start while the bound is worked out here
+        bound = _state_bound(question, count)
+        kept, discarded, scored = [], [], []
+        for c in space:
+            need = bound(c.plan)
+            if need > sys_.device.memory[0].capacity_total:
+                discarded.append(Discarded(c.fields(batch), c.text, "weights and optimizer state",
+                                           f"the weights{' and optimizer state' * training} alone need at least "
+                                           f"{need / GIB:,.2f} GiB per device, of {_capacity(sys_) / GIB:,.2f} GiB"))
+            else:
+                kept.append(c)
+        for record in _evaluate(pool, question, kept):
+            (discarded if isinstance(record, Discarded) else scored).append(record)
+    if not scored and all(d.kind == "invalid" for d in discarded):
+        raise UserError(f"no plan can split {model}'s batch of {batch} over {n} devices of {sys_.name}: every one of "
+                        f"the {len(space)} candidates is invalid, e.g. {discarded[0].text}: {discarded[0].reason}")
+    scored.sort(key=lambda s: (s.seconds, s.text))
+    on_front = pareto(scored)
+    ranked = [replace(s, pareto=i in on_front) for i, s in enumerate(scored)]
+    discarded.sort(key=lambda d: d.text)
+    return PlanSearch(str(model), sys_.name, n, batch, training, len(space), ranked, discarded, top,
+                      time.perf_counter() - start, pool.workers)
+
+
+def candidates(devices: int, batch: int, count: int, training: bool, recompute: tuple[str, ...] = MODES,
+               zero: tuple[int, ...] = ZERO) -> list[Candidate]:
+    """Every plan of the space, in order of its text. `count`: the model's blocks (pp and 2 x pp must divide them)."""
+    out = []
+    for tp in _divisors(devices):
+        for pp in _divisors(devices // tp):
+            dp = devices // (tp * pp)
+            if (pp > 1 and count % pp) or batch % dp:
+                continue
+            for mb in _divisors(batch // dp):
+                base = Plan(dp=dp, tp=tp, pp=pp, mb=mb)
+                if not training:
+                    out.append(Candidate(base, None))
+                    continue
+                schedules = [base]
+                if pp > 1 and count % (2 * pp) == 0 and mb % pp == 0:    # Megatron's interleaving needs mb % pp == 0
+                    schedules.append(replace(base, schedule="interleaved", chunks=2))
+                for plan in schedules:
+                    for stage in sorted({z if dp > 1 else 0 for z in zero}):   # ZeRO shards over dp: none at 1
+                        out += [Candidate(replace(plan, zero=stage), r) for r in recompute]
+    return sorted(out, key=lambda c: c.text)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _capacity(sys_: System) -> int:
+    return sys_.device.memory[0].capacity_total
+
+
+def _state_bound(question: Question, count: int):
+    """plan -> bytes a device holds at least: the whole model's weights (and optimizer state), as liveness counts
+    them, over tp x pp (a device holds at least its share: replicated layers and tied weights only add), and over dp
+    where ZeRO shards them."""
+    weights, state = _state(question, count)
+
+    def bound(plan: Plan) -> int:
+        share = plan.tp * plan.pp
+        return (weights // share) // (plan.dp if plan.zero >= 3 else 1) + \
+            (state // share) // (plan.dp if plan.zero >= 1 else 1)
+    return bound
+
+
+def _state(question: Question, count: int) -> tuple[int, int]:
+    """The whole model's weights and optimizer state in bytes (one device, no plan)."""
+    options = dict(question.options)
+    if not question.training:
+        graph = load_model(question.model, batch=1, **options)
+        return sum(graph.tensors[w].nbytes for w in graph.weights if w not in graph.constants), 0
+    if question.blocks is not None:        # a Blocks of its own: the workers' start with nothing worked out
+        plan, report = Plan(), _blocks(question, cached=False)
+        memory = report.device_memory(plan, report.stage_memory(plan, "none", 1))
+    else:                   # the model whole, one device: its memory from liveness, nothing simulated
+        graph = load_model(question.model, batch=1, **training_form(question.model, options))
+        graph.outputs = graph.outputs[:1]
+        memory = training_graph(graph, optimizer=Optimizer(question.optimizer)).memory().to_dict()
+    return memory["weights"], memory["optimizer"]
+
+
+# -- evaluation: in this process or a pool; each worker keeps its caches -------------------------------------------
+_BLOCKS: dict[Question, Blocks] = {}
+
+
+def _blocks(question: Question, cached: bool = True) -> Blocks:
+    if question not in _BLOCKS or not cached:
+        setting = Setting(question.model, tuple((k, v) for k, v in question.options if k != "layers"),
+                          question.system, DType.parse(question.compute), Optimizer(question.optimizer),
+                          "cross_entropy")
+        if not cached:
+            return Blocks(setting, question.blocks)
+        _BLOCKS[question] = Blocks(setting, question.blocks)
+    return _BLOCKS[question]
+
+
+class _Pool:
+    """Tasks run in this process, or in a spawn-started process pool kept for the whole search."""
+
+    def __init__(self, question: Question, space: list[Candidate], workers: int | None):
+        self.question = question
+        tasks = len({c.plan.tp for c in space})
+        wanted = min(workers or min(os.cpu_count() or 1, MAX_WORKERS), max(tasks, 1))
+        if workers is None and len(space) < POOL_FROM:
+            wanted = 1
+        self.workers = max(wanted, 1)
+        self._pool = None
+        if self.workers > 1:
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+            for _ in range(self.workers):
+                self._pool.submit(_blocks if question.blocks is not None else _started, question)
+
+    def __enter__(self) -> _Pool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
+    def each(self, work, jobs: list[list[int]], items: list):
+        """(job, work(question, its items)) for each job (a list of indices into `items`), as they finish."""
+        if self._pool is None:
+            for job in jobs:
+                yield job, work(self.question, [items[i] for i in job])
+            return
+        futures = {self.submit(work, [items[i] for i in job]): n for n, job in enumerate(jobs)}
+        for future in as_completed(futures):
+            yield jobs[futures[future]], future.result()
+
+    def submit(self, work, items: list):
+        """work(question, items) started in a worker (here: done now), as something with .result()."""
+        if self._pool is None:
+            return _Done(work(self.question, items))
+        return self._pool.submit(work, self.question, items)
+
+
+def _started(question: Question) -> None:
+    """Nothing: a worker started (and its imports done) while the search is set up."""
+
+
+@dataclass(frozen=True)
+class _Done:
+    value: list
+
+    def result(self) -> list:
+        return self.value
+
+
+def _evaluate(pool: _Pool, question: Question, kept: list[Candidate]) -> list:
+    """Each kept candidate scored or discarded. A model of identical blocks in two rounds: its memory, per tp (the
+    liveness of each tp's stages once), then the plans that fit simulated, per tp and micro-batch (the same ops),
+    each tp's as soon as its memory is known."""
+    records: list = [None] * len(kept)
+    blocks_ = question.blocks is not None and question.training
+    second = []
+    for job, out in pool.each(measure, _groups(range(len(kept)), lambda i: kept[i].plan.tp), kept):
+        for i, record in zip(job, out):
+            records[i] = record
+        if blocks_:
+            fit = [i for i in job if not isinstance(records[i], Discarded)]
+            for group in _groups(fit, lambda i: kept[i].micro(question.batch)):
+                second.append((group, pool.submit(score, [(kept[i], records[i]) for i in group])))
+    for group, future in second:
+        for i, record in zip(group, future.result()):
+            records[i] = record
+    return records
+
+
+def _groups(indices, key) -> list[list[int]]:
+    """The indices grouped by key, the biggest group first (then in order of first appearance)."""
+    groups_: dict = {}
+    for i in indices:
+        groups_.setdefault(key(i), []).append(i)
+    return sorted(groups_.values(), key=lambda g: -len(g))
+
+
+def measure(question: Question, task: list[Candidate]) -> list:
+    """Each candidate discarded, or its stages' memory (a model of identical blocks, before simulating), or scored.
+    The most recomputed first, with gradient accumulation first: what their liveness shows bounds the others'."""
+    out: list = [None] * len(task)
+    for j in sorted(range(len(task)), key=lambda j: _first(task[j])):
+        c = task[j]
+        try:
+            if question.blocks is not None and question.training:
+                report, micro = _blocks(question), c.micro(question.batch)
+                floor = report.floor(c.plan, c.recompute, micro)
+                if floor is not None and floor["peak"] > floor["capacity"]:
+                    out[j] = _over(question, c, floor, "at least ")
+                    continue
+                stages = report.stage_memory(c.plan, c.recompute, micro)
+                out[j] = _over(question, c, report.device_memory(c.plan, stages)) or stages
+            else:
+                result = _simulate(question, c)
+                out[j] = _over(question, c, result.memory) or _scored(question, c, result.memory, result)
+        except UserError as error:          # tp not dividing the heads, say: the partition pass names the value
+            out[j] = Discarded(c.fields(question.batch), c.text, "invalid", f"invalid: {error}")
+    return out
+
+
+def _first(c: Candidate) -> tuple:
+    return -MODES.index(c.recompute) if c.recompute else 0, c.plan.microbatches == 1, c.text
+
+
+def score(question: Question, task: list[tuple[Candidate, list]]) -> list[Scored]:
+    """Each candidate that fits, simulated from its stages of 1 and 2 blocks (accelsim.parallel.blocks)."""
+    out = []
+    for c, stages in task:
+        report = _blocks(question)
+        result = report.result(c.plan, c.recompute, c.micro(question.batch), question.fidelity, stages)
+        out.append(_scored(question, c, report.device_memory(c.plan, stages), result))
+    return out
+
+
+def _over(question: Question, c: Candidate, memory: dict, least: str = "") -> Discarded | None:
+    if memory["peak"] <= memory["capacity"]:
+        return None
+    largest = sorted(((memory[k], k) for k in CATEGORIES), reverse=True)[:2]
+    return Discarded(c.fields(question.batch), c.text, "over capacity",
+                     f"device {memory['device']} (pipeline position) needs {least}{memory['peak'] / GIB:,.2f} GiB at "
+                     f"its peak, of {memory['capacity'] / GIB:,.2f} GiB; largest: "
+                     f"{', '.join(f'{k} {least}{b / GIB:,.2f} GiB' for b, k in largest)}")
+
+
+def _scored(question: Question, c: Candidate, memory: dict, result) -> Scored:
+    return Scored(c.fields(question.batch), c.text, result.seconds, result.mfu(), dict(memory),
+                  bottleneck(result, question.system))
+
+
+def _simulate(question: Question, c: Candidate):
+    """The step simulated whole: train_parallel, or run_parallel for inference."""
+    options = dict(question.options)
+    if not question.training:
+        from accelsim.parallel.run import run_parallel
+        return run_parallel(question.model, question.system, devices=question.devices, parallel=c.plan,
+                            batch=question.batch, dtype=question.compute or None, **options)
+    from accelsim.parallel.train import train_parallel
+    return train_parallel(question.model, question.system, devices=question.devices, parallel=c.plan,
+                          batch=question.batch, optimizer=question.optimizer, dtype=question.compute,
+                          recompute=c.recompute, fidelity=question.fidelity, **options)
+
+
+def bottleneck(result, sys_: System) -> str:
+    """What the slowest device spends the step on, in words: its largest share, then the next."""
+    slowest = max(range(len(result.ends)), key=result.device_seconds)
+    mine = [r for r in result.roles if r.device == slowest]
+    mb = result.plan.microbatches
+    tp: dict[str, float] = {}
+    for r in mine:
+        for t in r.collectives:
+            tp[t["collective"]] = tp.get(t["collective"], 0.0) + t["seconds"] * (1 if t["phase"] == "optimizer" else mb)
+        if not result.training and not r.collectives:
+            for (op, _), s in r.communication.items():
+                if op != "sendrecv":
+                    tp[op] = tp.get(op, 0.0) + s
+    step = result.device_seconds(slowest) or 1.0
+    tp_phase = {p: sum(t["seconds"] * mb for r in mine for t in r.collectives if t["phase"] == p)
+                for p in ("forward", "backward")}
+    if not result.training:
+        tp_phase["forward"] = sum(tp.values())
+    level = level_name(sys_, groups(result.plan.tp, result.plan.dp, result.plan.pp)["tp"])
+    dp_level = level_name(sys_, groups(result.plan.tp, result.plan.dp, result.plan.pp)["dp"])
+    named = sorted(tp, key=lambda k: -tp[k])
+    shares = {
+        "forward": sum(r.forward for r in mine) - tp_phase["forward"],
+        "backward": sum(r.backward for r in mine) - tp_phase["backward"],
+        "tp": sum(tp.values()),
+        "bubble": mine[0].bubble,
+        "exposed": sum(r.exposed for r in mine),
+        "optimizer": sum(r.optimizer for r in mine),
+    }
+    words = {
+        "forward": lambda p: f"compute-bound: forward {p:.0%}",
+        "backward": lambda p: f"compute-bound: backward {p:.0%}",
+        "tp": lambda p: f"tensor-parallel {'/'.join(_SPOKEN.get(k, k) for k in named)} on {level} {p:.0%} of the step",
+        "bubble": lambda p: f"pipeline bubble {p:.0%} of the step",
+        "exposed": lambda p: f"exposed data-parallel reduction on {dp_level} {p:.0%} of the step",
+        "optimizer": lambda p: f"optimizer update {p:.0%} of the step",
+    }
+    first, second = sorted(shares, key=lambda k: (-shares[k], k))[:2]
+    text = words[first](shares[first] / step)
+    if shares[second] > 0.1 * step:
+        text += f" (then {words[second](shares[second] / step).replace('compute-bound: ', '')})"
+    return text
+
+
+_SPOKEN = {"allreduce": "all-reduce", "allgather": "all-gather", "reducescatter": "reduce-scatter"}

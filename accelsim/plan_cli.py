@@ -1,0 +1,70 @@
+"""`accelsim plan`: search the parallel plans of a model on a system of devices (data, tensor and pipeline degrees,
+micro-batches, and for training the schedule, recomputation and ZeRO stage); the best by step time, the Pareto front
+of time and memory, and every discarded plan's reason (the API is accelsim/parallel/search.py)."""
+from __future__ import annotations
+
+import argparse
+
+from accelsim.args import model_args, model_options, positive, write
+from compiler.errors import UserError
+from compiler.train.step import DEFAULTS
+
+RECOMPUTE, ZERO = "none,selective,full", "0,1,2,3"
+
+
+def add_plan_parser(sub) -> None:
+    p = sub.add_parser("plan", help="search parallel plans (dp, tp, pp, micro-batches, schedule, recomputation, "
+                                    "ZeRO) for a model on a system of devices and rank them by step time")
+    model_args(p, default=None)
+    p.add_argument("--system", required=True, help="a system of devices (see `accelsim archs`): dgx_a100, dgx_h100, "
+                                                   "gtx580x2, tpu_v4_pod, or a YAML file")
+    p.add_argument("--devices", type=int, help="devices of the system to use (default: the system's default)")
+    p.add_argument("--train", action="store_true", help="plan a training step (default: one batch of inference, "
+                                                        "which searches tp, pp, dp and micro-batches only)")
+    p.add_argument("--optimizer", default="sgd", choices=sorted(DEFAULTS),
+                   help="with --train: sgd (momentum 0.9) or adamw (default: sgd)")
+    p.add_argument("--dtype", help="compute dtype: bf16, fp16, fp8, tf32 or fp32 (default: the device's, bf16 first)")
+    p.add_argument("--recompute", default=RECOMPUTE, metavar="MODES",
+                   help="with --train: the recomputation modes searched, comma-separated (default: "
+                        "none,selective,full)")
+    p.add_argument("--zero", default=ZERO, metavar="STAGES",
+                   help="with --train: the ZeRO stages searched, comma-separated (default: 0,1,2,3)")
+    p.add_argument("--top", type=int, default=10, metavar="K", help="plans shown, fastest first (default 10); the "
+                                                                    "Pareto front of time and memory is shown as well")
+    p.add_argument("--workers", type=int, metavar="W", help="processes simulating plans (default: the CPUs, at most "
+                                                            "8; small searches run in this process)")
+    p.add_argument("--fidelity", default="tile", choices=["tile", "roofline"],
+                   help="tile (the default, as `accelsim train`) or roofline (faster, a lower bound)")
+    p.add_argument("--json", metavar="FILE", help="write the search as JSON ('-' for stdout): every plan shown and "
+                                                  "every discarded plan with its reason")
+    p.set_defaults(handler=_plan)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from accelsim.parallel.search import search
+
+    for name in ("batch", "devices", "top", "workers", "seq"):
+        positive(name, getattr(args, name))
+    given = [flag for flag, value, default in (("--optimizer", args.optimizer, "sgd"),
+                                                ("--recompute", args.recompute, RECOMPUTE),
+                                                ("--zero", args.zero, ZERO)) if value != default]
+    if given and not args.train:
+        raise UserError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to a training step: add --train")
+    if args.batch is None:
+        raise UserError("accelsim plan needs --batch: the global batch the plans split over dp and micro-batches")
+    found = search(args.model, args.system, devices=args.devices, batch=args.batch, training=args.train,
+                   optimizer=args.optimizer, dtype=args.dtype, top=args.top, workers=args.workers,
+                   fidelity=args.fidelity, recompute=_list(args.recompute, str, "--recompute"),
+                   zero=_list(args.zero, int, "--zero"), **model_options(args))
+    if args.json:
+        write(args.json, found.to_json())
+    if args.json != "-":
+        print(found.table(), end="")
+    return 0
+
+
+def _list(text: str, kind, flag: str) -> tuple:
+    try:
+        return tuple(kind(item) for item in text.replace(" ", "").split(",") if item)
+    except ValueError:
+        raise UserError(f"{flag} {text!r}: expected a comma-separated list") from None
