@@ -35,6 +35,9 @@ def add_plan_parser(sub) -> None:
                                                             "8; small searches run in this process)")
     p.add_argument("--fidelity", default="tile", choices=["tile", "roofline"],
                    help="tile (the default, as `accelsim train`) or roofline (faster, a lower bound)")
+    p.add_argument("--exhaustive", action="store_true",
+                   help="simulate every plan that fits (by default a plan whose lower bound puts it behind the best "
+                        "--top and off the Pareto front is left unsimulated: the plans shown are the same)")
     p.add_argument("--json", metavar="FILE", help="write the search as JSON ('-' for stdout): every plan shown and "
                                                   "every discarded plan with its reason")
     p.set_defaults(handler=_plan)
@@ -55,7 +58,7 @@ def _plan(args: argparse.Namespace) -> int:
     found = search(args.model, args.system, devices=args.devices, batch=args.batch, training=args.train,
                    optimizer=args.optimizer, dtype=args.dtype, top=args.top, workers=args.workers,
                    fidelity=args.fidelity, recompute=_list(args.recompute, str, "--recompute"),
-                   zero=_list(args.zero, int, "--zero"), **model_options(args))
+                   zero=_list(args.zero, int, "--zero"), exhaustive=args.exhaustive, **model_options(args))
     if args.json:
         write(args.json, found.to_json())
     if args.json != "-":

@@ -4,9 +4,10 @@ hidden 12,288, 96 heads, sequence 2,048; the zoo's gpt2 builder) on 1,024 A100s 
 1. One step under tp=8, pp=16, dp=8, mb=192 (train_parallel, warm, in this process): target under 2 s; then the
    same step again, its stage programs cached (accelsim.parallel.train.simulate_stage), as a planner meets it.
 2. `accelsim plan` over every candidate plan (8,940: dp x tp x pp, micro-batches, 1F1B or interleaved, three
-   recomputation modes, ZeRO 0-3) with --workers (default 2): target under 60 s; its CPU seconds, workers included.
+   recomputation modes, ZeRO 0-3) with --workers (default 2): target under 60 s; its CPU seconds, workers included;
+   with --exhaustive, every plan that fits simulated too (none pruned by its lower bound), for comparison.
 Peak memory is the high-water RSS of this process (target under 500 MB) and of the largest worker.
-Run: .venv/bin/python benchmarks/plan_speed.py [--workers 2] [--skip-step] [--skip-plan]
+Run: .venv/bin/python benchmarks/plan_speed.py [--workers 2] [--skip-step] [--skip-plan] [--exhaustive]
 """
 from __future__ import annotations
 
@@ -41,14 +42,16 @@ def step() -> None:
           f"the fullest device")
 
 
-def plan(workers: int) -> None:
+def plan(workers: int, exhaustive: bool) -> None:
     start, cpu = time.perf_counter(), time.process_time()
-    found = search("gpt2", "dgx_a100", devices=1024, batch=1536, optimizer="adamw", workers=workers, **GPT3)
+    found = search("gpt2", "dgx_a100", devices=1024, batch=1536, optimizer="adamw", workers=workers,
+                   exhaustive=exhaustive, **GPT3)
     wall = time.perf_counter() - start
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     used = time.process_time() - cpu + children.ru_utime + children.ru_stime
     best = found.best
-    print(f"plan: {found.candidates:,} candidates, {len(found.ranked):,} fit, {len(found.discarded):,} discarded "
+    print(f"plan: {found.candidates:,} candidates, {len(found.ranked) + len(found.pruned):,} fit ({len(found.ranked):,} "
+          f"simulated, {len(found.pruned):,} pruned by their bound), {len(found.discarded):,} discarded "
           f"{found.reasons()}; {wall:.1f} s on {found.workers} workers (target 60 s), {used:.0f} CPU s; largest "
           f"worker {children.ru_maxrss / 1024:,.0f} MB")
     print(f"best: {best.text}: step {best.seconds:.2f} s, MFU {best.mfu:.1%}, {best.memory['peak'] / 2**30:.1f} GiB; "
@@ -60,11 +63,12 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--skip-step", action="store_true")
     parser.add_argument("--skip-plan", action="store_true")
+    parser.add_argument("--exhaustive", action="store_true")
     args = parser.parse_args()
     if not args.skip_step:
         step()
     if not args.skip_plan:
-        plan(args.workers)
+        plan(args.workers, args.exhaustive)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak memory of this process: {peak:,.0f} MB (target 500 MB)")
     return 0

@@ -5,7 +5,8 @@ memory; in total the step time, throughput, model FLOPs and MFU, and the time to
 Invariant: a device's step = its pipeline span (compute, blocking tensor-parallel collectives, waits) + exposed
 data-parallel communication + its optimizer; the step is the slowest device's. The JSON keeps the single-device
 fields of accelsim.out.training (`step`, `memory` at the fullest device's peak, `throughput`, `model_flops`, `mfu`,
-`time_to_train_seconds`) and adds `system`, `plan`, `devices` (one entry per role) and `communication`.
+`time_to_train_seconds`) and adds `system`, `device_count` (all the devices), `plan`, `devices` (one entry per role,
+with `count`: the tp x dp devices that play it) and `communication`.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from accelsim.out.result import Result
 from accelsim.out.table import binary, seconds as show, si
 from accelsim.out.training import duration
 
-PARALLEL_SCHEMA_VERSION = 1
+PARALLEL_SCHEMA_VERSION = 2
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "workspace")
 
 
@@ -113,7 +114,7 @@ class ParallelTrainResult:
         steps = -(-self.samples // self.batch) if self.samples else None
         return {
             "version": PARALLEL_SCHEMA_VERSION, "training": self.training, "system": self.system,
-            "devices": self.devices,
+            "device_count": self.devices,
             "plan": {k: getattr(self.plan, k) for k in ("dp", "tp", "pp", "schedule", "chunks", "zero", "sp")}
             | {"microbatches": self.plan.microbatches} | ({"groups": True} if self.plan.groups else {}),
             "step": {"seconds": self.seconds, "forward": sum(r.forward for r in mine),
@@ -123,10 +124,11 @@ class ParallelTrainResult:
             "mfu": self.mfu(), "batch": self.batch,
             "time_to_train_seconds": steps * self.seconds if steps else None,
             "devices_simulated": self.simulated,
-            "roles": [{"stage": r.stage, "device": r.device, "blocks": list(r.blocks), "forward": r.forward,
-                       "backward": r.backward, "optimizer": r.optimizer, "bubble": r.bubble, "exposed": r.exposed,
-                       "communication": {f"{op}/{level}": s for (op, level), s in r.communication.items()},
-                       "memory": r.memory, "collectives": r.collectives} for r in self.roles],
+            "devices": [{"stage": r.stage, "device": r.device, "count": self.plan.tp * self.plan.dp,
+                         "blocks": list(r.blocks), "forward": r.forward, "backward": r.backward,
+                         "optimizer": r.optimizer, "bubble": r.bubble, "exposed": r.exposed,
+                         "communication": {f"{op}/{level}": s for (op, level), s in r.communication.items()},
+                         "memory": r.memory, "collectives": r.collectives} for r in self.roles],
             "communication": self.communication(), "notes": list(self.notes),
         }
 

@@ -1,5 +1,6 @@
 """The planner's result: every candidate plan either scored (step time, MFU, memory at the fullest device, its
-bottleneck in words) or discarded with its reason; the best ranked by step time, and the Pareto front of step time
+bottleneck in words), pruned (it fits, but a lower bound puts it behind the best and off the front) or discarded
+with its reason; the best ranked by step time, and the Pareto front of step time
 against memory. JSON and table views.
 
 Invariant: `ranked` is sorted by (seconds, plan text), so the same search gives the same output in the same order;
@@ -43,6 +44,19 @@ class Discarded:
 
 
 @dataclass(frozen=True)
+class Pruned:
+    """A plan that fits but was not simulated: its lower bound alone puts it behind the best and off the front."""
+
+    plan: dict
+    text: str
+    at_least: float                # seconds: the step at roofline fidelity, a lower bound on its tile time
+    memory: dict
+
+    def to_dict(self) -> dict:
+        return {"plan": self.plan, "text": self.text, "at_least_seconds": self.at_least, "memory": self.memory}
+
+
+@dataclass(frozen=True)
 class PlanSearch:
     model: str
     system: str
@@ -56,6 +70,7 @@ class PlanSearch:
     seconds: float = 0.0           # wall-clock time the search took
     workers: int = 1
     notes: list[str] = field(default_factory=list)
+    pruned: list[Pruned] = field(default_factory=list)     # fit, but provably behind the best and off the front
 
     @property
     def best(self) -> Scored | None:
@@ -76,7 +91,8 @@ class PlanSearch:
     def to_dict(self) -> dict:
         return {"version": PLANS_SCHEMA_VERSION, "model": self.model, "system": self.system, "devices": self.devices,
                 "batch": self.batch, "training": self.training, "candidates": self.candidates,
-                "fitting": len(self.ranked), "plans": [s.to_dict() for s in self.shown],
+                "fitting": len(self.ranked) + len(self.pruned), "simulated": len(self.ranked),
+                "plans": [s.to_dict() for s in self.shown], "pruned": [p.to_dict() for p in self.pruned],
                 "discarded": [d.to_dict() for d in self.discarded], "discarded_by_reason": self.reasons(),
                 "notes": list(self.notes)}
 
@@ -87,8 +103,10 @@ class PlanSearch:
         what = "training step" if self.training else "inference batch"
         reasons = ", ".join(f"{n:,} {kind}" for kind, n in self.reasons().items())
         lines = [f"{self.model} on {self.system}, {self.devices:,} devices, batch {self.batch:,}, one {what}: "
-                 f"{self.candidates:,} candidate plans, {len(self.ranked):,} fit, "
-                 f"{len(self.discarded):,} discarded"
+                 f"{self.candidates:,} candidate plans, {len(self.ranked) + len(self.pruned):,} fit"
+                 + (f" ({len(self.ranked):,} simulated, {len(self.pruned):,} behind the best {self.top} and off the "
+                    f"Pareto front by a lower bound)" if self.pruned else "")
+                 + f", {len(self.discarded):,} discarded"
                  + (f" ({reasons})" if reasons else "") + f"; searched in {self.seconds:,.1f} s on {self.workers} "
                  f"worker{'s' * (self.workers != 1)}"]
         if not self.ranked:

@@ -5,8 +5,9 @@ schedule (1F1B; interleaved with 2 chunks where the blocks divide), recomputatio
 ZeRO stage (0-3, with dp above 1). A plan whose weights and optimizer state alone, from the model's own sizes, exceed a
 device is discarded unsimulated; the rest are priced by `report` (accelsim.parallel.blocks for a model of identical
 blocks, whose memory is known before it simulates; train_parallel or run_parallel otherwise), in a process pool.
-Invariant: every candidate is scored or discarded with its reason, and the same question gives the same answer in
-the same order (ties between plans broken by their text), whatever the pool does.
+Plans that fit but cannot be among the best or on the Pareto front are left unsimulated (accelsim.parallel.bound).
+Invariant: every candidate is scored, pruned with its lower bound, or discarded with its reason, and the same question
+gives the same answer in the same order (ties between plans broken by their text), whatever the pool does.
 """
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from dataclasses import dataclass, replace
 from accelsim.arch.system import System
 from accelsim.arch.system_load import load_system
 from accelsim.out.parallel import CATEGORIES
-from accelsim.out.plans import Discarded, PlanSearch, Scored, pareto
+from accelsim.out.plans import Discarded, PlanSearch, Pruned, Scored, pareto
 from accelsim.parallel.blocks import Blocks, Setting, block_count
+from accelsim.parallel.bound import rounds
 from accelsim.parallel.groups import groups, level_name
 from accelsim.parallel.plan import Plan
 from accelsim.sim.model import load_model
@@ -76,10 +78,12 @@ class Question:
 def search(model: str, system: str | os.PathLike | System, *, devices: int | None = None, batch: int,
            training: bool = True, optimizer: str = "sgd", dtype: str | None = None, top: int = 10,
            workers: int | None = None, fidelity: str = "tile", recompute: tuple[str, ...] = MODES,
-           zero: tuple[int, ...] = ZERO, **model_options) -> PlanSearch:
+           zero: tuple[int, ...] = ZERO, exhaustive: bool = False, **model_options) -> PlanSearch:
     """The plans for one training step (or, without `training`, one batch of inference) of `model` with global batch
     `batch` on `devices` of `system`, ranked by step time; those that do not fit are discarded with their reason.
-    `recompute` and `zero` narrow the space to those recomputation modes and ZeRO stages."""
+    `recompute` and `zero` narrow the space to those recomputation modes and ZeRO stages. Plans that cannot be among
+    the best `top` or on the Pareto front are left unsimulated (`pruned`, with their lower bound) unless
+    `exhaustive`."""
     start = time.perf_counter()
     sys_ = load_system(system)
     n = sys_.fit(devices).devices
@@ -115,8 +119,10 @@ def search(model: str, system: str | os.PathLike | System, *, devices: int | Non
                                            f"{need / GIB:,.2f} GiB per device, of {_capacity(sys_) / GIB:,.2f} GiB"))
             else:
                 kept.append(c)
-        for record in _evaluate(pool, question, kept):
-            (discarded if isinstance(record, Discarded) else scored).append(record)
+        records, pruned = _evaluate(pool, question, kept, top, exhaustive)
+        for record in records:
+            if record is not None:
+                (discarded if isinstance(record, Discarded) else scored).append(record)
     if not scored and all(d.kind == "invalid" for d in discarded):
         raise UserError(f"no plan can split {model}'s batch of {batch} over {n} devices of {sys_.name}: every one of "
                         f"the {len(space)} candidates is invalid, e.g. {discarded[0].text}: {discarded[0].reason}")
@@ -125,7 +131,7 @@ def search(model: str, system: str | os.PathLike | System, *, devices: int | Non
     ranked = [replace(s, pareto=i in on_front) for i, s in enumerate(scored)]
     discarded.sort(key=lambda d: d.text)
     return PlanSearch(str(model), sys_.name, n, batch, training, len(space), ranked, discarded, top,
-                      time.perf_counter() - start, pool.workers)
+                      time.perf_counter() - start, pool.workers, pruned=pruned)
 
 
 def candidates(devices: int, batch: int, count: int, training: bool, recompute: tuple[str, ...] = MODES,
@@ -255,12 +261,15 @@ class _Done:
         return self.value
 
 
-def _evaluate(pool: _Pool, question: Question, kept: list[Candidate]) -> list:
-    """Each kept candidate scored or discarded. A model of identical blocks in two rounds: its memory, per tp (the
-    liveness of each tp's stages once), then the plans that fit simulated, per tp and micro-batch (the same ops),
-    each tp's as soon as its memory is known."""
+def _evaluate(pool: _Pool, question: Question, kept: list[Candidate], top: int, exhaustive: bool) -> tuple:
+    """(each kept candidate scored, discarded, or None where pruned; the pruned, as Pruned). A model of identical
+    blocks in rounds: its memory, per tp (the liveness of each tp's stages once); the plans that fit priced at
+    roofline fidelity, per tp and micro-batch (the same ops), each tp's as soon as its memory is known; then those
+    that could be among the best `top` or on the Pareto front simulated (accelsim.parallel.bound), unless
+    `exhaustive` or the search is at roofline fidelity already, when every plan that fits is scored."""
     records: list = [None] * len(kept)
     blocks_ = question.blocks is not None and question.training
+    prune = blocks_ and question.fidelity != "roofline" and not exhaustive
     second = []
     for job, out in pool.each(measure, _groups(range(len(kept)), lambda i: kept[i].plan.tp), kept):
         for i, record in zip(job, out):
@@ -268,11 +277,33 @@ def _evaluate(pool: _Pool, question: Question, kept: list[Candidate]) -> list:
         if blocks_:
             fit = [i for i in job if not isinstance(records[i], Discarded)]
             for group in _groups(fit, lambda i: kept[i].micro(question.batch)):
-                second.append((group, pool.submit(score, [(kept[i], records[i]) for i in group])))
+                second.append((group, pool.submit(lower_bound if prune else score,
+                                                  [(kept[i], records[i]) for i in group])))
+    if not prune:
+        for group, future in second:
+            for i, record in zip(group, future.result()):
+                records[i] = record
+        return records, []
+    lower: dict[int, tuple[float, dict]] = {}
     for group, future in second:
-        for i, record in zip(group, future.result()):
-            records[i] = record
-    return records
+        lower.update(zip(group, future.result()))
+
+    def run(indices: list[int]) -> dict:
+        futures = [(group, pool.submit(score, [(kept[i], records[i]) for i in group]))
+                   for group in _groups(indices, lambda i: (kept[i].plan.tp, kept[i].micro(question.batch)))]
+        return {i: s for group, future in futures for i, s in zip(group, future.result())}
+
+    scored, left = rounds(list(lower), {i: s for i, (s, _) in lower.items()},
+                          {i: m["peak"] for i, (_, m) in lower.items()}, top, pool.workers,
+                          lambda i: _program(kept[i], question.batch), run)
+    pruned = [Pruned(kept[i].fields(question.batch), kept[i].text, lower[i][0], lower[i][1]) for i in left]
+    return [scored.get(i, r if i not in lower else None) for i, r in enumerate(records)], pruned
+
+
+def _program(c: Candidate, batch: int) -> tuple:
+    """What names a plan's stage programs: its tensor split, micro-batch, recomputation and whether it accumulates."""
+    p = c.plan
+    return p.tp, p.sp, p.groups, c.micro(batch), c.recompute, p.microbatches > 1
 
 
 def _groups(indices, key) -> list[list[int]]:
@@ -317,6 +348,16 @@ def score(question: Question, task: list[tuple[Candidate, list]]) -> list[Scored
         report = _blocks(question)
         result = report.result(c.plan, c.recompute, c.micro(question.batch), question.fidelity, stages)
         out.append(_scored(question, c, report.device_memory(c.plan, stages), result))
+    return out
+
+
+def lower_bound(question: Question, task: list[tuple[Candidate, list]]) -> list[tuple[float, dict]]:
+    """Each candidate's step time at roofline fidelity (a lower bound on its tile time) and its device memory."""
+    out = []
+    for c, stages in task:
+        report = _blocks(question)
+        result = report.result(c.plan, c.recompute, c.micro(question.batch), "roofline", stages)
+        out.append((result.seconds, report.device_memory(c.plan, stages)))
     return out
 
 

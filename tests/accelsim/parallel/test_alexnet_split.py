@@ -37,11 +37,12 @@ def two() -> dict:
 def test_two_gtx580s_are_faster_than_one_but_not_twice(two):
     one = train("alexnet", arch="gtx580", batch=BATCH).seconds
     assert two["plan"]["tp"] == 2 and two["plan"]["groups"] is True
+    assert two["device_count"] == 2 and [d["count"] for d in two["devices"]] == [2]   # one role, both cards
     assert 1.0 < one / two["step"]["seconds"] < 2.0, (one, two["step"]["seconds"])
 
 
 def test_the_pcie_transfers_fall_into_conv3_and_the_fully_connected_layers(two):
-    collectives = two["roles"][0]["collectives"]
+    collectives = two["devices"][0]["collectives"]
     forward = [c for c in collectives if c["phase"] == "forward"]
     assert [(c["collective"], c["after"], c["before"]) for c in forward] == \
         [("allgather", after, before) for after, before, _ in GATHERS] + [("allreduce", *pair) for pair in LOSS]
@@ -60,10 +61,10 @@ def test_each_transfer_takes_what_pcie_gives(two):
     YAML), plus microseconds of latency."""
     link = load_system("gtx580x2").levels[0]
     rate = link.bandwidth_bytes_per_s * link.efficiency
-    for c in two["roles"][0]["collectives"]:
+    for c in two["devices"][0]["collectives"]:
         wire = c["bytes"] / 2 / rate
         assert wire <= c["seconds"] <= wire + 20e-6, c
-    total = sum(c["seconds"] for c in two["roles"][0]["collectives"])
+    total = sum(c["seconds"] for c in two["devices"][0]["collectives"])
     assert total == pytest.approx(sum(e["seconds"] for e in two["communication"]["by_collective"]))
 
 

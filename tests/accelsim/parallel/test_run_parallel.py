@@ -32,6 +32,7 @@ def test_the_run_command_takes_a_system_and_writes_json(capsys):
     argv += [f"--opt={k}={v}" for k, v in GPT.items()]
     assert main(argv + ["--json", "-"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["training"] is False and data["plan"]["pp"] == 4 and len(data["roles"]) == 4
+    assert data["training"] is False and data["plan"]["pp"] == 4 and len(data["devices"]) == 4
+    assert data["device_count"] == 8 and [d["count"] for d in data["devices"]] == [2] * 4 and "roles" not in data
     assert main(argv[:2] + ["--arch", "h100", "--system", "dgx_h100"]) == 2
     assert "--arch do(es) not apply with --system" in capsys.readouterr().err

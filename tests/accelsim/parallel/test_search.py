@@ -56,7 +56,8 @@ def test_the_space_is_every_split_of_the_devices_and_the_batch():
 
 def test_a_tp_that_does_not_divide_the_heads_is_invalid(found):
     invalid = [d for d in found.discarded if d.kind == "invalid"]
-    assert {d.plan["tp"] for d in invalid} == set() and found.candidates == len(found.ranked) + len(found.discarded)
+    assert {d.plan["tp"] for d in invalid} == set()
+    assert found.candidates == len(found.ranked) + len(found.pruned) + len(found.discarded)
     wide = search("gpt2", "dgx_a100", devices=8, batch=1, recompute=("none",), zero=(0,), workers=1, **TINY)
     invalid = [d for d in wide.discarded if d.kind == "invalid"]
     assert {d.plan["tp"] for d in invalid} == {8}

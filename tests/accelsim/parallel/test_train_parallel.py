@@ -89,7 +89,9 @@ def test_the_cli_prints_each_stage_and_writes_the_json(capsys):
     assert "dgx_a100, 16 devices, dp=8,tp=1,pp=2,mb=4,schedule=1f1b" in table and "sendrecv on infiniband" in table
     assert main(argv + ["--json", "-"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert {"step", "memory", "throughput", "model_flops", "mfu", "roles", "communication"} <= set(data)
+    assert {"step", "memory", "throughput", "model_flops", "mfu", "devices", "communication"} <= set(data)
+    assert data["version"] == 2 and data["device_count"] == 16 and "roles" not in data
+    assert [(d["stage"], d["device"], d["count"]) for d in data["devices"]] == [(0, 0, 8), (1, 1, 8)]
     assert data["plan"] == {"dp": 8, "tp": 1, "pp": 2, "schedule": "1f1b", "chunks": 1, "zero": 0, "sp": False,
                                  "microbatches": 4}
     assert data["throughput"]["tokens_per_second"] == pytest.approx(data["throughput"]["samples_per_second"] * 64)

@@ -287,7 +287,7 @@ def test_parallel_page_draws_the_pipeline_and_sorts(browser, tmp_path):
     assert main(["train", "gpt2", "--system", "dgx_a100", "--devices", "8", "--parallel", "dp=2,pp=4,mb=8", "--batch",
                  "16", "--seq", "32", "--opt", "layers=4", "--opt", "hidden=64", "--opt", "heads=2", "--opt",
                  "vocab=256", "--html", str(page), "--json", str(data)]) == 0
-    roles = json.loads(data.read_text())["roles"]
+    roles = json.loads(data.read_text())["devices"]
     session = browser.open(page.as_uri())
     assert browser.evaluate(session, "document.querySelectorAll('svg rect').length") == 4 * 8 * 2
     assert browser.evaluate(session, "document.querySelectorAll('#stages tbody tr').length") == len(roles) == 4
