@@ -262,7 +262,8 @@ def _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinc
         data = _data_parallel(sys_, dp, plan, role)
         reduce = sum(s for (op, _), s in data.items() if op != "allgather")
         overlap = max(0.0, timeline.end[d] - timeline.last_backward_start[k])     # the last backward's span
-        exposed = max(0.0, reduce - overlap) + sum(s for (op, _), s in data.items() if op == "allgather")
+        busy = _sharing(sys_, plan, role)
+        exposed = max(0.0, reduce + busy - overlap) + sum(s for (op, _), s in data.items() if op == "allgather")
         gathered, hidden_not = _sharded_weights(sys_, dp, plan, role)
         if gathered:
             data[("allgather", level_name(sys_, dp))] = data.get(("allgather", level_name(sys_, dp)), 0.0) \
@@ -295,6 +296,16 @@ def _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinc
                             f"at its peak but holds {result.capacity / 2**30:,.2f} GiB: the plan does not fit; "
                             f"largest: {', '.join(f'{c} {b / 2**30:,.2f} GiB' for b, c in largest)}")
     return result
+
+
+def _sharing(sys_: System, plan: Plan, role: dict) -> float:
+    """Seconds the links of the data-parallel reduction carry tensor-parallel collectives during the last backward
+    pass, when both groups use the same level (tp=2, dp=4 in one NVSwitch node): a link carries one transfer's bytes
+    at a time, so whatever the two share it in, the reduction finishes that much later than it would alone."""
+    by_kind = groups(plan.tp, plan.dp, plan.pp)
+    if by_kind["tp"].trivial or by_kind["dp"].trivial or level_name(sys_, by_kind["tp"]) != level_name(sys_, by_kind["dp"]):
+        return 0.0
+    return sum(t["seconds"] for t in role["transfers"] if t["phase"] == "backward")
 
 
 def _memory(role: dict, plan: Plan, k: int) -> dict:

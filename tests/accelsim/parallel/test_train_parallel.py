@@ -143,3 +143,25 @@ def test_the_trace_has_a_track_per_pipeline_position_and_per_link_level(tmp_path
         assert all(a[1] <= b[0] + 1e-6 for a, b in zip(passes, passes[1:]))     # one pass at a time
     hops = [e for e in slices if e["name"].startswith(("activations", "gradients"))]
     assert len(hops) == 2 * 4                                    # each micro-batch across the cut, both ways
+
+
+def test_a_reduction_that_shares_its_links_with_tensor_parallel_collectives_waits_for_them(monkeypatch):
+    """tp=2, dp=4 in one NVSwitch node: the gradient all-reduce and the backward pass's tensor-parallel all-reduces
+    use the same links, so the reduction finishes later by at most their time; tp=8 in the node and dp across
+    InfiniBand share nothing."""
+    from accelsim.parallel import train as module
+    wide = dict(layers=2, hidden=2048, heads=8, seq=4, vocab=512)
+
+    def step(plan: str, devices: int, shared: bool):
+        with monkeypatch.context() as m:
+            if not shared:
+                m.setattr(module, "_sharing", lambda *args: 0.0)
+            return train_parallel("gpt2", "dgx_a100", devices=devices, parallel=plan, batch=4, optimizer="adamw",
+                                  **wide)
+    together, alone = step("tp=2,dp=4", 8, True), step("tp=2,dp=4", 8, False)
+    busy = sum(t["seconds"] for t in together.roles[0].collectives if t["phase"] == "backward")
+    later = together.roles[0].exposed - alone.roles[0].exposed
+    assert together.link_levels["tp"] == together.link_levels["dp"] == "nvlink"
+    assert 0 < later <= busy + 1e-15 and together.seconds == pytest.approx(alone.seconds + later, rel=1e-12)
+    apart, apart_alone = step("tp=8,dp=2", 16, True), step("tp=8,dp=2", 16, False)
+    assert apart.link_levels["dp"] == "infiniband" and apart.roles[0].exposed == apart_alone.roles[0].exposed
