@@ -15,7 +15,11 @@ def model_args(p: argparse.ArgumentParser, default: str | None) -> None:
                    help="a built-in model (see `accelsim models`), an .onnx file or a SCALE-Sim topology .csv"
                    + (f" (default: {default})" if default else ""))
     p.add_argument("--batch", type=int, help="batch size")
-    p.add_argument("--seq", type=int, help="sequence length (language models)")
+    p.add_argument("--seq", type=int, help="sequence length (language models; of an ONNX file, every symbolic "
+                                           "second dimension of its inputs)")
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                   help="an ONNX file's input shape (--shape input_ids=1,128), or the size of a symbolic "
+                        "dimension wherever it appears (--shape sequence_length=128)")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                    help="a built-in model's own option, e.g. --opt mode=decode --opt past=512 --opt layers=2")
 
@@ -29,7 +33,28 @@ def model_options(args) -> dict:
         if not sep or not key:
             raise UserError(f"--opt {item!r}: expected KEY=VALUE")
         options[key] = _literal(value)
+    shapes = input_shapes(args.shape)
+    if shapes:
+        options["shapes"] = shapes
     return options
+
+
+def input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
+    """--shape NAME=D0,D1,... given any number of times, as NAME -> dimensions."""
+    shapes = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        try:
+            dims = tuple(int(d) for d in text.split(","))
+        except ValueError:
+            dims = ()
+        if not sep or not name or not dims or any(d < 1 for d in dims):
+            raise UserError(f"--shape {item!r}: expected NAME=D0,D1,... with positive integer sizes, e.g. "
+                            f"--shape input_ids=1,128")
+        if name in shapes:
+            raise UserError(f"--shape {name} given twice")
+        shapes[name] = dims
+    return shapes
 
 
 def _literal(text: str):

@@ -1,4 +1,5 @@
-"""The `accelsim` command: run, eval, export, map, cosim, compare, train, archs, arch, models, explain, sweep, validate.
+"""The `accelsim` command: run, eval, export, map, cosim, compare, train, plan, ops, archs, arch, models, explain, sweep,
+validate.
 
 Bad input ends in one line on stderr and exit status 2; never a traceback (an internal error says so,
 exit 3, with the traceback behind ACCELSIM_DEBUG=1).
@@ -18,10 +19,11 @@ from accelsim.args import (check_outputs, many_devices, model_args, model_option
                            report_many, write)
 from accelsim.collective_cli import add_collective_parser
 from accelsim.explain.cli import add_explain_parser
+from accelsim.ops_cli import add_ops_parser
 from accelsim.plan_cli import add_plan_parser
 from accelsim.sweep.cli import add_sweep_parser
 from accelsim.train_cli import add_train_parser
-from accelsim.validate.cli import add_cuda_parser, add_score_parser
+from accelsim.validate.cli import add_cuda_parser, add_onnx_parser, add_score_parser
 from compiler.errors import UserError
 from compiler.train.step import DEFAULTS, LOSSES
 
@@ -139,6 +141,7 @@ def _parser() -> argparse.ArgumentParser:
     add_compare_parser(sub)
     add_train_parser(sub)
     add_plan_parser(sub)
+    add_ops_parser(sub)
     add_collective_parser(sub)
     sub.add_parser("archs", help="list the hardware presets").set_defaults(handler=_archs)
     arch = sub.add_parser("arch", help="work with arch files").add_subparsers(dest="arch_command",
@@ -157,6 +160,7 @@ def _parser() -> argparse.ArgumentParser:
         .add_subparsers(dest="validate_command", metavar="ACTION", required=True)
     add_score_parser(validate)
     add_cuda_parser(validate)
+    add_onnx_parser(validate)
     cpu = validate.add_parser("cpu", help="time GEMMs (numpy), convolutions and training steps (torch) on this "
                               "machine and write them beside accelsim's predictions")
     cpu.add_argument("--suite", default="all", help="gemm, conv, train (forward, backward and optimizer of small "

@@ -2,13 +2,16 @@
 
 `ternary` has no ONNX or numpy type of its own: it is stored as int8 holding -1, 0 or +1
 and packed at 2 bits per weight on the hardware, which is what `bits` reports.
+Types narrower than numpy's (bf16, the fp8 and fp4 formats, 4- and 2-bit integers) are held by the reference in a
+wider numpy type (`numpy`); `narrow` is the ml_dtypes type that rounds or packs them, as onnx's own arrays use.
 """
 import enum
 
+import ml_dtypes
 import numpy as np
 from onnx import TensorProto
 
-from compiler.errors import ModelError
+from compiler.errors import ModelError, OutOfScopeError
 
 
 class DType(enum.Enum):
@@ -17,13 +20,24 @@ class DType(enum.Enum):
     tf32 = "tf32"
     fp16 = "fp16"
     bf16 = "bf16"
-    fp8 = "fp8"
+    fp8 = "fp8"                      # E4M3FN, the usual training and inference fp8
+    fp8_e4m3fnuz = "fp8_e4m3fnuz"
+    fp8_e5m2 = "fp8_e5m2"
+    fp8_e5m2fnuz = "fp8_e5m2fnuz"
+    fp8_e8m0 = "fp8_e8m0"            # a power of two: the shared scale of MX block formats
+    fp4 = "fp4"                      # E2M1
     int64 = "int64"
     int32 = "int32"
     int16 = "int16"
     int8 = "int8"
+    uint64 = "uint64"
+    uint32 = "uint32"
+    uint16 = "uint16"
     uint8 = "uint8"
     int4 = "int4"
+    uint4 = "uint4"
+    int2 = "int2"
+    uint2 = "uint2"
     ternary = "ternary"
     bool = "bool"
 
@@ -33,12 +47,17 @@ class DType(enum.Enum):
 
     @property
     def is_float(self) -> bool:
-        return self in (DType.fp64, DType.fp32, DType.tf32, DType.fp16, DType.bf16, DType.fp8)
+        return self in _FLOATS
 
     @property
     def numpy(self) -> np.dtype:
         """The numpy type the reference interpreter holds values of this dtype in."""
         return np.dtype(_NUMPY[self])
+
+    @property
+    def narrow(self) -> type | None:
+        """The ml_dtypes type of a dtype held in a wider numpy type (bf16 -> ml_dtypes.bfloat16), else None."""
+        return _NARROW.get(self)
 
     @property
     def onnx(self) -> int:
@@ -61,33 +80,58 @@ class DType(enum.Enum):
         for dtype, code in _ONNX.items():
             if code == elem_type and dtype not in (DType.ternary, DType.tf32):
                 return dtype
+        if elem_type == TensorProto.STRING:
+            raise OutOfScopeError(f"{where}: ONNX element type STRING is not supported: text processing is out of "
+                                  f"scope by design (accelsim models tensor arithmetic on accelerators; strings stay "
+                                  f"on the host)")
         name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else elem_type
         raise ModelError(f"{where}: ONNX element type {name} is not supported")
 
     @staticmethod
     def from_numpy(dtype: np.dtype) -> "DType":
         for d, n in _NUMPY.items():
-            if np.dtype(n) == dtype and d not in (DType.ternary, DType.tf32, DType.bf16, DType.fp8, DType.int4):
+            if np.dtype(n) == dtype and d not in (DType.ternary, DType.tf32) and d not in _NARROW:
+                return d
+        for d, narrow in _NARROW.items():
+            if np.dtype(narrow) == dtype:
                 return d
         raise ModelError(f"numpy dtype {dtype} has no accelsim dtype")
 
 
 _BITS = {
     DType.fp64: 64, DType.fp32: 32, DType.tf32: 32, DType.fp16: 16, DType.bf16: 16, DType.fp8: 8,
-    DType.int64: 64, DType.int32: 32, DType.int16: 16, DType.int8: 8, DType.uint8: 8, DType.int4: 4,
+    DType.int64: 64, DType.int32: 32, DType.int16: 16, DType.int8: 8, DType.uint64: 64, DType.uint32: 32,
+    DType.uint16: 16, DType.uint8: 8, DType.int4: 4, DType.uint4: 4, DType.int2: 2, DType.uint2: 2,
+    DType.fp8_e4m3fnuz: 8, DType.fp8_e5m2: 8, DType.fp8_e5m2fnuz: 8, DType.fp8_e8m0: 8, DType.fp4: 4,
     DType.ternary: 2, DType.bool: 8,
 }
-# bf16 and fp8 have no numpy type: the reference holds them in float32 (values rounded on cast).
+_FLOATS = (DType.fp64, DType.fp32, DType.tf32, DType.fp16, DType.bf16, DType.fp8, DType.fp8_e4m3fnuz,
+           DType.fp8_e5m2, DType.fp8_e5m2fnuz, DType.fp8_e8m0, DType.fp4)
+_NARROW = {
+    DType.bf16: ml_dtypes.bfloat16, DType.fp8: ml_dtypes.float8_e4m3fn, DType.fp8_e4m3fnuz: ml_dtypes.float8_e4m3fnuz,
+    DType.fp8_e5m2: ml_dtypes.float8_e5m2, DType.fp8_e5m2fnuz: ml_dtypes.float8_e5m2fnuz,
+    DType.fp8_e8m0: ml_dtypes.float8_e8m0fnu, DType.fp4: ml_dtypes.float4_e2m1fn,
+    DType.int4: ml_dtypes.int4, DType.uint4: ml_dtypes.uint4, DType.int2: ml_dtypes.int2, DType.uint2: ml_dtypes.uint2,
+}
+# Narrow types have no numpy type: the reference holds floats in float32 (values rounded on cast), ints in 8 bits.
 _NUMPY = {
     DType.fp64: "float64", DType.fp32: "float32", DType.tf32: "float32", DType.fp16: "float16",
     DType.bf16: "float32", DType.fp8: "float32", DType.int64: "int64", DType.int32: "int32",
-    DType.int16: "int16", DType.int8: "int8", DType.uint8: "uint8", DType.int4: "int8",
+    DType.int16: "int16", DType.int8: "int8", DType.uint64: "uint64", DType.uint32: "uint32",
+    DType.uint16: "uint16", DType.uint8: "uint8", DType.int4: "int8", DType.uint4: "uint8", DType.int2: "int8",
+    DType.uint2: "uint8", DType.fp8_e4m3fnuz: "float32", DType.fp8_e5m2: "float32", DType.fp8_e5m2fnuz: "float32",
+    DType.fp8_e8m0: "float32", DType.fp4: "float32",
     DType.ternary: "int8", DType.bool: "bool",
 }
 _ONNX = {
     DType.fp64: TensorProto.DOUBLE, DType.fp32: TensorProto.FLOAT, DType.tf32: TensorProto.FLOAT,
     DType.fp16: TensorProto.FLOAT16, DType.bf16: TensorProto.BFLOAT16, DType.fp8: TensorProto.FLOAT8E4M3FN,
     DType.int64: TensorProto.INT64, DType.int32: TensorProto.INT32, DType.int16: TensorProto.INT16,
-    DType.int8: TensorProto.INT8, DType.uint8: TensorProto.UINT8, DType.int4: TensorProto.INT4,
+    DType.int8: TensorProto.INT8, DType.uint64: TensorProto.UINT64, DType.uint32: TensorProto.UINT32,
+    DType.uint16: TensorProto.UINT16, DType.uint8: TensorProto.UINT8, DType.int4: TensorProto.INT4,
+    DType.uint4: TensorProto.UINT4, DType.int2: TensorProto.INT2, DType.uint2: TensorProto.UINT2,
+    DType.fp8_e4m3fnuz: TensorProto.FLOAT8E4M3FNUZ, DType.fp8_e5m2: TensorProto.FLOAT8E5M2,
+    DType.fp8_e5m2fnuz: TensorProto.FLOAT8E5M2FNUZ, DType.fp8_e8m0: TensorProto.FLOAT8E8M0,
+    DType.fp4: TensorProto.FLOAT4E2M1,
     DType.ternary: TensorProto.INT8, DType.bool: TensorProto.BOOL,
 }

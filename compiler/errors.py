@@ -19,3 +19,7 @@ class MissingWeightsError(ModelError):
 
 class MappingError(UserError):
     """An op the target cannot run, or no mapping of it fits: names the op, the operand, the level and the bytes."""
+
+
+class OutOfScopeError(ModelError):
+    """A model using what accelsim leaves out by design (strings, sequences, image decoding...); the message says why."""

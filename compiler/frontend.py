@@ -1,26 +1,32 @@
 """ONNX import: a `.onnx` file (or ModelProto) becomes a finalized Graph.
 
-Weights whose external data is missing import as shape-only (value None), so the model still
-simulates; initializers that old exporters also list as graph inputs are treated as weights.
+Opsets from OLDEST_OPSET to the newest the installed onnx defines are read as they are; an older model is first
+converted by onnx.version_converter. What accelsim leaves out by design (strings, sequences and optionals, image
+decoding, ONNX's training-only Gradient) is refused with an OutOfScopeError that says why.
+External data is read only from files inside the model's folder, its declared extent checked against the file
+before anything is mapped, and memory-mapped read-only (bf16, fp8 and packed types then widened); weights whose
+external data is missing import as shape-only (value None), so the model still simulates; initializers that old
+exporters also list as graph inputs are treated as weights.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import numpy_helper, version_converter
 
 from compiler.dtypes import DType
-from compiler.errors import ModelError
+from compiler.errors import ModelError, OutOfScopeError
 from compiler.graph import Graph, Node, Tensor
 from compiler.ops.shapes import finalize
 
 TERNARY_MARK = "accelsim:ternary"   # doc_string of an int8 initializer holding -1/0/+1 weights
-SUPPORTED_OPSETS = range(9, 22)
+OLDEST_OPSET = 7                    # older models are converted up to it (onnx.version_converter)
+SUPPORTED_OPSETS = range(OLDEST_OPSET, onnx.defs.onnx_opset_version() + 1)
 SHAPE_ONLY_KEEP_ELEMENTS = 4096     # without weights, initializers this small keep values (shapes, axes)
 
 
@@ -28,9 +34,11 @@ Shapes = dict[str, tuple[int, ...]]
 
 
 def load_onnx(path: str | os.PathLike, input_shapes: Shapes | None = None, batch: int | None = None,
-              weights: bool = True) -> Graph:
-    """`input_shapes` (input name -> shape) fixes symbolic dimensions; `batch` sets the first
-    dimension of every input that `input_shapes` leaves alone (a dynamic or a fixed batch).
+              weights: bool = True, seq: int | None = None) -> Graph:
+    """`input_shapes` fixes symbolic dimensions: an input name -> its whole shape, or a symbolic dimension's
+    name (an exporter's 'batch', 'sequence_length', 's0') -> (size,), wherever it appears. `batch` sets the
+    first dimension of every input that `input_shapes` leaves alone (a dynamic or a fixed batch); `seq` sets
+    every symbolic second dimension (the sequence of token inputs and their masks), by its name.
     `weights=False` keeps only small initializers' values (shapes, axes, indices): enough to import
     and simulate, at a fraction of the memory for a large model."""
     path = Path(path)
@@ -43,143 +51,318 @@ def load_onnx(path: str | os.PathLike, input_shapes: Shapes | None = None, batch
     except Exception as error:  # onnx raises DecodeError, ValueError... for a damaged file
         raise ModelError(f"{path}: not a readable ONNX model ({type(error).__name__}: {error})") from None
     return from_model(model, source=str(path), base_dir=path.parent, input_shapes=input_shapes, batch=batch,
-                      weights=weights)
+                      weights=weights, seq=seq)
 
 
 def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: Path | None = None,
-               input_shapes: Shapes | None = None, batch: int | None = None, weights: bool = True) -> Graph:
+               input_shapes: Shapes | None = None, batch: int | None = None, weights: bool = True,
+               input_values: dict[str, np.ndarray] | None = None, seq: int | None = None) -> Graph:
+    """`input_values` (input name -> array) binds graph inputs whose values must be known at import: a shape, axes
+    or indices that the model takes as an input rather than an initializer. They import as weights."""
     if not model.HasField("graph") or not model.graph.node:
         # protobuf parses many damaged files (text, truncated at a field boundary) into an empty model
         raise ModelError(f"{source}: not an ONNX model, or one with no graph or no nodes (damaged file?)")
-    opset = _opset(model, source)
+    refuse_out_of_scope(model.graph, source)
+    model, opset = _opset(model, source)
     g = model.graph
     values = weights
     weights: dict[str, np.ndarray | None] = {}
     tensors: dict[str, Tensor] = {}
+    _bind(g, input_values or {}, weights, tensors, source)
     for init in g.initializer:
         where = f"{source}: initializer {init.name!r}"
         dtype = DType.from_onnx(init.data_type, where)
         small = math.prod(init.dims) <= SHAPE_ONLY_KEEP_ELEMENTS
-        value = _initializer_value(init, base_dir, where) if values or small else None
+        value = _initializer_value(init, base_dir, where, read=values or small)
         if dtype == DType.int8 and init.doc_string == TERNARY_MARK:
             dtype = DType.ternary
         weights[init.name] = value
         tensors[init.name] = Tensor(init.name, tuple(int(d) for d in init.dims), dtype)
     inputs = [info.name for info in g.input if info.name not in weights]
     # an initializer listed as an input too (IR version < 4 exports) is a weight, not an input
-    overrides = dict(input_shapes or {})
-    unknown = [name for name in overrides if name not in inputs]
-    if unknown:
-        raise ModelError(f"{source}: input_shapes names {', '.join(map(repr, unknown))}, which "
-                         f"{'is' if len(unknown) == 1 else 'are'} not a graph input (inputs: "
-                         f"{', '.join(inputs)})")
+    overrides, named = _split_shapes(g.input, inputs, input_shapes or {}, source)
     if batch is not None:
-        overrides = {**_batched(g.input, inputs, batch, source), **overrides}
+        overrides = {**_batched(g.input, inputs, batch, named), **overrides}
+    if seq is not None:
+        named = {**_sequence(g.input, inputs, seq, source), **named}
     for info in g.input:
         if info.name not in weights:
-            tensors[info.name] = _value_info(info, source, overrides.get(info.name))
+            tensors[info.name] = _value_info(info, source, overrides.get(info.name), named)
     nodes = [_node(n, i, source) for i, n in enumerate(g.node)]
     graph = Graph(name=g.name or Path(source).stem, inputs=inputs, outputs=[o.name for o in g.output],
-                  import_body=from_subgraph,
+                  import_body=functools.partial(from_subgraph, base_dir=base_dir, read=values),
                   nodes=nodes, tensors=tensors, weights=weights, opset=opset, source=source)
     return finalize(graph)
 
 
-def _batched(infos, inputs: list[str], batch: int, source: str) -> Shapes:
-    """Shapes with the first dimension set to `batch`; other symbolic dimensions stay an error."""
+def _symbolic(dim) -> str | None:
+    """The name of a symbolic dimension ('' when it has none), None for a fixed one."""
+    if dim.HasField("dim_value") and dim.dim_value >= 0:
+        return None
+    return dim.dim_param if dim.HasField("dim_param") else ""
+
+
+def _split_shapes(infos, inputs: list[str], given: Shapes, source: str) -> tuple[Shapes, dict[str, int]]:
+    """`given` (--shape) split into whole input shapes and sizes of named symbolic dimensions; an input's whole
+    shape also sizes the names of its symbolic dimensions (x=2,5,4 on x[batch, sequence, 4]: batch=2, sequence=5)
+    for the other inputs that share them."""
+    declared = {info.name: info.type.tensor_type.shape.dim for info in infos if info.name in inputs}
+    params = {_symbolic(dim) for dims in declared.values() for dim in dims} - {None, ""}
+    shapes, named, implied = {}, {}, {}
+    for name, shape in given.items():
+        if name in inputs:
+            shapes[name] = tuple(shape)
+            implied.update((dim.dim_param, int(size)) for dim, size in zip(declared[name], shape)
+                           if _symbolic(dim) and len(declared[name]) == len(shape))
+        elif name in params:
+            if len(tuple(shape)) != 1 or int(tuple(shape)[0]) <= 0:
+                raise ModelError(f"{source}: --shape {name}={','.join(map(str, shape))}: {name!r} is a symbolic "
+                                 f"dimension; give it one positive size, e.g. --shape {name}=128")
+            named[name] = int(tuple(shape)[0])
+        else:
+            raise ModelError(f"{source}: --shape names {name!r}: not a graph input (inputs: "
+                             f"{', '.join(inputs)}), nor a symbolic dimension (" +
+                             (", ".join(sorted(params)) or "the model has none") + ")")
+    return shapes, {**implied, **named}
+
+
+def _batched(infos, inputs: list[str], batch: int, named: dict[str, int]) -> Shapes:
+    """Shapes with the first dimension set to `batch`; other dimensions as declared or bound by name in
+    `named`, a symbolic one left for _value_info to bind or refuse (-1 here)."""
     shapes: Shapes = {}
     for info in infos:
         dims = info.type.tensor_type.shape.dim
         if info.name not in inputs or not dims:
             continue
-        rest = []
-        for i, dim in enumerate(dims[1:], start=1):
-            if not dim.HasField("dim_value") or dim.dim_value <= 0:
-                raise ModelError(f"{source}: graph input {info.name!r}: dimension {i} is symbolic; "
-                                 f"--batch sets only the first")
-            rest.append(dim.dim_value)
+        rest = [named.get(_symbolic(dim), -1) if _symbolic(dim) is not None else dim.dim_value for dim in dims[1:]]
         shapes[info.name] = (batch, *rest)
     return shapes
 
 
-def _opset(model: onnx.ModelProto, source: str) -> int:
+def _sequence(infos, inputs: list[str], seq: int, source: str) -> dict[str, int]:
+    """--seq as sizes of named dimensions: the names of the symbolic second dimensions of inputs."""
+    if seq < 1:
+        raise ModelError(f"{source}: --seq {seq}: must be a positive integer")
+    named = {}
+    for info in infos:
+        dims = info.type.tensor_type.shape.dim
+        if info.name in inputs and len(dims) >= 2 and _symbolic(dims[1]):
+            named[dims[1].dim_param] = seq
+    if not named:
+        raise ModelError(f"{source}: --seq {seq}: no graph input has a named symbolic second dimension (a "
+                         f"sequence); set shapes with --shape INPUT=D0,D1,...")
+    return named
+
+
+def _bind(g: onnx.GraphProto, values: dict[str, np.ndarray], weights: dict, tensors: dict, source: str) -> None:
+    """Graph inputs given values at import become weights of their declared dtype (same kind of number only)."""
+    declared = {info.name: info for info in g.input}
+    for name, value in values.items():
+        if name not in declared:
+            raise ModelError(f"{source}: input_values names {name!r}, which is not a graph input (inputs: "
+                             f"{', '.join(declared)})")
+        array = held(np.asarray(value))
+        tensor_type = declared[name].type.tensor_type
+        tensor = Tensor(name, array.shape, DType.from_onnx(tensor_type.elem_type, f"{source}: graph input {name!r}"))
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim]
+        if tensor_type.HasField("shape") and (len(dims) != array.ndim or any(
+                d is not None and d != n for d, n in zip(dims, array.shape))):
+            raise ModelError(f"{source}: input_values gives {name!r} shape {list(array.shape)}, the model "
+                             f"declares {[d if d is not None else '?' for d in dims]}")
+        want = tensor.dtype.numpy
+        if array.dtype.kind != want.kind and not (array.dtype.kind in "iu" and want.kind in "iu"):
+            raise ModelError(f"{source}: input_values gives {name!r} as {array.dtype}, the model declares "
+                             f"{tensor.dtype.value}")
+        weights[name] = array.astype(want)
+        tensors[name] = tensor
+
+
+def _opset(model: onnx.ModelProto, source: str) -> tuple[onnx.ModelProto, int]:
+    """The model, converted when its opset is older than OLDEST_OPSET, and its default-domain opset."""
     versions = {imp.domain: imp.version for imp in model.opset_import}
     version = versions.get("", versions.get("ai.onnx"))
+    newest = SUPPORTED_OPSETS.stop - 1
     if version is None:
-        raise ModelError(f"{source}: the model imports no default ONNX opset")
-    if version not in SUPPORTED_OPSETS:
-        raise ModelError(f"{source}: opset {version} is not supported (supported: "
-                         f"{SUPPORTED_OPSETS.start} to {SUPPORTED_OPSETS.stop - 1})")
-    return version
+        if any(node.domain in ("", "ai.onnx") for node in model.graph.node):
+            raise ModelError(f"{source}: the model imports no default ONNX opset")
+        return model, newest   # every node is in another domain: the op lookup names what is missing
+    if version > newest:
+        raise ModelError(f"{source}: opset {version} is newer than the newest the installed onnx "
+                         f"{onnx.__version__} defines ({newest}); upgrade onnx, or export the model at opset "
+                         f"{newest} or older")
+    if version < OLDEST_OPSET:
+        return _converted(model, version, source), OLDEST_OPSET
+    return model, version
 
 
-def _initializer_value(init: onnx.TensorProto, base_dir: Path | None, where: str) -> np.ndarray | None:
+def _converted(model: onnx.ModelProto, version: int, source: str) -> onnx.ModelProto:
+    """An opset older than OLDEST_OPSET converted by onnx's own converter (adapters per op, maintained by onnx)."""
+    try:
+        return version_converter.convert_version(model, OLDEST_OPSET)
+    except Exception as error:  # the converter raises RuntimeError, ConvertError... for an op it has no adapter for
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ModelError(f"{source}: opset {version} is older than {OLDEST_OPSET}, and onnx.version_converter "
+                         f"could not convert it ({reason}); re-export the model at opset {OLDEST_OPSET} to "
+                         f"{SUPPORTED_OPSETS.stop - 1}") from None
+
+
+# Left out by design, each with the reason a refusal gives (docs/onnx.md lists them).
+STRINGS = ("text processing is out of scope by design: accelsim models tensor arithmetic on accelerators, and "
+           "string handling runs on the host")
+SEQUENCES = ("sequences and optionals are out of scope by design: accelsim's Graph holds tensors of static shape, "
+             "not lists of tensors whose length is known only at run time")
+OUT_OF_SCOPE = {
+    **dict.fromkeys(("StringConcat", "StringNormalizer", "StringSplit", "RegexFullMatch", "TfIdfVectorizer"),
+                    STRINGS),
+    **dict.fromkeys(("SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
+                     "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence", "Optional",
+                     "OptionalGetElement", "OptionalHasElement"), SEQUENCES),
+    "ImageDecoder": ("image decoding is out of scope by design: turning JPEG or PNG bytes into pixels is input "
+                     "preparation on the host; feed the decoded tensor instead"),
+    "Gradient": ("ONNX's training-only Gradient op is out of scope by design: accelsim builds a training step's "
+                 "backward pass itself (accelsim train, accelsim eval --train; docs/training.md)"),
+}
+
+
+def refuse_out_of_scope(g: onnx.GraphProto, source: str) -> None:
+    """OutOfScopeError for the first op or graph input/output accelsim leaves out by design, bodies included."""
+    for kind, infos in (("input", g.input), ("output", g.output)):
+        for info in infos:
+            value = info.type.WhichOneof("value")
+            if value in ("sequence_type", "optional_type", "map_type"):
+                what = {"sequence_type": "a sequence", "optional_type": "an optional", "map_type": "a map"}[value]
+                raise OutOfScopeError(f"{source}: graph {kind} {info.name!r} is {what}: {SEQUENCES}")
+            if value == "tensor_type" and info.type.tensor_type.elem_type == onnx.TensorProto.STRING:
+                raise OutOfScopeError(f"{source}: graph {kind} {info.name!r} holds strings: {STRINGS}")
+    for index, node in enumerate(g.node):
+        if node.op_type in OUT_OF_SCOPE:
+            raise OutOfScopeError(f"{source}: node {node.name or f'#{index}'!r} ({node.op_type}): "
+                                  f"{OUT_OF_SCOPE[node.op_type]}")
+        for attr in node.attribute:
+            for body in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs):
+                refuse_out_of_scope(body, source)
+
+
+def _initializer_value(init: onnx.TensorProto, base_dir: Path | None, where: str, read: bool = True
+                       ) -> np.ndarray | None:
     """The initializer's values in the numpy type the Graph holds them in (bf16/fp8 as float32, int4 as
-    int8), or None when its external data file is absent."""
+    int8), or None when its external data file is absent or `read` is False. External data is checked (path and
+    declared extent) either way, and plain types are memory-mapped read-only, never read into memory."""
     if init.data_location == onnx.TensorProto.EXTERNAL:
         info = {e.key: e.value for e in init.external_data}
-        relative = Path(info.get("location", ""))
-        if relative.is_absolute() or ".." in relative.parts or not relative.parts:
-            raise ModelError(f"{where}: external data location {str(relative)!r} must be a file beside "
-                             f"the model")
-        folder = (base_dir or Path(".")).resolve()
-        location = (folder / relative).resolve()      # links followed: a link beside the model may point anywhere
-        if not location.is_relative_to(folder):
-            raise ModelError(f"{where}: external data {str(relative)!r} resolves to {location}, outside the "
-                             f"model's folder {folder}; external data must be a file in that folder")
-        if not location.is_file():
+        location = _external_file(info, base_dir, where)
+        if location is None:
             return None  # shapes suffice to simulate; `eval` reports the missing weights
-        plain = _plain_numpy(init.data_type)
-        if plain is not None:
-            return _read_external(init, location, info, plain, where)
-        try:
-            onnx.external_data_helper.load_external_data_for_tensor(init, str(base_dir or "."))
-        except Exception as error:
-            raise ModelError(f"{where}: cannot read external data {location} ({error})") from None
+        offset, size = _external_extent(init, info, location, where)
+        return _read_external(init, location, offset, size, where) if read else None
+    if not read:
+        return None
     try:
         value = numpy_helper.to_array(init)
     except Exception as error:
         raise ModelError(f"{where}: cannot decode ({error})") from None
-    if value.dtype.type in _WIDEN:  # an ml_dtypes array (bf16, fp8, int4): no numpy arithmetic on it
-        value = value.astype(_WIDEN[value.dtype.type])
+    return held(value)
+
+
+def _external_file(info: dict, base_dir: Path | None, where: str) -> Path | None:
+    """The external data file, resolved (links followed) and inside the model's folder, or None when absent."""
+    text = info.get("location", "")
+    relative = Path(text)
+    if relative.is_absolute() or ".." in relative.parts or not relative.parts or "\0" in text:
+        raise ModelError(f"{where}: external data location {text!r} must be a file beside the model")
+    folder = (base_dir or Path(".")).resolve()
+    location = (folder / relative).resolve()      # links followed: a link beside the model may point anywhere
+    if not location.is_relative_to(folder):
+        raise ModelError(f"{where}: external data {text!r} resolves to {location}, outside the "
+                         f"model's folder {folder}; external data must be a file in that folder")
+    if not location.exists():
+        return None
+    if not location.is_file():
+        raise ModelError(f"{where}: external data {text!r} is not a regular file ({location})")
+    return location
+
+
+def _external_extent(init: onnx.TensorProto, info: dict, location: Path, where: str) -> tuple[int, int]:
+    """(offset, bytes) of the tensor in its file, checked against its shape and the file's real size before a
+    byte is allocated or mapped: a 100-byte model may declare gigabytes."""
+    declared = {}
+    for key in ("offset", "length"):
+        try:
+            declared[key] = int(info[key]) if key in info else None
+        except ValueError:
+            declared[key] = -1
+        if declared[key] is not None and declared[key] < 0:
+            raise ModelError(f"{where}: external data {key} {info[key]!r} in {location.name} is not a "
+                             f"byte count (a whole number, 0 or more)")
+    if any(d < 0 for d in init.dims):
+        raise ModelError(f"{where}: shape {list(init.dims)} has a negative dimension")
+    count = math.prod(int(d) for d in init.dims)
+    size = DType.from_onnx(init.data_type, where).nbytes(count)   # as ONNX stores it: int4 two to a byte
+    if declared["length"] is not None and declared["length"] != size:
+        raise ModelError(f"{where}: external data length {declared['length']} bytes in {location.name}, but "
+                         f"its shape {list(init.dims)} needs {size}")
+    offset = declared["offset"] or 0
+    file_bytes = location.stat().st_size
+    available = max(0, file_bytes - offset)
+    if size > available:
+        raise ModelError(f"{where}: external data file {location} is truncated ({available} of {size} bytes "
+                         f"at offset {offset}; the file holds {file_bytes})")
+    return offset, size
+
+
+def held(value: np.ndarray) -> np.ndarray:
+    """An ml_dtypes array (bf16, fp8, int4...: no numpy arithmetic on it) in the type the reference holds it in."""
+    if value.dtype.kind == "V":
+        return value.astype(DType.from_numpy(value.dtype).numpy)
     return value
-
-
-_WIDEN = {ml_dtypes.bfloat16: np.float32, ml_dtypes.float8_e4m3fn: np.float32, ml_dtypes.int4: np.int8}
 
 
 def _plain_numpy(data_type: int) -> np.dtype | None:
     """The little-endian numpy type whose bytes ONNX stores as is (not packed int4, not strings)."""
     for dtype in (DType.fp64, DType.fp32, DType.fp16, DType.int64, DType.int32, DType.int16, DType.int8,
-                  DType.uint8, DType.bool):
+                  DType.uint64, DType.uint32, DType.uint16, DType.uint8, DType.bool):
         if dtype.onnx == data_type:
             return dtype.numpy.newbyteorder("<")
     return None
 
 
-def _read_external(init, location: Path, info: dict, dtype: np.dtype, where: str) -> np.ndarray:
-    # Read straight into the array: going through the proto (onnx's loader) holds every weight twice.
-    count = int(np.prod([int(d) for d in init.dims], dtype=np.int64))
-    size = count * dtype.itemsize
-    if "length" in info and int(info["length"]) != size:
-        raise ModelError(f"{where}: external data length {info['length']} bytes, but its shape "
-                         f"{list(init.dims)} needs {size}")
-    offset = int(info.get("offset", 0))
-    available = max(0, location.stat().st_size - offset)
-    if size > available:      # checked before a byte is allocated: a 110-byte model may declare gigabytes
-        raise ModelError(f"{where}: external data file {location} is truncated ({available} of {size} bytes "
-                         f"at offset {offset})")
-    buffer = bytearray(size)
-    with open(location, "rb") as file:
-        file.seek(offset)
-        got = file.readinto(buffer)
-    if got != size:
-        raise ModelError(f"{where}: external data file {location} is truncated ({got} of {size} bytes "
-                         f"at offset {info.get('offset', 0)})")
-    return np.frombuffer(buffer, dtype).astype(dtype.newbyteorder("="), copy=False).reshape(tuple(init.dims))
+def _read_external(init: onnx.TensorProto, location: Path, offset: int, size: int, where: str) -> np.ndarray:
+    """The tensor memory-mapped read-only from its checked extent: pages are read only when used, and a
+    many-gigabyte weight costs no memory until `eval` touches it. Narrow types are widened (a copy)."""
+    shape = tuple(int(d) for d in init.dims)
+    plain = _plain_numpy(init.data_type)
+    dtype = DType.from_onnx(init.data_type, where)
+    if size == 0:
+        return np.zeros(shape, plain if plain is not None else dtype.numpy)
+    if plain is not None:
+        stored = plain
+    elif dtype.bits % 8 == 0:                  # bf16, fp8: whole bytes, which ml_dtypes reads
+        stored = np.dtype(dtype.narrow)
+    else:                                      # int4, int2, fp4: packed several to a byte
+        stored = np.dtype(np.uint8)
+    try:
+        mapped = np.memmap(location, dtype=stored, mode="r", offset=offset, shape=(size // stored.itemsize,))
+    except (OSError, ValueError) as error:
+        raise ModelError(f"{where}: cannot map external data {location} ({error})") from None
+    if plain is not None:
+        return mapped.astype(plain.newbyteorder("="), copy=False).reshape(shape)
+    if dtype.bits % 8 == 0:
+        return held(mapped.reshape(shape))
+    packed = onnx.TensorProto()                # onnx unpacks the bytes: its packing rule stays in one place
+    packed.CopyFrom(init)
+    packed.ClearField("external_data")
+    packed.data_location = onnx.TensorProto.DEFAULT
+    packed.raw_data = mapped.tobytes()
+    try:
+        return held(numpy_helper.to_array(packed))
+    except Exception as error:
+        raise ModelError(f"{where}: cannot decode ({error})") from None
 
 
-def _value_info(info: onnx.ValueInfoProto, source: str, override=None) -> Tensor:
+def _value_info(info: onnx.ValueInfoProto, source: str, override=None,
+                named: dict[str, int] | None = None) -> Tensor:
+    """The input's Tensor: its shape from `override` (-1 where a dimension is still open), else as declared,
+    each symbolic dimension bound by its name in `named`; one left unbound is an error naming the CLI flag."""
     where = f"{source}: graph input {info.name!r}"
     kind = info.type.WhichOneof("value")
     if kind != "tensor_type":
@@ -189,27 +372,36 @@ def _value_info(info: onnx.ValueInfoProto, source: str, override=None) -> Tensor
     if dtype == DType.int8 and info.doc_string == TERNARY_MARK:
         dtype = DType.ternary
     if not tensor_type.HasField("shape") and override is None:
-        raise ModelError(f"{where}: the model gives no shape (not even a rank); pass input_shapes="
-                         f"{{{info.name!r}: (...)}}")
+        raise ModelError(f"{where}: the model gives no shape (not even a rank); set it with "
+                         f"--shape {info.name}=D0,D1,...")
     dims = tensor_type.shape.dim
     if override is not None:
-        shape = tuple(int(d) for d in override)
-        if tensor_type.HasField("shape") and len(shape) != len(dims):
-            raise ModelError(f"{where}: input_shapes gives rank {len(shape)} ({list(shape)}), the model "
+        given = tuple(int(d) for d in override)
+        if tensor_type.HasField("shape") and len(given) != len(dims):
+            raise ModelError(f"{where}: --shape gives rank {len(given)} ({list(given)}), the model "
                              f"rank {len(dims)}")
-        if any(d <= 0 for d in shape):
-            raise ModelError(f"{where}: input_shapes gives {list(shape)}; every dimension must be positive")
-        return Tensor(info.name, shape, dtype)
+        if any(d <= 0 and d != -1 for d in given) or (not dims and -1 in given):
+            raise ModelError(f"{where}: --shape gives {list(given)}; every dimension must be positive")
+        if -1 not in given:
+            return Tensor(info.name, given, dtype)
+    else:
+        given = (-1,) * len(dims)
     shape = []
-    for i, dim in enumerate(dims):
-        if dim.HasField("dim_value") and dim.dim_value > 0:
-            shape.append(dim.dim_value)
-        elif dim.HasField("dim_param"):
-            raise ModelError(f"{where}: dimension {i} is symbolic ({dim.dim_param!r}); fix it with "
-                             f"input_shapes={{{info.name!r}: (...)}}")
+    for i, (dim, size) in enumerate(zip(dims, given)):
+        param = _symbolic(dim)
+        if size != -1:
+            shape.append(size)
+        elif param is None:
+            shape.append(dim.dim_value)      # 0: an empty tensor, which ONNX allows
+        elif param in (named or {}):
+            shape.append(named[param])
         else:
-            raise ModelError(f"{where}: dimension {i} has no size; fix it with "
-                             f"input_shapes={{{info.name!r}: (...)}}")
+            flags = ["--batch N"] * (i == 0) + ["--seq N"] * (i == 1 and bool(param))   # --seq binds by name
+            flags += [f"--shape {param}=N"] * bool(param)
+            flags.append(f"--shape {info.name}={','.join(f'D{k}' for k in range(len(dims)))}")
+            what = f"symbolic ({param!r})" if param else "unsized"
+            raise ModelError(f"{where}: dimension {i} is {what}; set it with {', '.join(flags[:-1])}"
+                             f"{' or ' if len(flags) > 1 else ''}{flags[-1]}")
     return Tensor(info.name, tuple(shape), dtype)
 
 
@@ -226,9 +418,11 @@ def _node(proto: onnx.NodeProto, index: int, source: str) -> Node:
     return Node(proto.name, proto.op_type, tuple(proto.input), tuple(proto.output), attrs, proto.domain)
 
 
-def from_subgraph(body: onnx.GraphProto, outer: Graph, input_tensors: list[Tensor], where: str) -> Graph:
+def from_subgraph(body: onnx.GraphProto, outer: Graph, input_tensors: list[Tensor], where: str,
+                  base_dir: Path | None = None, read: bool = True) -> Graph:
     """Import a control-flow body (Scan's `body`) as a finalized Graph whose inputs take `input_tensors`'
-    shapes and dtypes. Outer-scope names it reads must be the outer graph's weights or constants."""
+    shapes and dtypes. Outer-scope names it reads must be the outer graph's weights or constants.
+    `base_dir` and `read` are the model's: external data beside the model file, weights read or not."""
     source = f"{outer.source}: {where} body"
     if len(body.input) != len(input_tensors):
         raise ModelError(f"{source}: the body has {len(body.input)} inputs, the op feeds it "
@@ -237,7 +431,9 @@ def from_subgraph(body: onnx.GraphProto, outer: Graph, input_tensors: list[Tenso
     tensors: dict[str, Tensor] = {}
     for init in body.initializer:
         dtype = DType.from_onnx(init.data_type, f"{source}: initializer {init.name!r}")
-        weights[init.name] = _initializer_value(init, None, f"{source}: initializer {init.name!r}")
+        small = math.prod(init.dims) <= SHAPE_ONLY_KEEP_ELEMENTS
+        weights[init.name] = _initializer_value(init, base_dir, f"{source}: initializer {init.name!r}",
+                                                read=read or small)
         if dtype == DType.int8 and init.doc_string == TERNARY_MARK:
             dtype = DType.ternary
         tensors[init.name] = Tensor(init.name, tuple(int(d) for d in init.dims), dtype)
@@ -262,6 +458,6 @@ def from_subgraph(body: onnx.GraphProto, outer: Graph, input_tensors: list[Tenso
             continue  # finalize reports the dangling name
         tensors[name] = outer.tensor(name)
     graph = Graph(name=body.name or where, inputs=inputs, outputs=[o.name for o in body.output], nodes=nodes,
-                  import_body=from_subgraph,
+                  import_body=functools.partial(from_subgraph, base_dir=base_dir, read=read),
                   tensors=tensors, weights=weights, opset=outer.opset, source=source)
     return finalize(graph)

@@ -10,6 +10,7 @@ from compiler.dtypes import DType
 from compiler.graph import Graph
 from compiler.ir import IR
 from compiler.ops.lower import lower
+from compiler.passes.qdq import fold_qdq
 from compiler.passes.quantize import quantize
 
 
@@ -18,7 +19,7 @@ class Options:
     dtype: DType | None = None      # the dtype the target computes in; None keeps the model's
 
 
-PIPELINE = [quantize]
+PIPELINE = [quantize, fold_qdq]   # fold_qdq after quantize: the model's quantized tensors keep their dtypes
 
 
 def compile_graph(graph: Graph, options: Options = Options()) -> IR:

@@ -11,7 +11,6 @@ gives the same answer in the same order (ties between plans broken by their text
 """
 from __future__ import annotations
 
-import math
 import multiprocessing
 import os
 import time

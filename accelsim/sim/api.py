@@ -25,6 +25,8 @@ def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike |
 
     `dtype` is the dtype the hardware computes in; by default the arch's native one (int8 on TPU v1).
     `compat="scalesim"` prices each Einsum's compute cycles as SCALE-Sim v3 does (accelsim.price.compat).
+    An .onnx file's symbolic dimensions take `batch`, `seq=` and `shapes=` (input or dimension name -> sizes,
+    as --shape gives them: shapes={"input_ids": (1, 128)} or {"sequence_length": (128,)}).
     """
     if fidelity not in FIDELITIES:
         raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")

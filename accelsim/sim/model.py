@@ -34,6 +34,8 @@ def load_model(model: str | os.PathLike | Graph, batch: int | None = None, weigh
         return _load_file(Path(text), batch, weights, options)
     from compiler import zoo
 
+    if "shapes" in options:
+        raise ModelError(f"--shape applies to ONNX files; built-in model {text!r} takes --batch, --seq and --opt")
     if batch is not None:
         options["batch"] = batch
     if weights:
@@ -65,6 +67,8 @@ def _load_topology(path: Path, batch: int | None, options: dict) -> Graph:
 def _load_file(path: Path, batch: int | None, weights: bool, options: dict) -> Graph:
     from compiler.frontend import load_onnx
 
+    options = dict(options)
+    seq, shapes = options.pop("seq", None), options.pop("shapes", None)   # --seq and --shape bind symbolic dims
     if options:
         raise ModelError(f"{path}: options {', '.join(sorted(options))} apply to built-in models only")
-    return load_onnx(path, batch=batch, weights=weights)
+    return load_onnx(path, input_shapes=shapes, batch=batch, weights=weights, seq=seq)

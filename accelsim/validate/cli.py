@@ -1,5 +1,7 @@
-"""`accelsim validate score` and `validate cuda`: score prints a table per dataset and suite and exits 1 when a
-target is missed (like a failed test); cuda exits 1 when a generated kernel disagrees with the vendor library.
+"""`accelsim validate score`, `validate cuda` and `validate onnx`: score prints a table per dataset and suite and
+exits 1 when a target is missed (like a failed test); cuda exits 1 when a generated kernel disagrees with the vendor
+library; onnx runs onnx's conformance node cases through the reference interpreter (compiler/conformance.py) and
+exits 1 when a case mismatches or crashes.
 
 accelsim/cli.py adds these under its `validate` group (add_score_parser, add_cuda_parser); bad input is a UserError
 there (exit 2).
@@ -93,3 +95,22 @@ def cuda_command(args) -> int:
     if args.budget is not None and not args.budget > 0:
         raise UserError(f"--budget {args.budget}: must be a positive number of seconds")
     return validate_cuda(args.suite, args.arch, args.out, args.repeats, args.budget, args.device, args.case)
+
+
+def add_onnx_parser(group) -> argparse.ArgumentParser:
+    """`onnx` under the `validate` subparsers group."""
+    from compiler.conformance import add_arguments
+
+    p = group.add_parser("onnx", help="run every node case of the installed onnx's conformance set through the "
+                         "reference interpreter and count pass / refused / mismatch / crash (docs/onnx.md)")
+    add_arguments(p)
+    p.set_defaults(handler=onnx_command)
+    return p
+
+
+def onnx_command(args) -> int:
+    from compiler.conformance import check
+
+    text, clean = check(args.op, args.list, args.all_ops)
+    print(text, end="")
+    return 0 if clean else EXIT_MISSED

@@ -1,4 +1,4 @@
-"""Unary element-wise ops (activations, math functions, rounding, Clip), each lowered to one Map.
+"""Unary element-wise ops (activations, math functions, rounding, Clip) and PRelu, each lowered to one Map.
 
 The output has the input's shape and dtype (Not: bool); attributes (alpha, beta...) follow ONNX defaults.
 """
@@ -11,7 +11,7 @@ import numpy as np
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import OpDef, fail, map_op, map_reference, out, register, require
+from compiler.ops.base import OpDef, broadcast, fail, map_op, map_reference, out, register, require
 
 _ERF = np.frompyfunc(math.erf, 1, 1)   # exact (libm) erf; numpy has none and scipy is not a dependency
 
@@ -48,7 +48,19 @@ def _selu(x, node):
     return gamma * np.where(w > 0, w, alpha * np.expm1(np.minimum(w, 0)))
 
 
-_FLOAT, _NUMERIC, _BOOL = "float", "numeric", "bool"
+def _celu(x, node):
+    w = _work(x)
+    alpha = w.dtype.type(node.attr("alpha", 1.0))
+    return np.maximum(w, 0) + np.minimum(0, alpha * np.expm1(w / alpha))
+
+
+def _shrink(x, node):
+    """ORT computes in x's own type: an int x meets integer-cast lambd and bias."""
+    lambd, bias = x.dtype.type(node.attr("lambd", 0.5)), x.dtype.type(node.attr("bias", 0.0))
+    return np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, x.dtype.type(0)))
+
+
+FLOAT, NUMERIC, BOOL = "float", "numeric", "bool"
 # op -> (numpy function of (x, node), vector ops per element, allowed input dtypes).
 # Cost table: one op per add/mul/compare/select; exp, log, sqrt, reciprocal and tanh's exp count one each
 # (a special-function unit or a vector instruction sequence treated as one op).
@@ -62,45 +74,61 @@ _FLOAT, _NUMERIC, _BOOL = "float", "numeric", "bool"
 #   HardSigmoid clip(a x + b, 0, 1)                        multiply-add, max, min      = 3
 #   HardSwish   x * HardSigmoid(x)                                                     = 4
 #   Elu / Selu  x > 0 ? x : a (exp(x) - 1)  (Selu * gamma) exp, sub, mul, select (+1)  = 4 / 5
+#   Celu        max(0, x) + min(0, a (exp(x / a) - 1))     mul, exp, sub, mul, min, max, add = 7
+#   ThresholdedRelu  x > a ? x : 0                         compare, select             = 2
+#   Softsign    x / (1 + |x|)                              abs, add, div               = 3
+#   Mish        x tanh(softplus(x))                        softplus 3 + tanh 5 + mul   = 9
+#   Swish       x sigmoid(a x)                             mul + sigmoid 4 + mul       = 6
+#   Shrink      x < -l ? x + b : x > l ? x - b : 0         2 compares, add, sub, 2 selects = 6
 _UNARY = {
-    "Relu": (lambda x, n: np.maximum(x, x.dtype.type(0)), 1, _NUMERIC),
-    "Sigmoid": (lambda x, n: 1.0 / (1.0 + np.exp(-_work(x))), 4, _FLOAT),
-    "Tanh": (lambda x, n: np.tanh(_work(x)), 5, _FLOAT),
-    "Erf": (lambda x, n: _erf(x), 10, _FLOAT),
-    "Gelu": (_gelu, 14, _FLOAT),
-    "Sqrt": (lambda x, n: np.sqrt(x), 1, _FLOAT),
-    "Exp": (lambda x, n: np.exp(x), 1, _FLOAT),
-    "Log": (lambda x, n: np.log(x), 1, _FLOAT),
-    "Neg": (lambda x, n: np.negative(x), 1, _NUMERIC),
-    "Abs": (lambda x, n: np.abs(x), 1, _NUMERIC),
-    "Reciprocal": (lambda x, n: np.reciprocal(x), 1, _FLOAT),
-    "Softplus": (lambda x, n: np.logaddexp(0.0, _work(x)), 3, _FLOAT),
-    "LeakyRelu": (lambda x, n: np.where(x > 0, x, x * x.dtype.type(n.attr("alpha", 0.01))), 2, _FLOAT),
-    "HardSigmoid": (_hard_sigmoid, 3, _FLOAT),
-    "HardSwish": (lambda x, n: _work(x) * np.clip(_work(x) / 6.0 + 0.5, 0.0, 1.0), 4, _FLOAT),
-    "Elu": (_elu, 4, _FLOAT),
-    "Selu": (_selu, 5, _FLOAT),
-    "Round": (lambda x, n: np.round(x), 1, _FLOAT),          # numpy rounds half to even, as ONNX asks
-    "Floor": (lambda x, n: np.floor(x), 1, _FLOAT),
-    "Ceil": (lambda x, n: np.ceil(x), 1, _FLOAT),
-    "Sign": (lambda x, n: np.sign(x), 1, _NUMERIC),
-    "Not": (lambda x, n: np.logical_not(x), 1, _BOOL),
+    "Relu": (lambda x, n: np.maximum(x, x.dtype.type(0)), 1, NUMERIC),
+    "Sigmoid": (lambda x, n: 1.0 / (1.0 + np.exp(-_work(x))), 4, FLOAT),
+    "Tanh": (lambda x, n: np.tanh(_work(x)), 5, FLOAT),
+    "Erf": (lambda x, n: _erf(x), 10, FLOAT),
+    "Gelu": (_gelu, 14, FLOAT),
+    "Sqrt": (lambda x, n: np.sqrt(x), 1, FLOAT),
+    "Exp": (lambda x, n: np.exp(x), 1, FLOAT),
+    "Log": (lambda x, n: np.log(x), 1, FLOAT),
+    "Neg": (lambda x, n: np.negative(x), 1, NUMERIC),
+    "Abs": (lambda x, n: np.abs(x), 1, NUMERIC),
+    "Reciprocal": (lambda x, n: np.reciprocal(x), 1, FLOAT),
+    "Softplus": (lambda x, n: np.logaddexp(0.0, _work(x)), 3, FLOAT),
+    "LeakyRelu": (lambda x, n: np.where(x > 0, x, x * x.dtype.type(n.attr("alpha", 0.01))), 2, FLOAT),
+    "HardSigmoid": (_hard_sigmoid, 3, FLOAT),
+    "HardSwish": (lambda x, n: _work(x) * np.clip(_work(x) / 6.0 + 0.5, 0.0, 1.0), 4, FLOAT),
+    "Elu": (_elu, 4, FLOAT),
+    "Selu": (_selu, 5, FLOAT),
+    "Round": (lambda x, n: np.round(x), 1, FLOAT),          # numpy rounds half to even, as ONNX asks
+    "Floor": (lambda x, n: np.floor(x), 1, FLOAT),
+    "Ceil": (lambda x, n: np.ceil(x), 1, FLOAT),
+    "Sign": (lambda x, n: np.sign(x), 1, NUMERIC),
+    "Not": (lambda x, n: np.logical_not(x), 1, BOOL),
+    "Celu": (_celu, 7, FLOAT),
+    "ThresholdedRelu": (lambda x, n: np.where(x > x.dtype.type(n.attr("alpha", 1.0)), x, x.dtype.type(0)), 2,
+                        FLOAT),
+    "Softsign": (lambda x, n: _work(x) / (1.0 + np.abs(_work(x))), 3, FLOAT),
+    "Mish": (lambda x, n: _work(x) * np.tanh(np.logaddexp(0.0, _work(x))), 9, FLOAT),
+    "Shrink": (_shrink, 6, NUMERIC),
+    "Swish": (lambda x, n: _work(x) / (1.0 + np.exp(-n.attr("alpha", 1.0) * _work(x))), 6, FLOAT),
 }
 
 
-def _check_dtype(node: Node, tensor: Tensor, allowed: str) -> None:
-    ok = {_FLOAT: tensor.dtype.is_float, _BOOL: tensor.dtype == DType.bool,
-          _NUMERIC: tensor.dtype != DType.bool}[allowed]
+def check_dtype(node: Node, tensor: Tensor, allowed: str) -> None:
+    ok = {FLOAT: tensor.dtype.is_float, BOOL: tensor.dtype == DType.bool,
+          NUMERIC: tensor.dtype != DType.bool}[allowed]
     if not ok:
-        wanted = {_FLOAT: "a floating-point", _BOOL: "a bool", _NUMERIC: "a numeric"}[allowed]
+        wanted = {FLOAT: "a floating-point", BOOL: "a bool", NUMERIC: "a numeric"}[allowed]
         raise fail(node, f"input {tensor.name!r} must have {wanted} dtype, got {tensor.dtype.value}")
 
 
 @register(*_UNARY)
 class Unary(OpDef):
+    """A table of one-input functions: op -> (numpy function of (x, node), ops per element, input dtypes)."""
+    table = _UNARY
+
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         require(node, ins, 1)
-        _check_dtype(node, ins[0], _UNARY[node.op][2])
+        check_dtype(node, ins[0], self.table[node.op][2])
         if node.op == "Gelu" and node.attr("approximate", "none") not in ("none", "tanh"):
             raise fail(node, f"attribute approximate={node.attr('approximate')!r} is not allowed "
                              f"('none' or 'tanh')")
@@ -109,11 +137,11 @@ class Unary(OpDef):
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(args[0])
         with np.errstate(all="ignore"):  # exp overflow to inf, log(-1) = nan: the IEEE results ORT gives
-            y = _UNARY[node.op][0](x, node)
+            y = self.table[node.op][0](x, node)
         return [np.asarray(y).astype(x.dtype, copy=False)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
-        cost = _UNARY[node.op][1]
+        cost = self.table[node.op][1]
         if node.op == "Gelu" and node.attr("approximate", "none") == "tanh":
             cost = 12
         return map_op(node, graph, lambda x: self.reference(node, [x])[0], cost)
@@ -125,7 +153,7 @@ class Clip(OpDef):
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         require(node, ins, 1, 3)
-        _check_dtype(node, ins[0], _NUMERIC)
+        check_dtype(node, ins[0], NUMERIC)
         for index, bound in zip((1, 2), ("min", "max")):
             t = ins[index] if index < len(ins) else None
             if t is None:
@@ -156,3 +184,49 @@ class Clip(OpDef):
         lo = extra[0] if len(extra) > 0 and extra[0] is not None else info.min
         hi = extra[1] if len(extra) > 1 and extra[1] is not None else info.max
         return np.asarray(lo, dtype=dtype).reshape(()), np.asarray(hi, dtype=dtype).reshape(())
+
+
+@register("PRelu")
+class PRelu(OpDef):
+    """x < 0 ? slope * x : x, the slope broadcast to x's shape one way (numpy rules, x's shape unchanged)."""
+
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        require(node, ins, 2)
+        x, slope = ins
+        check_dtype(node, x, NUMERIC)
+        if slope.dtype != x.dtype:
+            raise fail(node, f"slope {slope.name!r} is {slope.dtype.value}, but x is {x.dtype.value}")
+        if broadcast(node, x.shape, slope.shape) != x.shape:
+            raise fail(node, f"slope has shape {list(slope.shape)}, which does not broadcast to x's shape "
+                             f"{list(x.shape)} (the slope broadcasts to x, never x to the slope)")
+        return [out(node, x.shape, x.dtype)]
+
+    def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+        x, slope = np.asarray(args[0]), np.asarray(args[1])
+        return [np.where(x < 0, x * slope, x).astype(x.dtype)]
+
+    def lower(self, node: Node, graph: Graph) -> list[IROp]:
+        return map_reference(self, node, graph, 2)   # mul, select (as LeakyRelu)
+
+
+@register("SwiGLU")
+class SwiGLU(OpDef):
+    """Swish(A) * B (opset 28): A the gate, B the value, of one shape (no broadcasting), computed in fp32."""
+
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        require(node, ins, 2)
+        gate, value = ins
+        check_dtype(node, gate, FLOAT)
+        if (value.shape, value.dtype) != (gate.shape, gate.dtype):
+            raise fail(node, f"the gate {gate.name!r} is {gate.dtype.value} {list(gate.shape)} and the value "
+                             f"{value.name!r} is {value.dtype.value} {list(value.shape)}; they must match "
+                             f"(SwiGLU does not broadcast)")
+        return [out(node, gate.shape, gate.dtype)]
+
+    def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+        a = np.asarray(args[0])
+        swish = _UNARY["Swish"][0](a, node)
+        return [(swish * _work(np.asarray(args[1]))).astype(a.dtype)]
+
+    def lower(self, node: Node, graph: Graph) -> list[IROp]:
+        return map_reference(self, node, graph, 7)   # Swish (6) and the gating multiply

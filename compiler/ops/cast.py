@@ -1,32 +1,51 @@
 """Cast and CastLike: convert element types (one Map op; a cast to the same type is a view).
 
-Float -> int truncates toward zero and narrower ints wrap, as numpy astype and ORT's static_cast do;
-bf16 and fp8, held in float32 by the reference, are rounded to their own precision.
+Float -> int truncates toward zero and narrower ints wrap, as numpy astype and ORT's static_cast do; the narrow
+types (bf16, fp8, fp4, 4- and 2-bit integers), held wider by the reference, are converted as onnx's own arrays
+convert them (ml_dtypes). A cast to an fp8 format saturates by default (the `saturate` attribute, opset 19 on):
+out-of-range values, infinities included, become the largest finite value, NaN stays NaN; to fp8 e8m0 (a power of
+two) it rounds by `round_mode` (up by default, opset 24 on).
 """
 from __future__ import annotations
 
 import numpy as np
+from onnx.numpy_helper import to_float8e8m0
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map
 from compiler.ops.base import OpDef, fail, move_op, operand, out, output_operand, register, require
+from compiler.ops.quantize import saturate as clamp_to
+
+SATURATING = (DType.fp8, DType.fp8_e4m3fnuz, DType.fp8_e5m2, DType.fp8_e5m2fnuz)   # ONNX's `saturate` applies
+ROUND_MODES = ("up", "down", "nearest")
 
 
-def convert(x: np.ndarray, dtype: DType) -> np.ndarray:
-    """Values of `x` as `dtype` holds them (bf16/fp8 rounded to nearest even, int4 wrapped to [-8, 7])."""
+def convert(x: np.ndarray, dtype: DType, saturate: bool = True, round_mode: str = "up") -> np.ndarray:
+    """Values of `x` as `dtype` holds them (narrow floats rounded to nearest even, narrow ints as ml_dtypes
+    converts them: int4 wrapped to [-8, 7] from integers)."""
     x = np.asarray(x)
-    if dtype in (DType.bf16, DType.fp8):
-        import ml_dtypes  # installed with onnx; only these two narrow floats need it
-
-        narrow = ml_dtypes.bfloat16 if dtype == DType.bf16 else ml_dtypes.float8_e4m3fn
-        return x.astype(np.float32).astype(narrow).astype(np.float32)
-    if dtype == DType.int4:
-        return ((x.astype(np.int64) + 8) % 16 - 8).astype(np.int8)
+    if dtype == DType.fp8_e8m0:
+        return to_float8e8m0(x.astype(np.float32), saturate, round_mode).astype(np.float32)
+    if dtype in SATURATING:
+        return clamp_to(x.astype(np.float32), dtype, clip=saturate)
+    if dtype.narrow is not None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            wide = x.astype(np.float32) if dtype.is_float else x
+            return wide.astype(dtype.narrow).astype(dtype.numpy)
     if dtype == DType.bool:
         return x != 0
     with np.errstate(invalid="ignore"):   # NaN -> int is undefined in ONNX too
         return x.astype(dtype.numpy)
+
+
+def _options(node: Node) -> tuple[bool, str]:
+    """The cast's `saturate` and `round_mode` attributes (their defaults before the opsets that added them)."""
+    mode = node.attr("round_mode", "up")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode not in ROUND_MODES:
+        raise fail(node, f"round_mode {mode!r}: choose among {', '.join(ROUND_MODES)}")
+    return bool(node.attr("saturate", 1)), mode
 
 
 def _target(node: Node, like: DType | None) -> DType:
@@ -43,17 +62,21 @@ class Cast(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         require(node, ins, 2 if node.op == "CastLike" else 1)
         like = ins[1].dtype if node.op == "CastLike" else None
-        return [out(node, ins[0].shape, _target(node, like))]
+        node.resolved["to"] = _target(node, like)      # CastLike's: an fp8 `like` is held in float32 at run time
+        return [out(node, ins[0].shape, node.resolved["to"])]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        like = DType.from_numpy(np.asarray(args[1]).dtype) if node.op == "CastLike" else None
-        return [convert(args[0], _target(node, like))]
+        to = node.resolved.get("to")
+        if to is None:
+            to = _target(node, DType.from_numpy(np.asarray(args[1]).dtype) if node.op == "CastLike" else None)
+        return [convert(args[0], to, *_options(node))]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         source = graph.tensor(node.inputs[0]).dtype
         target = graph.tensor(node.outputs[0]).dtype
         data = (operand(graph, node.inputs[0]),)   # CastLike's second input only names the type
+        options = _options(node)
         if source == target:
             return [move_op(node, graph, lambda x: x, view=True, inputs=data)]
         return [Map(name=node.name, node=node.name, op=node.op, inputs=data,
-                    output=output_operand(node, graph), fn=lambda x: convert(x, target), ops_per_element=1)]
+                    output=output_operand(node, graph), fn=lambda x: convert(x, target, *options), ops_per_element=1)]

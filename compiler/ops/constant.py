@@ -129,6 +129,12 @@ class Range(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         require(node, ins, 3)
         names = ("start", "limit", "delta")
+        unknown = [f"{name} ({node.inputs[i]!r})" for i, name in enumerate(names)
+                   if graph.value(node.inputs[i]) is None]
+        if unknown:
+            # the output's length is (limit - start) / delta: no shape without the values
+            raise fail(node, f"{' and '.join(unknown)} must be constants known at import time: the output's length "
+                             f"depends on them and accelsim compiles static shapes (make them initializers)")
         values = [const_input(node, graph, i, name) for i, name in enumerate(names)]
         for t, name in zip(ins, names):
             if t.elements != 1:

@@ -1,4 +1,5 @@
-"""Conv (1D/2D/3D, groups, depthwise, pads, strides, dilations, auto_pad) and the window geometry pools share.
+"""Conv (1D/2D/3D, groups, depthwise, pads, strides, dilations, auto_pad) and the window geometry pools share;
+the convolution Einsum and reference are shared with the quantized convolutions (compiler/ops/qlinear.py).
 
 Invariant: the lowering is ONE Einsum whose MACs are N*K*P*Q*C*R*S (C per group), plus a bias Map.
 """
@@ -79,60 +80,77 @@ class Conv(OpDef):
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         x, w = args[0], args[1]
-        spec = _spec(node, Tensor("x", x.shape, DType.fp32), Tensor("w", w.shape, DType.fp32))
         work = np.float64 if x.dtype == np.float64 else np.float32
-        rank = len(spec.outs)
-        xp = np.pad(x.astype(work), [(0, 0), (0, 0)] + list(zip(spec.begin, spec.end)))
-        n, g, c, k = x.shape[0], spec.groups, spec.c, spec.k_total // spec.groups
-        xg = xp.reshape(n, g, c, *xp.shape[2:])
-        wg = w.astype(work).reshape(g, k, c, *w.shape[2:])
-        y = np.zeros((n, g, k, *spec.outs), dtype=work)
-        for offsets in itertools.product(*(range(r) for r in spec.kernel)):
-            window = tuple(slice(o * d, o * d + s * (p - 1) + 1, s)
-                           for o, d, s, p in zip(offsets, spec.dilations, spec.strides, spec.outs))
-            patch = xg[(slice(None),) * 3 + window]
-            y += np.einsum("ngc...,gkc->ngk...", patch, wg[(slice(None),) * 3 + offsets])
-        y = y.reshape(n, g * k, *spec.outs)
+        y = convolve(node, x, w, work)
         if len(args) > 2 and args[2] is not None:
-            y = y + args[2].astype(work).reshape((-1,) + (1,) * rank)
+            y = y + args[2].astype(work).reshape((-1,) + (1,) * (y.ndim - 2))
         return [y.astype(x.dtype)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
-        x, w = graph.tensor(node.inputs[0]), graph.tensor(node.inputs[1])
-        spec = _spec(node, x, w)
-        rank, groups, k = len(spec.outs), spec.groups, spec.k_total // spec.groups
-        outs, wins = OUT_LOOPS[rank], WINDOW_LOOPS[rank]
-        grouped = groups > 1
-        loops = [("n", x.shape[0])] + ([("g", groups)] if grouped else []) + [("k", k)]
-        loops += list(zip(outs, spec.outs)) + [("c", spec.c)] + list(zip(wins, spec.kernel))
-        # Input row h = stride*p + dilation*r - pad_begin: out-of-range rows read the zero padding.
-        x_axes = (Axis.of("n"), Axis((("g", spec.c), ("c", 1))) if grouped else Axis.of("c"))
-        x_axes += tuple(Axis(((o, s), (r, d)), -b) for o, r, s, d, b
-                        in zip(outs, wins, spec.strides, spec.dilations, spec.begin))
-        w_axes = (Axis((("g", k), ("k", 1))) if grouped else Axis.of("k"), Axis.of("c"))
-        w_axes += tuple(Axis.of(r) for r in wins)
+        x = graph.tensor(node.inputs[0])
         result = output_operand(node, graph)
         has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
-        # Einsum outputs are indexed by plain loops, so with groups the Einsum writes (N, G, K, P, Q)
-        # and a view reshapes it to (N, G*K, P, Q): the same bytes in the same order, nothing moves.
         flat = Operand(f"{node.name}:acc", result.shape, result.dtype, Role.output) if has_bias else result
-        product = Operand(f"{node.name}:grouped", (x.shape[0], groups, k, *spec.outs), result.dtype,
-                          Role.output) if grouped else flat
-        ops: list[IROp] = [Einsum(name=node.name, node=node.name, op=node.op,
-                                  inputs=(operand(graph, node.inputs[0]), operand(graph, node.inputs[1])),
-                                  output=product, loops=tuple(loops), in_axes=(x_axes, w_axes),
-                                  out_dims=tuple(d for d, _ in loops[: len(loops) - rank - 1]),
-                                  acc=accumulator(x.dtype))]
-        if grouped:
-            shape = flat.shape
-            ops.append(Move(name=f"{node.name}:ungroup", node=node.name, op=node.op,
-                            inputs=(_as_input(product),), output=flat, view=True,
-                            fn=lambda y: y.reshape(shape)))
+        ops = conv_einsum(node, operand(graph, node.inputs[0]), operand(graph, node.inputs[1]), flat,
+                          accumulator(x.dtype))
         if has_bias:
+            rank = len(result.shape) - 2
             ops.append(Map(name=f"{node.name}:bias", node=node.name, op=node.op,
                            inputs=(_as_input(flat), operand(graph, node.inputs[2])), output=result,
                            fn=lambda y, b: y + b.reshape((-1,) + (1,) * rank), ops_per_element=1))
         return ops
+
+
+def convolve(node: Node, x: np.ndarray, w: np.ndarray, work) -> np.ndarray:
+    """The convolution of x by w (no bias) in numpy type `work`; int64 gives ConvInteger's exact sums."""
+    spec = _spec(node, Tensor("x", x.shape, DType.fp32), Tensor("w", w.shape, DType.fp32))
+    xp = np.pad(x.astype(work), [(0, 0), (0, 0)] + list(zip(spec.begin, spec.end)))
+    n, g, c, k = x.shape[0], spec.groups, spec.c, spec.k_total // spec.groups
+    xg = xp.reshape(n, g, c, *xp.shape[2:])
+    wg = w.astype(work).reshape(g, k, c, *w.shape[2:])
+    y = np.zeros((n, g, k, *spec.outs), dtype=work)
+    for offsets in itertools.product(*(range(r) for r in spec.kernel)):
+        window = tuple(slice(o * d, o * d + s * (p - 1) + 1, s)
+                       for o, d, s, p in zip(offsets, spec.dilations, spec.strides, spec.outs))
+        patch = xg[(slice(None),) * 3 + window]
+        y += np.einsum("ngc...,gkc->ngk...", patch, wg[(slice(None),) * 3 + offsets])
+    return y.reshape(n, g * k, *spec.outs)
+
+
+def conv_shape(node: Node, x: Tensor, w: Tensor) -> tuple[int, ...]:
+    """The output shape of a Conv-like node over data x and weight w (their dtypes may differ)."""
+    spec = _spec(node, x, Tensor(w.name, w.shape, x.dtype))
+    return (x.shape[0], spec.k_total, *spec.outs)
+
+
+def conv_einsum(node: Node, x: Operand, w: Operand, result: Operand, acc: DType) -> list[IROp]:
+    """The convolution as one Einsum writing `result` (plus a free view back from groups); x and w may be
+    of different dtypes (uint8 data, int8 weights)."""
+    spec = _spec(node, Tensor(x.tensor, x.shape, x.dtype), Tensor(w.tensor, w.shape, x.dtype))
+    rank, groups, k = len(spec.outs), spec.groups, spec.k_total // spec.groups
+    outs, wins = OUT_LOOPS[rank], WINDOW_LOOPS[rank]
+    grouped = groups > 1
+    loops = [("n", x.shape[0])] + ([("g", groups)] if grouped else []) + [("k", k)]
+    loops += list(zip(outs, spec.outs)) + [("c", spec.c)] + list(zip(wins, spec.kernel))
+    # Input row h = stride*p + dilation*r - pad_begin: out-of-range rows read the zero padding.
+    x_axes = (Axis.of("n"), Axis((("g", spec.c), ("c", 1))) if grouped else Axis.of("c"))
+    x_axes += tuple(Axis(((o, s), (r, d)), -b) for o, r, s, d, b
+                    in zip(outs, wins, spec.strides, spec.dilations, spec.begin))
+    w_axes = (Axis((("g", k), ("k", 1))) if grouped else Axis.of("k"), Axis.of("c"))
+    w_axes += tuple(Axis.of(r) for r in wins)
+    # Einsum outputs are indexed by plain loops, so with groups the Einsum writes (N, G, K, P, Q)
+    # and a view reshapes it to (N, G*K, P, Q): the same bytes in the same order, nothing moves.
+    product = Operand(f"{node.name}:grouped", (x.shape[0], groups, k, *spec.outs), result.dtype,
+                      Role.output) if grouped else result
+    ops: list[IROp] = [Einsum(name=node.name, node=node.name, op=node.op, inputs=(x, w), output=product,
+                              loops=tuple(loops), in_axes=(x_axes, w_axes),
+                              out_dims=tuple(d for d, _ in loops[: len(loops) - rank - 1]), acc=acc)]
+    if grouped:
+        shape = result.shape
+        ops.append(Move(name=f"{node.name}:ungroup", node=node.name, op=node.op,
+                        inputs=(_as_input(product),), output=result, view=True,
+                        fn=lambda y: y.reshape(shape)))
+    return ops
 
 
 def _as_input(o: Operand) -> Operand:

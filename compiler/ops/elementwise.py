@@ -36,12 +36,16 @@ def _pow(a, b):
     return np.power(a, b.astype(a.dtype)).astype(a.dtype)
 
 
+FLOAT_MOD_OPSET = 28    # from opset 28 float Mod takes fmod=0 too (floored, the sign of the divisor)
+
+
 def _mod(node: Node):
     fmod = int(node.attr("fmod", 0))
 
     def mod(a, b):
         # fmod=1: C fmod, the sign of the dividend; fmod=0: Python %, the sign of the divisor.
-        return np.fmod(a, b) if fmod else np.mod(a, b)
+        with np.errstate(divide="ignore", invalid="ignore"):   # x mod 0 and inf mod y are NaN, as ONNX asks
+            return np.fmod(a, b) if fmod else np.mod(a, b)
     return mod
 
 
@@ -118,8 +122,9 @@ class Mod(OpDef):
         fmod = node.attr("fmod", 0)
         if fmod not in (0, 1):
             raise fail(node, f"attribute fmod={fmod} is not allowed (0 or 1)")
-        if dtype.is_float and fmod != 1:
-            raise fail(node, f"floating-point inputs ({dtype.value}) need fmod=1, got fmod={fmod}")
+        if dtype.is_float and fmod != 1 and graph.opset < FLOAT_MOD_OPSET:
+            raise fail(node, f"floating-point inputs ({dtype.value}) need fmod=1 before opset {FLOAT_MOD_OPSET} "
+                             f"(this model is opset {graph.opset}), got fmod={fmod}")
         return [out(node, shape, dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:

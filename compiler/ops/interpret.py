@@ -1,12 +1,14 @@
 """The numpy reference interpreter, for a Graph (op by op) and for its IR (IR op by IR op).
 
-Both take the runtime inputs by name and return every graph output by name. Weights without values
+Both take the runtime inputs by name and return every graph output by name; every value is stored as its tensor's
+dtype holds it (bf16, fp8 and fp4 rounded to their precision, in float32). Weights without values
 (a shape-only model) are an error here, and only here: simulation never reads them.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from compiler.dtypes import DType
 from compiler.errors import MissingWeightsError, ModelError
 from compiler.graph import Graph
 from compiler.ir import IR
@@ -41,14 +43,14 @@ def store(graph: Graph, node, env: dict[str, np.ndarray], results) -> None:
     """A node's results into the env, each in its output tensor's dtype."""
     for name, value in zip(node.outputs, results):
         if name:
-            env[name] = _as_dtype(value, graph.tensors[name])
+            env[name] = _as_dtype(value, graph.tensors[name].dtype)
 
 
 def run_ir(ir: IR, feeds: dict[str, np.ndarray], tensors=None) -> dict[str, np.ndarray]:
     env = _initial_env(ir.source, ir.inputs, ir.weights, ir.constants, tensors, feeds)
     for op in ir.ops:
         args = [env[o.tensor] for o in op.inputs]
-        env[op.output.tensor] = np.asarray(op.reference(args)).astype(op.output.dtype.numpy, copy=False)
+        env[op.output.tensor] = _as_dtype(op.reference(args), op.output.dtype)
     return {name: env[name] for name in ir.outputs}
 
 
@@ -68,6 +70,9 @@ def _initial_env(source, inputs, weights, constants, tensors, feeds) -> dict[str
         if name not in feeds:
             raise ModelError(f"{source}: no value given for graph input {name!r}")
         value = np.asarray(feeds[name])
+        if tensors is not None and name in tensors and value.dtype.kind == "V":
+            # narrow types arrive as ml_dtypes arrays (onnx's own test data); the reference holds them wider
+            value = value.astype(tensors[name].dtype.numpy)
         if tensors is not None and name in tensors and tuple(value.shape) != tensors[name].shape:
             raise ModelError(f"{source}: input {name!r} has shape {list(value.shape)}, the model expects "
                              f"{list(tensors[name].shape)}")
@@ -75,5 +80,10 @@ def _initial_env(source, inputs, weights, constants, tensors, feeds) -> dict[str
     return env
 
 
-def _as_dtype(value, tensor) -> np.ndarray:
-    return np.asarray(value).astype(tensor.dtype.numpy, copy=False)
+def _as_dtype(value, dtype: DType) -> np.ndarray:
+    """`value` as the reference holds `dtype`: a narrow float (bf16, the fp8 and fp4 formats) rounded to its own
+    precision inside float32, as a runtime computing in it stores every result; any other dtype in its numpy type."""
+    value = np.asarray(value)
+    if dtype.is_float and dtype.narrow is not None:
+        return value.astype(np.float32).astype(dtype.narrow).astype(np.float32)
+    return value.astype(dtype.numpy, copy=False)

@@ -1,4 +1,5 @@
-"""LayerNormalization (opset 17: axis, epsilon, optional bias) -> one Reduce over the axes from `axis` on.
+"""LayerNormalization (opset 17: axis, epsilon, optional bias) and RMSNormalization (opset 23) -> one Reduce over the
+axes from `axis` on.
 
 Invariant: y = (x - mean) / sqrt(var + epsilon) * scale + B, computed in fp32, or in fp64 for fp64 x (as onnxruntime
 does); the optional Mean and InvStdDev outputs are fp32 (stash_type 1) and get their own Reduce only when read.
@@ -71,3 +72,49 @@ def _normalize(node: Node, x, scale, bias):
     if bias is not None:
         y = y + bias.astype(work)
     return y.astype(x.dtype), mean.astype(np.float32), inv_std.astype(np.float32)
+
+
+@register("RMSNormalization")
+class RMSNormalization(OpDef):
+    """y = x / sqrt(mean(x^2) + epsilon) * scale over the axes from `axis` on (opset 23), in fp32 (stash_type 1) or
+    in fp64 for fp64 x; the normalised result is cast back to x's dtype before the scale, as the ONNX function does."""
+
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        require(node, ins, 2)
+        x, scale = ins
+        if not x.dtype.is_float:
+            raise fail(node, f"input is {x.dtype.value}; RMSNormalization takes a float tensor")
+        axis = normalize_axis(node, int(node.attr("axis", -1)), len(x.shape))
+        if not _fits(scale.shape, x.shape[axis:]):
+            raise fail(node, f"scale has shape {list(scale.shape)}, which does not broadcast to the normalized "
+                             f"shape {list(x.shape[axis:])} (axes {axis}.. of {list(x.shape)})")
+        return [out(node, x.shape, x.dtype)]
+
+    def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+        return [_rms(node, args[0], args[1])]
+
+    def lower(self, node: Node, graph: Graph) -> list[IROp]:
+        x = graph.tensor(node.inputs[0])
+        axis = normalize_axis(node, int(node.attr("axis", -1)), len(x.shape))
+        # Per element: a square and an add for the mean square, the normalising multiply and the scale multiply (4);
+        # the rsqrt is per row.
+        return [Reduce(name=node.name, node=node.name, op=node.op, inputs=input_operands(node, graph),
+                       output=output_operand(node, graph), axes=tuple(range(axis, len(x.shape))), ops_per_element=4,
+                       fn=lambda a, s: _rms(node, a, s))]
+
+
+def _fits(shape: tuple[int, ...], normalized: tuple[int, ...]) -> bool:
+    """Whether a parameter of `shape` broadcasts to the normalized shape (and not beyond it)."""
+    try:
+        return tuple(np.broadcast_shapes(shape, normalized)) == tuple(normalized)
+    except ValueError:
+        return False
+
+
+def _rms(node: Node, x, scale) -> np.ndarray:
+    x = np.asarray(x)
+    axes = tuple(range(normalize_axis(node, int(node.attr("axis", -1)), x.ndim), x.ndim))
+    work = np.float64 if x.dtype == np.float64 else np.float32
+    xf = x.astype(work)
+    rms = np.sqrt((xf * xf).mean(axis=axes, keepdims=True) + work(node.attr("epsilon", 1e-5)))
+    return ((xf / rms).astype(x.dtype) * np.asarray(scale)).astype(x.dtype)

@@ -1,7 +1,9 @@
-"""MaxPool, AveragePool (pads, strides, dilations, ceil_mode, count_include_pad) and the global pools -> Reduce.
+"""MaxPool (with its optional Indices output), AveragePool (pads, strides, dilations, ceil_mode, count_include_pad),
+LpPool and the global max and average pools -> Reduce.
 
 Invariant: one Reduce over the spatial axes; its ops cover every window element of every output
-(a compare for max, an add for average, plus one divide per output for average).
+(a compare for max, an add for average, |x|^p and an add for Lp), plus one divide (average) or p-th root (Lp)
+per output. Lp pools sum (sum |x|^p)^(1/p) over the window, padding adding nothing.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import math
 
 import numpy as np
 
+from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Reduce
 from compiler.ops.base import OpDef, fail, input_operands, out, output_operand, register, require
@@ -23,25 +26,45 @@ class _Pool(OpDef):
         require(node, ins, 1)
         x = ins[0]
         geometry = _geometry(node, x.shape)
+        _check_p(node, self.mode)
+        shape = x.shape[:2] + tuple(geometry[1])
+        if node.attr("storage_order", 0) not in (0, 1):
+            raise fail(node, f"attribute storage_order={node.attr('storage_order')} is not allowed (0 or 1)")
         if len(node.outputs) > 1 and node.outputs[1]:
-            raise fail(node, "the Indices output is not supported; use only the first output")
-        return [out(node, x.shape[:2] + tuple(geometry[1]), x.dtype)]
+            return [out(node, shape, x.dtype), out(node, shape, DType.int64, 1)]
+        return [out(node, shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [_pool(args[0], self.mode, _geometry(node, args[0].shape), _include_pad(node))]
+        geometry = _geometry(node, args[0].shape)
+        y = _pool(args[0], self._mode(node), geometry, _include_pad(node))
+        if len(node.outputs) > 1 and node.outputs[1]:
+            return [y, _argmax(args[0], geometry, bool(node.attr("storage_order", 0)))]
+        return [y]
+
+    def _mode(self, node: Node):
+        """'max', 'average', or the Lp pool's exponent p."""
+        return int(node.attr("p", 2)) if self.mode == "lp" else self.mode
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         x = graph.tensor(node.inputs[0])
         geometry = _geometry(node, x.shape)
         kernel, outs = geometry[0], geometry[1]
-        mode, include = self.mode, _include_pad(node)
+        mode, include = self._mode(node), _include_pad(node)
         # Reduce counts ops per input element; a window reads each input about prod(kernel/stride)
         # times, so the count is rounded up from the true window work (never below it).
-        work = x.shape[0] * x.shape[1] * math.prod(outs) * (math.prod(kernel) + (mode == "average"))
-        return [Reduce(name=node.name, node=node.name, op=node.op, inputs=input_operands(node, graph),
-                       output=output_operand(node, graph), axes=tuple(range(2, len(x.shape))),
-                       ops_per_element=max(1, -(-work // x.elements)),
-                       fn=lambda a: _pool(a, mode, geometry, include))]
+        per_window = math.prod(kernel) * (2 if self.mode == "lp" else 1) + (self.mode != "max")
+        work = x.shape[0] * x.shape[1] * math.prod(outs) * per_window
+        ops_per_element = max(1, -(-work // x.elements))
+        ops: list[IROp] = [Reduce(name=node.name, node=node.name, op=node.op, inputs=input_operands(node, graph),
+                                  output=output_operand(node, graph), axes=tuple(range(2, len(x.shape))),
+                                  ops_per_element=ops_per_element, fn=lambda a: _pool(a, mode, geometry, include))]
+        if len(node.outputs) > 1 and node.outputs[1]:
+            # the Indices: the same window compares, each with a select of the position (twice the ops)
+            column = bool(node.attr("storage_order", 0))
+            ops.append(Reduce(name=f"{node.name}:1", node=node.name, op=node.op, inputs=input_operands(node, graph),
+                              output=output_operand(node, graph, 1), axes=tuple(range(2, len(x.shape))),
+                              ops_per_element=2 * ops_per_element, fn=lambda a: _argmax(a, geometry, column)))
+        return ops
 
 
 @register("MaxPool")
@@ -52,6 +75,11 @@ class MaxPool(_Pool):
 @register("AveragePool")
 class AveragePool(_Pool):
     mode = "average"
+
+
+@register("LpPool")
+class LpPool(_Pool):
+    mode = "lp"
 
 
 class _GlobalPool(OpDef):
@@ -90,6 +118,11 @@ class GlobalAveragePool(_GlobalPool):
     reduce = staticmethod(np.mean)
 
 
+def _check_p(node: Node, mode: str) -> None:
+    if mode == "lp" and int(node.attr("p", 2)) < 1:
+        raise fail(node, f"attribute p={node.attr('p')} is not allowed (a positive integer)")
+
+
 def _include_pad(node: Node) -> bool:
     return bool(node.attr("count_include_pad", 0))
 
@@ -109,7 +142,34 @@ def _geometry(node: Node, shape: tuple[int, ...]):
     return kernel, outs, begin, end, strides, dilations
 
 
-def _pool(x: np.ndarray, mode: str, geometry, include_pad: bool) -> np.ndarray:
+def _argmax(x: np.ndarray, geometry, column_major: bool) -> np.ndarray:
+    """MaxPool's Indices: where in x (flattened over N, C and the spatial axes, the spatial ones in column-major
+    order when asked) each window's first maximum lies; padding is never chosen."""
+    kernel, outs, begin, end, strides, dilations = geometry
+    sizes = x.shape[2:]
+    extra = [max(0, (o - 1) * s + (k - 1) * d + 1 - (n + b + e))
+             for o, s, k, d, n, b, e in zip(outs, strides, kernel, dilations, sizes, begin, end)]
+    pads = [(b, e + x_) for b, e, x_ in zip(begin, end, extra)]
+    spatial = math.prod(sizes)
+    position = np.pad(np.arange(spatial).reshape(sizes, order="F" if column_major else "C"), pads,
+                      constant_values=-1)
+    fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    xp = np.pad(x, [(0, 0), (0, 0)] + pads, constant_values=fill)
+    best = np.full(x.shape[:2] + tuple(outs), fill, dtype=x.dtype)
+    where = np.full(x.shape[:2] + tuple(outs), -1, dtype=np.int64)
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        window = tuple(slice(o * d, o * d + s * (p - 1) + 1, s)
+                       for o, d, s, p in zip(offsets, dilations, strides, outs))
+        patch, at = xp[(slice(None), slice(None)) + window], position[window]
+        better = (patch > best) & (at >= 0) | (where < 0) & (at >= 0)
+        best = np.where(better, patch, best)
+        where = np.where(better, at, where)
+    planes = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[:2] + (1,) * len(sizes)) * spatial
+    return planes + where
+
+
+def _pool(x: np.ndarray, mode, geometry, include_pad: bool) -> np.ndarray:
+    """mode: 'max', 'average', or an int p for an Lp pool."""
     kernel, outs, begin, end, strides, dilations = geometry
     sizes = x.shape[2:]
     # ceil_mode may let the last window run past the end padding: pad further, and count none of it
@@ -120,6 +180,10 @@ def _pool(x: np.ndarray, mode: str, geometry, include_pad: bool) -> np.ndarray:
         fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
         xp = np.pad(x, [(0, 0), (0, 0)] + pads, constant_values=fill)
         acc = np.full(x.shape[:2] + tuple(outs), fill, dtype=x.dtype)
+    elif mode != "average":   # Lp: the padding's zeros add nothing
+        work = np.float64 if x.dtype == np.float64 else np.float32
+        xp = np.pad(np.abs(x.astype(work)) ** mode, [(0, 0), (0, 0)] + pads)
+        acc = np.zeros(x.shape[:2] + tuple(outs), dtype=work)
     else:
         work = np.float64 if x.dtype == np.float64 else np.float32
         xp = np.pad(x.astype(work), [(0, 0), (0, 0)] + pads)
@@ -134,9 +198,13 @@ def _pool(x: np.ndarray, mode: str, geometry, include_pad: bool) -> np.ndarray:
         patch = xp[(slice(None), slice(None)) + window]
         if mode == "max":
             acc = np.maximum(acc, patch)
+        elif mode != "average":
+            acc += patch
         else:
             acc += patch
             count += mask[window]
     if mode == "max":
         return acc
+    if mode != "average":
+        return (acc ** (1.0 / mode)).astype(x.dtype)
     return (acc / np.maximum(count, 1)).astype(x.dtype)

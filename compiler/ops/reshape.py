@@ -131,14 +131,19 @@ class Reshape(OpDef):
 
 @register("Dropout")
 class Dropout(OpDef):
-    """Inference only: y = x; the optional mask is all true (bool from opset 10, x's dtype before)."""
+    """Inference only: y = x; the optional mask is all true (bool from opset 10, x's dtype before). Training mode
+    drops random elements, so it is accepted only with ratio 0, where it is the identity too."""
+    value_inputs = (1, 2)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         require(node, ins, 1, 3)
         if len(node.inputs) > 2 and node.inputs[2]:
             training = const_input(node, graph, 2, "training_mode")
-            if bool(training.reshape(-1)[0]):
-                raise fail(node, "training_mode=true is not supported: accelsim imports models for inference")
+            given = len(node.inputs) > 1 and bool(node.inputs[1])
+            ratio = float(const_input(node, graph, 1, "ratio").reshape(-1)[0]) if given and training.any() else 0.5
+            if bool(training.reshape(-1)[0]) and ratio != 0:
+                raise fail(node, f"training_mode=true is not supported with ratio {ratio:g}: it drops random "
+                                 f"elements, and accelsim imports models for inference (ratio 0 is accepted)")
         outs = [out(node, ins[0].shape, ins[0].dtype)]
         if len(node.outputs) > 1 and node.outputs[1]:
             outs.append(out(node, ins[0].shape, DType.bool if graph.opset >= 10 else ins[0].dtype, 1))

@@ -20,8 +20,8 @@ def opdef(graph: Graph, node):
         return COMM[node.op]
     if node.domain not in ("", "ai.onnx") or node.op not in REGISTRY:
         domain = f" in domain {node.domain!r}" if node.domain not in ("", "ai.onnx") else ""
-        raise ModelError(f"{graph.source}: {node.where()}: op {node.op!r}{domain} is not supported "
-                         f"(supported: {', '.join(sorted(REGISTRY))})")
+        raise ModelError(f"{graph.source}: {node.where()}: op {node.op!r}{domain} is not supported yet "
+                         f"(`accelsim ops` lists the {len(REGISTRY)} supported ONNX ops)")
     return REGISTRY[node.op]
 
 

@@ -1,7 +1,8 @@
-"""Softmax and LogSoftmax -> one Reduce: before opset 13 over every axis from `axis` on (the input
+"""Softmax, LogSoftmax and Hardmax -> one Reduce: before opset 13 over every axis from `axis` on (the input
 coerced to 2-D there), from opset 13 over the single axis `axis`.
 
-Invariant: the numerically stable form, max subtracted first, as onnxruntime computes it.
+Invariant: the numerically stable form, max subtracted first, as onnxruntime computes it; Hardmax puts a 1 at the
+first maximum of each row (the trailing axes taken together before opset 13) and 0 elsewhere.
 """
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ SINGLE_AXIS_OPSET = 13
 
 class _Softmax(OpDef):
     log = False
+    # Per element: a max compare, a subtract, an exp and a sum add, then a divide (Softmax) or a
+    # subtract of the per-row log (LogSoftmax): 5 ops either way.
+    ops_per_element = 5
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         require(node, ins, 1)
@@ -28,15 +32,16 @@ class _Softmax(OpDef):
         return [out(node, x.shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [_softmax(args[0], _axes(node, args[0].ndim), self.log)]
+        return [self.compute(args[0], _axes(node, args[0].ndim))]
+
+    def compute(self, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        return _softmax(x, axes, self.log)
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
-        axes, log = _axes(node, len(graph.tensor(node.inputs[0]).shape)), self.log
-        # Per element: a max compare, a subtract, an exp and a sum add, then a divide (Softmax) or a
-        # subtract of the per-row log (LogSoftmax): 5 ops either way.
+        axes = _axes(node, len(graph.tensor(node.inputs[0]).shape))
         return [Reduce(name=node.name, node=node.name, op=node.op, inputs=input_operands(node, graph),
-                       output=output_operand(node, graph), axes=axes, ops_per_element=5,
-                       fn=lambda x: _softmax(x, axes, log))]
+                       output=output_operand(node, graph), axes=axes, ops_per_element=self.ops_per_element,
+                       fn=lambda x: self.compute(x, axes))]
 
 
 @register("Softmax")
@@ -47,6 +52,14 @@ class Softmax(_Softmax):
 @register("LogSoftmax")
 class LogSoftmax(_Softmax):
     log = True
+
+
+@register("Hardmax")
+class Hardmax(_Softmax):
+    ops_per_element = 2   # a compare for the row's first maximum, a select writing 1 or 0
+
+    def compute(self, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        return _hardmax(x, axes)
 
 
 def _axes(node: Node, rank: int) -> tuple[int, ...]:
@@ -65,3 +78,13 @@ def _softmax(x: np.ndarray, axes: tuple[int, ...], log: bool) -> np.ndarray:
     total = exp.sum(axis=axes, keepdims=True)
     y = shifted - np.log(total) if log else exp / total
     return y.astype(x.dtype)
+
+
+def _hardmax(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """One-hot of the first maximum over `axes` (consecutive, trailing before opset 13), in C order within them."""
+    moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))
+    rows = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
+    hot = np.zeros(rows.shape, dtype=x.dtype)
+    if rows.shape[-1]:
+        np.put_along_axis(hot, np.argmax(rows, axis=-1)[..., None], 1, axis=-1)
+    return np.moveaxis(hot.reshape(moved.shape), range(x.ndim - len(axes), x.ndim), axes)

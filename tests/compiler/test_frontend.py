@@ -63,7 +63,7 @@ def test_dropout_at_inference_passes_values_through(opset):
 
 def test_symbolic_batch_needs_input_shapes(tmp_path):
     path, x, _ = export(tmp_path, "cnn", 13, dynamic_batch=True)
-    with pytest.raises(ModelError, match="'x'.*symbolic \\('batch'\\).*input_shapes"):
+    with pytest.raises(ModelError, match="'x'.*symbolic \\('batch'\\).*--batch N.*--shape x="):
         load_onnx(path)
     batch = np.concatenate([x, x[::-1], x])
     graph = load_onnx(path, input_shapes={"x": batch.shape})
@@ -115,15 +115,15 @@ def test_initializers_listed_as_inputs_in_ir_version_3(tmp_path):
     np.testing.assert_array_equal(run_graph(graph, {"x": x})["y"], run_ort(path, {"x": x})[0])
 
 
-@pytest.mark.parametrize("opset", [8, 22])
-def test_opset_outside_9_to_21_is_refused(opset):
-    proto = model([helper.make_node("Relu", ["x"], ["y"])], [("x", [2])], [("y", [2])], opset=opset)
-    with pytest.raises(ModelError, match=f"opset {opset} is not supported.*9 to 21"):
+def test_opset_newer_than_onnx_defines_is_refused():
+    newest = onnx.defs.onnx_opset_version()
+    proto = model([helper.make_node("Relu", ["x"], ["y"])], [("x", [2])], [("y", [2])], opset=newest + 1)
+    with pytest.raises(ModelError, match=f"opset {newest + 1} is newer than the newest .* defines \\({newest}\\)"):
         from_model(proto)
 
 
 def test_every_supported_opset_imports():
-    for opset in range(9, 22):
+    for opset in range(7, onnx.defs.onnx_opset_version() + 1):
         proto = model([helper.make_node("Relu", ["x"], ["y"])], [("x", [2])], [("y", [2])], opset=opset)
         assert from_model(proto).opset == opset
 

@@ -49,7 +49,7 @@ def test_einsum_matches_onnxruntime(case, opset):
 
 # case -> MACs: the product of every letter's extent, the ellipsis's axes included (by hand from EQUATIONS)
 MACS = {"matmul": 3 * 4 * 5, "attention_scores": 2 * 3 * 4 * 6 * 5, "three_operands": 2 * 3 * 4 * 5,
-        "ellipsis_uneven": 2 * 3 * 4 * 5, "row_sum": 3 * 4, "weight_gradient": 2 * 3 * 4 * 5}
+        "ellipsis_uneven": 2 * 3 * 4 * 5, "weight_gradient": 2 * 3 * 4 * 5}
 
 
 @pytest.mark.parametrize("case", sorted(MACS))
@@ -68,9 +68,9 @@ def test_integer_einsum_matches_onnxruntime():
 
 
 @pytest.mark.parametrize("equation, shapes, says", [
-    ("ii->i", [(3, 3)], "repeated within one operand"),
+    ("ii->i", [(3, 1)], "a diagonal needs them equal"),
     ("ij,jk->ik", [(3, 4), (5, 6)], "letter 'j' has extent 4"),
-    ("...ij,...jk->...ik", [(2, 3, 4), (1, 4, 5)], "has extent 2"),    # numpy would broadcast the size-1 axis
+    ("...ij,...jk->...ik", [(2, 3, 4), (3, 4, 5)], "has extent 2"),
     ("ij,jk->iz", [(3, 4), (4, 5)], "must each appear once and in an input"),
     ("ijk->ij", [(3, 4)], "do not fit an operand of shape [3, 4]"),
     ("ij->ij", [(3, 4), (3, 4)], "names 1 operand(s) but the node has 2"),

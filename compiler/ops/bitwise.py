@@ -1,0 +1,75 @@
+"""BitShift and BitwiseNot on unsigned and signed integers, each one Map (BitwiseAnd/Or/Xor live in elementwise.py).
+
+Invariant: the output has the broadcast shape and the inputs' integer dtype. BitShift takes unsigned integers, and
+from opset 28 signed ones too (a right shift then sign-extends); a shift by a negative amount or by the type's width
+or more gives what the sign fill alone gives: -1 for a right shift of a negative x, 0 otherwise.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.dtypes import DType
+from compiler.graph import Graph, Node, Tensor
+from compiler.ir import IROp
+from compiler.ops.base import OpDef, broadcast, fail, map_op, out, register, require
+
+DIRECTIONS = ("LEFT", "RIGHT")
+SIGNED_SHIFT_OPSET = 28
+
+
+def _integer(node: Node, t: Tensor) -> None:
+    if t.dtype.is_float or t.dtype in (DType.bool, DType.ternary, DType.int4):
+        raise fail(node, f"input {t.name!r} must have an integer dtype, got {t.dtype.value}")
+
+
+def _shift(node: Node):
+    direction = node.attr("direction")
+
+    def shift(x, amount):
+        x, amount = np.asarray(x), np.asarray(amount)
+        bits = x.dtype.itemsize * 8
+        within = (amount >= 0) & (amount < bits) if amount.dtype.kind == "i" else amount < bits
+        safe = np.where(within, amount, 0).astype(x.dtype)
+        if direction == "LEFT":
+            return np.where(within, np.left_shift(x, safe), x.dtype.type(0)).astype(x.dtype)
+        fill = np.where(x < 0, x.dtype.type(-1), x.dtype.type(0)) if x.dtype.kind == "i" else x.dtype.type(0)
+        return np.where(within, np.right_shift(x, safe), fill).astype(x.dtype)
+    return shift
+
+
+@register("BitShift")
+class BitShift(OpDef):
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        require(node, ins, 2)
+        direction = node.attr("direction")
+        if direction not in DIRECTIONS:
+            raise fail(node, f"attribute direction={direction!r} is not allowed ('LEFT' or 'RIGHT')")
+        for t in ins:
+            _integer(node, t)
+            if t.dtype.numpy.kind == "i" and graph.opset < SIGNED_SHIFT_OPSET:
+                raise fail(node, f"input {t.name!r} is {t.dtype.value}; BitShift takes unsigned integers before "
+                                 f"opset {SIGNED_SHIFT_OPSET} (this model is opset {graph.opset})")
+        if ins[0].dtype != ins[1].dtype:
+            raise fail(node, f"inputs must share one dtype, but {ins[0].name!r} is {ins[0].dtype.value} and "
+                             f"{ins[1].name!r} is {ins[1].dtype.value}")
+        return [out(node, broadcast(node, ins[0].shape, ins[1].shape), ins[0].dtype)]
+
+    def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+        return [_shift(node)(args[0], args[1])]
+
+    def lower(self, node: Node, graph: Graph) -> list[IROp]:
+        return map_op(node, graph, _shift(node), 1)   # one shift per element
+
+
+@register("BitwiseNot")
+class BitwiseNot(OpDef):
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        require(node, ins, 1)
+        _integer(node, ins[0])
+        return [out(node, ins[0].shape, ins[0].dtype)]
+
+    def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
+        return [np.invert(np.asarray(args[0]))]
+
+    def lower(self, node: Node, graph: Graph) -> list[IROp]:
+        return map_op(node, graph, np.invert, 1)     # one not per element
