@@ -22,17 +22,17 @@ from accelsim.explain.cli import add_explain_parser
 from accelsim.ops_cli import add_ops_parser
 from accelsim.plan_cli import add_plan_parser
 from accelsim.sweep.cli import add_sweep_parser
-from accelsim.train_cli import add_train_parser
+from accelsim.train_cli import LOSSES, OPTIMIZERS, add_choice, add_train_parser
 from accelsim.validate.cli import add_cuda_parser, add_onnx_parser, add_score_parser
 from compiler.errors import UserError
-from compiler.train.step import DEFAULTS, LOSSES
 
 EXIT_MISMATCH, EXIT_USAGE, EXIT_INTERNAL = 1, 2, 3
 
 
 def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _show_warning
-    parser = _parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = _parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()
@@ -69,7 +69,10 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 _PLAIN_WARNING = warnings.showwarning
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or, given `argv`, all of it but the `validate` actions unless argv's command is
+    validate: declaring them imports the CUDA harness and onnx's conformance cases (~1.5 s)."""
+    command = None if argv is None else next((arg for arg in argv if not arg.startswith("-")), "")
     parser = argparse.ArgumentParser(prog="accelsim", description="Simulate AI models on accelerators "
                                      "described in YAML.")
     parser.add_argument("--version", action="version", version=f"accelsim {__version__}")
@@ -91,6 +94,12 @@ def _parser() -> argparse.ArgumentParser:
                      "width (by default the table fits it: names wrap, then the shape and op columns go)")
     run.add_argument("--compat", choices=["scalesim"], help="price matrix ops' compute_cycles as another "
                      "simulator does (scalesim: SCALE-Sim v3's total minus stall cycles, per layer)")
+    run.add_argument("--fusion", default="runtime", choices=["runtime", "chains", "none"], help="runtime: ops "
+                     "form kernels as the target's inference runtimes fuse them (a GEMM with its epilogue, "
+                     "element-wise chains; the default); chains: element-wise chains only; none: every op a kernel "
+                     "of its own")
+    run.add_argument("--launch", choices=["eager", "graph"], help="eager: a launch per kernel; graph: one for a "
+                     "captured graph, as CUDA graphs run it (default: graph for a decode step, else eager)")
     run.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (works offline)")
     many_devices(run)
     run.add_argument("--plot", metavar="DIR", help="write the report's figures as PNG files into DIR")
@@ -105,10 +114,10 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
     ev.add_argument("--train", action="store_true", help="one training step instead: print the loss and each "
                     "parameter's gradient and update norms (docs/training.md)")
-    ev.add_argument("--loss", choices=LOSSES, help="with --train: the loss on the first output (default: "
-                    "cross_entropy); model: that output is the loss itself")
-    ev.add_argument("--optimizer", choices=sorted(DEFAULTS), help="with --train: sgd (momentum 0.9, weight decay "
-                    "5e-4) or adamw (default: sgd)")
+    add_choice(ev, "--loss", LOSSES, help="with --train: the loss on the first output (default: cross_entropy); "
+               "model: that output is the loss itself")
+    add_choice(ev, "--optimizer", OPTIMIZERS, help="with --train: sgd (momentum 0.9, weight decay 5e-4) or adamw "
+               "(default: sgd)")
     ev.add_argument("--limit", type=int, metavar="N", help="with --train: parameters listed (default 20; 0 for all)")
     ev.set_defaults(handler=_eval)
 
@@ -158,6 +167,14 @@ def _parser() -> argparse.ArgumentParser:
     add_sweep_parser(sub)
     validate = sub.add_parser("validate", help="measure real hardware and score the model against it") \
         .add_subparsers(dest="validate_command", metavar="ACTION", required=True)
+    if command in (None, "validate"):
+        _add_validate_parsers(validate)
+    _describe(parser)
+    return parser
+
+
+def _add_validate_parsers(validate) -> None:
+    """`validate score`, `validate cuda`, `validate onnx` and `validate cpu` under the `validate` subparsers group."""
     add_score_parser(validate)
     add_cuda_parser(validate)
     add_onnx_parser(validate)
@@ -174,8 +191,6 @@ def _parser() -> argparse.ArgumentParser:
     cpu.add_argument("--arch", help="price on this preset or YAML file as it is (default: the host's, detected, "
                      "with --threads cores)")
     cpu.set_defaults(handler=_validate_cpu)
-    _describe(parser)
-    return parser
 
 
 def _describe(parser: argparse.ArgumentParser) -> None:
@@ -195,10 +210,11 @@ def _run(args) -> int:
     positive("seq", args.seq)
     positive("devices", args.devices)
     if on_many_devices(args, {"arch": "tpu_v1", "fidelity": "tile", "compat": None,
-                              "plot": None, "limit": None, "wide": False}):
+                              "plot": None, "limit": None, "wide": False, "fusion": "runtime", "launch": None}):
         return _run_many(args)
     result = run(args.model, arch=args.arch, batch=args.batch, dtype=args.dtype, fidelity=args.fidelity,
-                 compat=args.compat, trace=bool(args.trace), **model_options(args))
+                 compat=args.compat, trace=bool(args.trace), fuse=args.fusion, launch=args.launch,
+                 **model_options(args))
     if args.json:
         write(args.json, result.to_json())
     if args.csv:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 from accelsim.args import model_args, model_options, positive, write
+from accelsim.train_cli import OPTIMIZERS, add_choice
 from compiler.errors import UserError
-from compiler.train.step import DEFAULTS
 
 RECOMPUTE, ZERO = "none,selective,full", "0,1,2,3"
 
@@ -21,8 +21,8 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--devices", type=int, help="devices of the system to use (default: the system's default)")
     p.add_argument("--train", action="store_true", help="plan a training step (default: one batch of inference, "
                                                         "which searches tp, pp, dp and micro-batches only)")
-    p.add_argument("--optimizer", default="sgd", choices=sorted(DEFAULTS),
-                   help="with --train: sgd (momentum 0.9) or adamw (default: sgd)")
+    add_choice(p, "--optimizer", OPTIMIZERS, default="sgd",
+               help="with --train: sgd (momentum 0.9) or adamw (default: sgd)")
     p.add_argument("--dtype", help="compute dtype: bf16, fp16, fp8, tf32 or fp32 (default: the device's, bf16 first)")
     p.add_argument("--recompute", default=RECOMPUTE, metavar="MODES",
                    help="with --train: the recomputation modes searched, comma-separated (default: "

@@ -4,10 +4,48 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Iterator
 
 from accelsim.args import (many_devices, model_args, model_options, on_many_devices, positive, report_many,
                            write)
-from compiler.train.step import DEFAULTS
+
+
+class Choices:
+    """An option's choices named by the compiler, read from it on first use (a given value checked, or --help
+    listing them), so that declaring the option imports nothing: compiler.train.step imports every op (~0.5 s)."""
+
+    def __init__(self, read: Callable[[], list[str]]):
+        self._read = read
+
+    def __contains__(self, value) -> bool:
+        return value in self._read()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+
+def _optimizers() -> list[str]:
+    from compiler.train.step import DEFAULTS
+
+    return sorted(DEFAULTS)
+
+
+def _losses() -> list[str]:
+    from compiler.train.step import LOSSES
+
+    return list(LOSSES)
+
+
+OPTIMIZERS, LOSSES = Choices(_optimizers), Choices(_losses)
+
+
+def add_choice(parser, flag: str, choices: Choices, **kwargs) -> None:
+    """`parser.add_argument(flag, choices=choices, **kwargs)`, but the choices set after: add_argument lists them
+    at once (to check the metavar), which would read them from the compiler."""
+    parser.add_argument(flag, **kwargs).choices = choices
 
 
 def add_train_parser(sub) -> None:
@@ -19,8 +57,8 @@ def add_train_parser(sub) -> None:
     many_devices(p)
     p.add_argument("--microbatch", type=int, help="micro-batch size: the batch runs as batch / microbatch "
                                                   "forward and backward passes, gradients accumulated (default: batch)")
-    p.add_argument("--optimizer", default="sgd", choices=sorted(DEFAULTS),
-                   help="sgd (momentum 0.9, weight decay 5e-4, as AlexNet) or adamw (default: sgd)")
+    add_choice(p, "--optimizer", OPTIMIZERS, default="sgd",
+               help="sgd (momentum 0.9, weight decay 5e-4, as AlexNet) or adamw (default: sgd)")
     p.add_argument("--dtype", help="compute dtype: bf16, fp16, fp8, tf32 or fp32 (default: bf16, else fp16, else "
                                    "fp32, whichever the arch has); narrower than fp32 trains an fp32 master copy")
     p.add_argument("--recompute", default="none", choices=["none", "selective", "full"],

@@ -4,12 +4,12 @@
 and packed at 2 bits per weight on the hardware, which is what `bits` reports.
 Types narrower than numpy's (bf16, the fp8 and fp4 formats, 4- and 2-bit integers) are held by the reference in a
 wider numpy type (`numpy`); `narrow` is the ml_dtypes type that rounds or packs them, as onnx's own arrays use.
+ml_dtypes (~0.9 s to import) and onnx are imported on first use of `narrow`, `onnx`, `from_onnx` or `from_numpy`.
 """
 import enum
+from functools import cache
 
-import ml_dtypes
 import numpy as np
-from onnx import TensorProto
 
 from compiler.errors import ModelError, OutOfScopeError
 
@@ -57,11 +57,11 @@ class DType(enum.Enum):
     @property
     def narrow(self) -> type | None:
         """The ml_dtypes type of a dtype held in a wider numpy type (bf16 -> ml_dtypes.bfloat16), else None."""
-        return _NARROW.get(self)
+        return _narrow().get(self)
 
     @property
     def onnx(self) -> int:
-        return _ONNX[self]
+        return _onnx()[self]
 
     def nbytes(self, elements: int) -> int:
         """Bytes for `elements` values, packed (2 ternary weights per nibble pair -> 4 per byte)."""
@@ -77,9 +77,11 @@ class DType(enum.Enum):
 
     @staticmethod
     def from_onnx(elem_type: int, where: str = "") -> "DType":
-        for dtype, code in _ONNX.items():
+        for dtype, code in _onnx().items():
             if code == elem_type and dtype not in (DType.ternary, DType.tf32):
                 return dtype
+        from onnx import TensorProto
+
         if elem_type == TensorProto.STRING:
             raise OutOfScopeError(f"{where}: ONNX element type STRING is not supported: text processing is out of "
                                   f"scope by design (accelsim models tensor arithmetic on accelerators; strings stay "
@@ -89,10 +91,11 @@ class DType(enum.Enum):
 
     @staticmethod
     def from_numpy(dtype: np.dtype) -> "DType":
+        narrows = _narrow()
         for d, n in _NUMPY.items():
-            if np.dtype(n) == dtype and d not in (DType.ternary, DType.tf32) and d not in _NARROW:
+            if np.dtype(n) == dtype and d not in (DType.ternary, DType.tf32) and d not in narrows:
                 return d
-        for d, narrow in _NARROW.items():
+        for d, narrow in narrows.items():
             if np.dtype(narrow) == dtype:
                 return d
         raise ModelError(f"numpy dtype {dtype} has no accelsim dtype")
@@ -107,12 +110,21 @@ _BITS = {
 }
 _FLOATS = (DType.fp64, DType.fp32, DType.tf32, DType.fp16, DType.bf16, DType.fp8, DType.fp8_e4m3fnuz,
            DType.fp8_e5m2, DType.fp8_e5m2fnuz, DType.fp8_e8m0, DType.fp4)
-_NARROW = {
-    DType.bf16: ml_dtypes.bfloat16, DType.fp8: ml_dtypes.float8_e4m3fn, DType.fp8_e4m3fnuz: ml_dtypes.float8_e4m3fnuz,
-    DType.fp8_e5m2: ml_dtypes.float8_e5m2, DType.fp8_e5m2fnuz: ml_dtypes.float8_e5m2fnuz,
-    DType.fp8_e8m0: ml_dtypes.float8_e8m0fnu, DType.fp4: ml_dtypes.float4_e2m1fn,
-    DType.int4: ml_dtypes.int4, DType.uint4: ml_dtypes.uint4, DType.int2: ml_dtypes.int2, DType.uint2: ml_dtypes.uint2,
-}
+
+
+@cache
+def _narrow() -> dict[DType, type]:
+    import ml_dtypes
+
+    return {
+        DType.bf16: ml_dtypes.bfloat16, DType.fp8: ml_dtypes.float8_e4m3fn,
+        DType.fp8_e4m3fnuz: ml_dtypes.float8_e4m3fnuz, DType.fp8_e5m2: ml_dtypes.float8_e5m2,
+        DType.fp8_e5m2fnuz: ml_dtypes.float8_e5m2fnuz, DType.fp8_e8m0: ml_dtypes.float8_e8m0fnu,
+        DType.fp4: ml_dtypes.float4_e2m1fn, DType.int4: ml_dtypes.int4, DType.uint4: ml_dtypes.uint4,
+        DType.int2: ml_dtypes.int2, DType.uint2: ml_dtypes.uint2,
+    }
+
+
 # Narrow types have no numpy type: the reference holds floats in float32 (values rounded on cast), ints in 8 bits.
 _NUMPY = {
     DType.fp64: "float64", DType.fp32: "float32", DType.tf32: "float32", DType.fp16: "float16",
@@ -123,15 +135,21 @@ _NUMPY = {
     DType.fp8_e8m0: "float32", DType.fp4: "float32",
     DType.ternary: "int8", DType.bool: "bool",
 }
-_ONNX = {
-    DType.fp64: TensorProto.DOUBLE, DType.fp32: TensorProto.FLOAT, DType.tf32: TensorProto.FLOAT,
-    DType.fp16: TensorProto.FLOAT16, DType.bf16: TensorProto.BFLOAT16, DType.fp8: TensorProto.FLOAT8E4M3FN,
-    DType.int64: TensorProto.INT64, DType.int32: TensorProto.INT32, DType.int16: TensorProto.INT16,
-    DType.int8: TensorProto.INT8, DType.uint64: TensorProto.UINT64, DType.uint32: TensorProto.UINT32,
-    DType.uint16: TensorProto.UINT16, DType.uint8: TensorProto.UINT8, DType.int4: TensorProto.INT4,
-    DType.uint4: TensorProto.UINT4, DType.int2: TensorProto.INT2, DType.uint2: TensorProto.UINT2,
-    DType.fp8_e4m3fnuz: TensorProto.FLOAT8E4M3FNUZ, DType.fp8_e5m2: TensorProto.FLOAT8E5M2,
-    DType.fp8_e5m2fnuz: TensorProto.FLOAT8E5M2FNUZ, DType.fp8_e8m0: TensorProto.FLOAT8E8M0,
-    DType.fp4: TensorProto.FLOAT4E2M1,
-    DType.ternary: TensorProto.INT8, DType.bool: TensorProto.BOOL,
-}
+
+
+@cache
+def _onnx() -> dict[DType, int]:
+    from onnx import TensorProto
+
+    return {
+        DType.fp64: TensorProto.DOUBLE, DType.fp32: TensorProto.FLOAT, DType.tf32: TensorProto.FLOAT,
+        DType.fp16: TensorProto.FLOAT16, DType.bf16: TensorProto.BFLOAT16, DType.fp8: TensorProto.FLOAT8E4M3FN,
+        DType.int64: TensorProto.INT64, DType.int32: TensorProto.INT32, DType.int16: TensorProto.INT16,
+        DType.int8: TensorProto.INT8, DType.uint64: TensorProto.UINT64, DType.uint32: TensorProto.UINT32,
+        DType.uint16: TensorProto.UINT16, DType.uint8: TensorProto.UINT8, DType.int4: TensorProto.INT4,
+        DType.uint4: TensorProto.UINT4, DType.int2: TensorProto.INT2, DType.uint2: TensorProto.UINT2,
+        DType.fp8_e4m3fnuz: TensorProto.FLOAT8E4M3FNUZ, DType.fp8_e5m2: TensorProto.FLOAT8E5M2,
+        DType.fp8_e5m2fnuz: TensorProto.FLOAT8E5M2FNUZ, DType.fp8_e8m0: TensorProto.FLOAT8E8M0,
+        DType.fp4: TensorProto.FLOAT4E2M1,
+        DType.ternary: TensorProto.INT8, DType.bool: TensorProto.BOOL,
+    }

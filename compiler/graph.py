@@ -10,7 +10,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import networkx as nx
 import numpy as np
 
 from compiler.dtypes import DType
@@ -131,15 +130,22 @@ class Graph:
                 raise ModelError(f"{self.source}: graph output {name!r} is never produced")
 
     def _topological(self) -> list[Node]:
-        dag = nx.DiGraph()
         producer = self.producers()
+        # Already in order (the zoo builds so), the lexicographic sort below returns the list as it is: at step i
+        # every earlier node is placed and node i is free, the smallest free index. networkx is then not imported.
+        position = {id(n): i for i, n in enumerate(self.nodes)}
+        if all(position[id(producer[name])] < i for i, node in enumerate(self.nodes) for name in node.inputs
+               if name in producer):
+            return list(self.nodes)
+        import networkx as nx
+
+        dag = nx.DiGraph()
         for i, node in enumerate(self.nodes):
             dag.add_node(i)
-        index = {id(n): i for i, n in enumerate(self.nodes)}
         for i, node in enumerate(self.nodes):
             for name in node.inputs:
                 if name in producer:
-                    dag.add_edge(index[id(producer[name])], i)
+                    dag.add_edge(position[id(producer[name])], i)
         try:
             order = list(nx.lexicographical_topological_sort(dag))
         except nx.NetworkXUnfeasible:

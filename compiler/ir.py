@@ -44,6 +44,7 @@ class Operand:
     shape: tuple[int, ...]
     dtype: DType
     role: Role
+    fused: bool = False          # passed inside one kernel (compiler.passes.fuse): it never leaves the chip
 
     @property
     def elements(self) -> int:
@@ -73,6 +74,8 @@ class IROp:
     op: str                      # the frontend op type, for reports
     inputs: tuple[Operand, ...]
     output: Operand
+    kernel: str = ""             # the op whose kernel this one is fused into ("": it is a kernel of its own)
+    launch: bool = True          # pays a kernel launch (a fused member or an op in a captured graph does not)
     kind: Kind = field(init=False)
 
     @property
@@ -85,11 +88,11 @@ class IROp:
         return 0
 
     def bytes_by_role(self) -> dict[Role, int]:
-        """Compulsory bytes: every operand read once, the output written once."""
+        """Compulsory bytes: every operand read once, the output written once; none for a fused operand."""
         total = {role: 0 for role in Role}
         for operand in self.inputs:
-            total[operand.role] += operand.nbytes
-        total[Role.output] += self.output.nbytes
+            total[operand.role] += 0 if operand.fused else operand.nbytes
+        total[Role.output] += 0 if self.output.fused else self.output.nbytes
         return total
 
     @property

@@ -140,10 +140,12 @@ def gemm_view(op: Einsum) -> GemmView:
 
 def op_signature(op: IROp) -> str:
     """Ops with equal signatures map the same way (ResNet's repeated blocks share one search)."""
-    operands = ";".join(f"{o.role.value}:{o.dtype.value}:{'x'.join(map(str, o.shape))}" for o in op.inputs)
+    operands = ";".join(f"{o.role.value}:{o.dtype.value}:{'x'.join(map(str, o.shape))}{'~' * o.fused}"
+                        for o in op.inputs)
     extra = ""
     if isinstance(op, Einsum):
         extra = op.describe().split("+=", 1)[1] + "|" + ",".join(f"{d}{e}" for d, e in op.loops)
         for name in [o.tensor for o in op.inputs] + [op.output.tensor]:
             extra = extra.replace(name + "[", "[")
-    return f"{op.kind.value}|{op.op}|{operands}|{op.output.dtype.value}:{'x'.join(map(str, op.output.shape))}|{extra}"
+    out = f"{op.output.dtype.value}:{'x'.join(map(str, op.output.shape))}{'~' * op.output.fused}"
+    return f"{op.kind.value}|{op.op}|{operands}|{out}|{extra}"

@@ -10,6 +10,7 @@ from compiler.dtypes import DType
 from compiler.graph import Graph
 from compiler.ir import IR
 from compiler.ops.lower import lower
+from compiler.passes.fuse import fuse
 from compiler.passes.qdq import fold_qdq
 from compiler.passes.quantize import quantize
 
@@ -17,9 +18,13 @@ from compiler.passes.quantize import quantize
 @dataclass(frozen=True)
 class Options:
     dtype: DType | None = None      # the dtype the target computes in; None keeps the model's
+    arch: object | None = None      # the target (an Arch): kernels form per target; None forms none
+    fuse: str = "runtime"           # how kernels form (compiler.passes.fuse.FUSIONS: runtime, chains, none)
+    launch: str = "eager"           # "eager": a launch per kernel; "graph": one for the captured graph
 
 
-PIPELINE = [quantize, fold_qdq]   # fold_qdq after quantize: the model's quantized tensors keep their dtypes
+# fold_qdq after quantize: the model's quantized tensors keep their dtypes; fuse last, over the ops as they run
+PIPELINE = [quantize, fold_qdq, fuse]
 
 
 def compile_graph(graph: Graph, options: Options = Options()) -> IR:

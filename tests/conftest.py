@@ -1,9 +1,26 @@
 """Skips are loud: a test skipped because a tool or package is missing (Icarus, Verilator, Yosys, Chromium,
 Triton, PyTorch...) is listed at the end of the run, and under CI, where the test command installed them, such a
-skip fails the run instead of hiding a missing install step."""
+skip fails the run instead of hiding a missing install step. The mappings the suite searches are kept in a folder
+of its own, never in ~/.cache."""
 import os
+from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_cache(tmp_path_factory):
+    """ACCELSIM_CACHE points at a fresh folder for the session (subprocesses inherit it): no mapping an earlier
+    checkout searched (compiler.map.disk) is read, and none is left behind. RTL builds, minutes each and keyed by
+    their toolchain, are still found where accelsim.rtl.runner keeps them: the folder links to them."""
+    shared = Path(os.environ.get("ACCELSIM_CACHE") or os.path.join(          # as accelsim.rtl.runner.cache_dir
+        os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"), "accelsim"))
+    root = tmp_path_factory.mktemp("accelsim_cache")
+    if (shared / "rtl").is_dir():
+        (root / "rtl").symlink_to(shared / "rtl", target_is_directory=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ACCELSIM_CACHE", str(root))
+        yield root
 
 MISSING = ("not installed", "not on PATH", "No module named", "could not import", "no node", "cannot re-synthesize",
            "not found")

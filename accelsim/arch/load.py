@@ -1,4 +1,4 @@
-"""Reading hardware descriptions: archs/*.yaml (or YAML text) parsed once, with yaml.safe_load, into an Arch.
+"""Reading hardware descriptions: archs/*.yaml (or YAML text) parsed once, by a safe loader, into an Arch.
 
 This is the only module that reads arch YAML. Invariant: a loaded Arch has passed every check in
 accelsim.arch.schema; a bad file is an ArchError naming file, key and value.
@@ -51,11 +51,26 @@ class YamlTooLarge(yaml.YAMLError):
     """A document whose aliases expand past MAX_YAML_VALUES values (or into themselves)."""
 
 
+# libyaml's parser, where PyYAML was built with it, reads the presets ~10x faster than the pure-Python one; its
+# messages word some syntax errors differently, so a document it refuses is read again by the pure one, whose
+# message (and line) the user sees.
+FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def bounded_yaml(text: str):
     """yaml.safe_load, refusing a document whose aliases would expand past MAX_YAML_VALUES values before anything
     walks or prints it: 600 bytes of nested aliases (an alias bomb) expand to billions, and one error message
     that formats the value would take the machine's memory. Counted on the composed nodes, in linear time."""
-    loader = yaml.SafeLoader(text)
+    try:
+        return _bounded(text, FAST_LOADER)
+    except yaml.YAMLError:
+        if FAST_LOADER is yaml.SafeLoader:
+            raise
+    return _bounded(text, yaml.SafeLoader)      # its verdict, in its words
+
+
+def _bounded(text: str, loader_class: type):
+    loader = loader_class(text)
     try:
         node = loader.get_single_node()
         if node is None:

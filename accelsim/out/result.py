@@ -32,7 +32,7 @@ class OpResult:
     latency_seconds: float
     seconds: float
     cycles: int
-    bound: str                       # "compute", a memory level's name, "latency", or "view"
+    bound: str                       # "compute", a memory level's name, "latency", "launch", or "view"
     utilisation: float              # share of the unit's peak this op sustains
     energy_j: dict[str, float]       # per component (compute unit or memory level)
     # -- tile fidelity only (None or empty at roofline fidelity) --------------------------------------
@@ -45,6 +45,7 @@ class OpResult:
     work: int | None = None                           # MACs or vector ops incl. ragged-edge padding
     tiles: int | None = None                          # compute instructions in the Program
     start_cycle: int | None = None                    # when the op's first instruction issued
+    kernel: str = ""                 # the op whose kernel this one is fused into ("": a kernel of its own)
 
     def to_dict(self) -> dict:
         d = {key: getattr(self, key) for key in self.__dataclass_fields__}

@@ -3,10 +3,6 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
 
 def si(value: float, unit: str = "") -> str:
     """1.23e9 -> '1.23 G'; keeps three significant digits."""
@@ -56,6 +52,10 @@ WIDTH = 120                                 # off a terminal, and the default
 def render(result, limit: int | None = None, width: int | None = WIDTH) -> str:
     """The per-op table and the totals, `width` columns wide (narrow: names wrap, then shape and op columns
     go); None for every column at whatever width it takes (`accelsim run --wide`)."""
+    from rich.console import Console     # here, not at the top: `accelsim archs` uses this module's units only
+    from rich.markup import escape
+    from rich.table import Table
+
     arch, model = result.arch, result.model
     title = escape(f"{model['name']} (batch {model['batch']}, {model['dtype']}) on {arch['name']} "
                    f"[{arch['kind']}], {result.fidelity}")
@@ -71,13 +71,14 @@ def render(result, limit: int | None = None, width: int | None = WIDTH) -> str:
     ops = result.ops if limit is None else result.ops[:limit]
     for op in ops:
         work = si(op.macs) if op.macs else f"{si(op.ops)} ops" if op.ops else "-"
-        row(escape(op.name), op.op, "x".join(map(str, op.shape)), work, si(op.bytes, "B"), op.bound,
+        row(escape(f"+ {op.name}" if op.kernel else op.name), op.op, "x".join(map(str, op.shape)), work, si(op.bytes, "B"), op.bound,
             seconds(op.seconds), f"{op.utilisation:.0%}" if op.seconds else "-")
     if limit is not None and len(result.ops) > limit:
         row(f"... {len(result.ops) - limit} more ops", "", "", "", "", "", "", "")
     totals = result.totals()
     table.add_section()
-    row(f"total ({len(result.ops)} ops)", "", "", si(totals["macs"]), si(totals["bytes"], "B"), "",
+    kernels = sum(1 for op in result.ops if not op.kernel and op.bound != "view")
+    row(f"total ({len(result.ops)} ops, {kernels} kernels)", "", "", si(totals["macs"]), si(totals["bytes"], "B"), "",
         seconds(totals["seconds"]), f"{totals['utilisation']:.0%}")
     buffer = io.StringIO()
     console = Console(file=buffer, width=width or 10_000, force_terminal=False, color_system=None)

@@ -45,7 +45,9 @@ def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | S
         shard = _partition(stage.graph, plan) if plan.tp > 1 else stage.graph
         key = structure(shard)
         if key not in simulated:
-            simulated[key] = (simulate(build(shard, hw, batch=micro, dtype=target)), shard)
+            # a decode step is captured as one graph, collectives included, as serving runtimes run it
+            launch = "graph" if model_options.get("mode") == "decode" else "eager"
+            simulated[key] = (simulate(build(shard, hw, batch=micro, dtype=target, launch=launch)), shard)
         result, shard = simulated[key]
         seconds, comm, placed, transfers = 0.0, {}, places(shard), []
         for op in result.ops:

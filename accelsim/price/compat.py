@@ -46,7 +46,7 @@ class ScaleSim(Pricing):
 
     def finish(self, ops: list[OpResult], ir: IR, arch: Arch) -> tuple[list[OpResult], list[str]]:
         """The op's own waits (stall_cycles) stay; its cycles become compute + stall where the tile engine
-        measured stalls."""
+        measured stalls, and its utilisation follows them (the same useful MACs over the cycles reported)."""
         by_name = {layer["name"]: layer["compute_cycles"] for layer in layer_cycles(ir, arch)}
         out = []
         for op in ops:
@@ -56,8 +56,10 @@ class ScaleSim(Pricing):
                 continue
             stall = op.stall_cycles
             total = cycles + stall if stall is not None else op.cycles
-            out.append(dataclasses.replace(op, compute_cycles=cycles, cycles=total, seconds=total / arch.clock_hz,
-                                           compute_seconds=cycles / arch.clock_hz))
+            seconds = total / arch.clock_hz
+            out.append(dataclasses.replace(op, compute_cycles=cycles, cycles=total, seconds=seconds,
+                                           compute_seconds=cycles / arch.clock_hz,
+                                           utilisation=op.utilisation * op.seconds / seconds if seconds else 0.0))
         return out, [f"compute_cycles of matrix ops as {self.name} counts them (whole layers, no overlap)"]
 
 

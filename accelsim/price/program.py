@@ -89,5 +89,11 @@ def compute_cycles(ir: IR, arch: Arch, code: Code, rates, pricing: Pricing) -> t
                 rows["m"], rows["n"], rows["k"], unit, arch, code.mappings[op.name], rate)
         else:
             cycles[tiles.rows] = vector_cycles(rows["work"], unit, rate, arch)
+        paid = op.kind == Kind.einsum or rows["work"].any()      # the models' rule: a kernel that does work
+        if not op.launch and paid:
+            # fused into another op's kernel, or launched inside a captured graph: the compute models put one
+            # launch on a kernel's first row, which this op does not pay
+            first = tiles.rows[0]
+            cycles[first] = max(cycles[first] - arch.cycles(unit.launch_overhead_s), tail[first])
     return cycles, tail
 

@@ -13,7 +13,7 @@ from accelsim.out.result import OpResult
 from accelsim.price.energy import energy_j
 from compiler.dtypes import DType
 from compiler.ir import IR, IROp, Kind, Move, Role
-from compiler.target import compute_dtype, op_home, pick_unit, role_path
+from compiler.target import compute_dtype, op_home, operand_path, pick_unit, role_path
 
 
 def estimate(ir: IR, arch: Arch) -> list[OpResult]:
@@ -43,13 +43,18 @@ def estimate_op(op: IROp, arch: Arch) -> OpResult:
 
 
 def bytes_by_level(op: IROp, arch: Arch) -> dict[str, int]:
-    """Bytes each level moves for this op: every operand, at each level on its role's path."""
+    """Bytes each level moves for this op: every operand, at each level on its role's path; a fused operand at
+    none (an Einsum's output formed in its accumulators for an epilogue is the tile engine's to add)."""
     moved = {lv.name: 0 for lv in arch.memory}
     home = op_home(arch, op)
-    for role, nbytes in op.bytes_by_role().items():
-        if nbytes:
-            for i in role_path(arch, role, home):
-                moved[arch.memory[i].name] += nbytes
+    if isinstance(op, Move):       # by role: a copy reads what it keeps, even of a weight, as an activation
+        paths = [(role_path(arch, role, home), n) for role, n in op.bytes_by_role().items()]
+    else:
+        paths = [(operand_path(arch, op, i, home), 0 if o.fused else o.nbytes)
+                 for i, o in enumerate((*op.inputs, op.output))]
+    for path, nbytes in paths:
+        for level in path if nbytes else ():
+            moved[arch.memory[level].name] += nbytes
     return {name: n for name, n in moved.items() if n}
 
 
@@ -57,7 +62,8 @@ def energy(op: IROp, arch: Arch, unit, dtype: DType, by_level: dict[str, int]) -
     """Actions x per-action energy: the op's MACs or vector ops, and at each level its bytes: the output's written
     into the levels on the output's path, everything else read (as the tile engine's loads and stores count)."""
     out_path = {arch.memory[i].name for i in role_path(arch, Role.output, op_home(arch, op))}
-    written = {name: min(op.output.nbytes, n) if name in out_path else 0 for name, n in by_level.items()}
+    stored = 0 if op.output.fused else op.output.nbytes
+    written = {name: min(stored, n) if name in out_path else 0 for name, n in by_level.items()}
     read = {name: n - written[name] for name, n in by_level.items()}
     return energy_j(unit, dtype, op.macs if op.kind == Kind.einsum else op.ops, arch.memory, read, written)
 

@@ -19,19 +19,21 @@ from compiler.ops.interpret import run_graph
 
 def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike | Arch = "tpu_v1",
         batch: int | None = None, dtype: str | DType | None = None, fidelity: str = "tile",
-        compat: str | None = None, trace: bool = False, **model_options) -> Result:
+        compat: str | None = None, trace: bool = False, fuse: str = "runtime", launch: str | None = None,
+        **model_options) -> Result:
     """Simulate `model` (zoo name, .onnx path or Graph) on `arch` (preset name, YAML path or Arch).
     `trace` keeps the whole timeline (Result.timeline, for accelsim.out.trace) at the cost of memory.
 
     `dtype` is the dtype the hardware computes in; by default the arch's native one (int8 on TPU v1).
     `compat="scalesim"` prices each Einsum's compute cycles as SCALE-Sim v3 does (accelsim.price.compat).
+    `fuse` says how ops form kernels (compiler.passes.fuse.FUSIONS); `launch` is "eager" or "graph".
     An .onnx file's symbolic dimensions take `batch`, `seq=` and `shapes=` (input or dimension name -> sizes,
     as --shape gives them: shapes={"input_ids": (1, 128)} or {"sequence_length": (128,)}).
     """
     if fidelity not in FIDELITIES:
         raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
-    compiled = build(model, arch, batch=batch, dtype=dtype, compat=compat, mapped=fidelity == "tile",
-                     **model_options)
+    compiled = build(model, arch, batch=batch, dtype=dtype, compat=compat, mapped=fidelity == "tile", fuse=fuse,
+                     launch=launch, **model_options)
     return simulate(compiled, fidelity, trace=trace and fidelity == "tile")
 
 

@@ -54,14 +54,17 @@ class Compiled:
 
 def build(model: str | os.PathLike | Graph, arch: str | os.PathLike | Arch, *, batch: int | None = None,
           dtype: str | DType | None = None, compat: str | Pricing | None = None, budget: int | None = None,
-          mapped: bool = True, **model_options) -> Compiled:
+          mapped: bool = True, fuse: str = "runtime", launch: str | None = None, **model_options) -> Compiled:
     """Compile `model` for `arch`: Graph, IR and (unless `mapped` is False: a roofline needs none) a mapping
-    per op. `dtype` defaults to the arch's native one; `compat` names how compute cycles are priced."""
+    per op. `dtype` defaults to the arch's native one; `compat` names how compute cycles are priced; `fuse`
+    says how kernels form (runtime: as the target's inference runtimes fuse; chains; none); `launch` is "eager" (a launch per kernel) or "graph" (one for
+    the captured graph: the default for a decode step, as serving runtimes capture it)."""
     how = pricing(compat)
     hw = load_arch(arch)
     target = DType.parse(dtype) if isinstance(dtype, str) else dtype or hw.native_dtype
     graph = load_model(model, batch=batch, **model_options)
-    ir = compile_graph(graph, Options(dtype=target))
+    launch = launch or ("graph" if model_options.get("mode") == "decode" else "eager")
+    ir = compile_graph(graph, Options(dtype=target, arch=hw, fuse=fuse, launch=launch))
     return place(graph, ir, hw, target, how, batch=batch, budget=budget, mapped=mapped)
 
 
@@ -98,6 +101,7 @@ def simulate(compiled: Compiled, fidelity: str = "tile", trace: bool = False) ->
         ops, timeline = tile.simulate(ir, hw, compiled.mappings, compiled.pricing)
     else:
         ops = tile.simulate_ops(ir, hw, compiled.mappings, compiled.pricing)
+    ops = [replace(result, kernel=op.kernel) if op.kernel else result for result, op in zip(ops, ir.ops)]
     notes = []
     folded = folded_nodes(compiled.graph)
     if folded:

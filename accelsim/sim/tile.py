@@ -49,7 +49,7 @@ def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pric
     for op in ir.ops:
         mapping = mappings.get(op.name)
         key = (op_signature(op), getattr(op, "axes", None), getattr(op, "ops_per_element", None), op.op,
-               op.kind, getattr(op, "view", None), mapping and replace(mapping, op=""))
+               op.kind, getattr(op, "view", None), op.launch, mapping and replace(mapping, op=""))
         if key not in done:
             (done[key],), _ = simulate(replace(ir, ops=[op]), arch, {op.name: mapping}, pricing)
         first = done[key]
@@ -111,10 +111,15 @@ def _op_result(i: int, op: IROp, arch: Arch, code: Code, rate, span, busy, stall
     useful, padded = int(computes["useful"].sum()), int(computes["work"].sum())
     cycles = int(span[i])
     seconds = cycles / clock
-    # the bound is the busiest resource, as the roofline takes the largest of its candidate times
+    # the bound is the busiest resource, as the roofline takes the largest of its candidate times; a kernel's
+    # launch (a fixed cost, however little it computes) and waiting with nothing busy (the levels' latency) are
+    # resources of their own: a batch-1 bias add on a GPU is bound by its launch, not by compute at 0%
     channel = {n: int(c) for n, c in zip(names, per_level["busy"][i]) if c}
-    worst = max(channel, key=lambda n: channel[n], default=None)
-    bound = "compute" if worst is None or busy[i] >= channel[worst] else worst
+    launch = arch.cycles(unit.launch_overhead_s) if op.launch and len(computes) and computes["work"].any() else 0
+    candidates = {"compute": int(busy[i]) - launch, "launch": launch, **channel}
+    bound = max(candidates, key=lambda n: candidates[n])
+    if cycles - max(int(busy[i]), max(channel.values(), default=0)) > candidates[bound]:
+        bound = "latency"
     peak = unit.peak_per_second(dtype)
     return OpResult(
         name=op.name, node=op.node, op=op.op, kind=op.kind.value, shape=op.output.shape,

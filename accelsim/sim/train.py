@@ -68,7 +68,8 @@ def simulate_step(graph: Graph, hw: Arch, compute: DType, micro: int, steps_per:
     per_sample = out[1] if len(out) == 3 else None          # [batch, tokens, vocab]: a language model
     step = training_graph(graph, loss=loss, optimizer=optimizer, accumulate=steps_per > 1, recompute=recompute,
                           input_grads=input_grads)
-    compiled = build(step.graph, hw, batch=micro, dtype=compute, mapped=fidelity == "tile")
+    # a training framework fuses element-wise chains (bias-GeLU, bias-dropout-add), not its GEMMs' epilogues
+    compiled = build(step.graph, hw, batch=micro, dtype=compute, mapped=fidelity == "tile", fuse="chains")
     result = simulate(compiled, fidelity, trace=trace and fidelity == "tile")
     phase_of = {op.name: _phase(step.phase[op.node]) for op in result.ops}
     memory = step.memory().to_dict()

@@ -62,7 +62,7 @@ def measure(task: Task) -> dict:
     CACHE.clear()
     arch = build_arch(json.loads(task.arch_json), "point", Path(task.source))
     dtype = DType.parse(task.dtype) if task.dtype else arch.native_dtype
-    graph, ir = compiled(task.model.name, task.model.options, dtype)
+    graph, ir = compiled(task.model.name, task.model.options, dtype, arch)
     ops = simulate(place(graph, ir, arch, dtype, mapped=task.fidelity == "tile"), task.fidelity).ops
     latency = sum(op.seconds for op in ops)
     energy = sum(sum(op.energy_j.values()) for op in ops)
@@ -88,14 +88,23 @@ def code_fingerprint() -> str:
     return digest.hexdigest()[:12]
 
 
-@lru_cache(maxsize=32)
-def compiled(model: str, options: tuple, dtype: DType):
-    """(Graph, IR) of the model for `dtype`, built once per process and reused by every point (shapes only)."""
+def compiled(model: str, options: tuple, dtype: DType, arch: Arch):
+    """(Graph, IR) of the model for `dtype`, its kernels formed for `arch`'s kind (all the fusion pass reads of
+    it), built once per process and reused by every point of that kind (shapes only), as `accelsim run` builds it."""
     from accelsim.sim.model import load_model
     from compiler.pipeline import Options, compile_graph
 
-    graph = load_model(model, **dict(options))
-    return graph, compile_graph(graph, Options(dtype=dtype))
+    key = (model, options, dtype, arch.kind)
+    if key not in _COMPILED:
+        if len(_COMPILED) >= 32:
+            _COMPILED.clear()
+        graph = load_model(model, **dict(options))
+        launch = "graph" if dict(options).get("mode") == "decode" else "eager"
+        _COMPILED[key] = graph, compile_graph(graph, Options(dtype=dtype, arch=arch, launch=launch))
+    return _COMPILED[key]
+
+
+_COMPILED: dict[tuple, tuple] = {}
 
 
 def array_area(arch: Arch) -> float | None:

@@ -10,9 +10,9 @@ import numpy as np
 
 from compiler.codegen.assemble import OUTPUT, Stream, assemble
 from compiler.codegen.nest import Nest
-from compiler.ir import Axis, Einsum, Role
+from compiler.ir import Axis, Einsum
 from compiler.mapping import Mapping, gemm_view
-from compiler.target import k_split, op_home, role_path, separable
+from compiler.target import k_split, op_home, operand_path, separable
 
 
 def footprint(axes: tuple[Axis, ...], shape: tuple[int, ...], dims: tuple[str, ...], start: np.ndarray,
@@ -61,7 +61,7 @@ def einsum_streams(op: Einsum, mapping: Mapping, arch, nest: Nest) -> list[Strea
         relevant = {d for axis in axes for d, _ in axis.terms}
         parts = [part for axis, size in zip(axes, operand.shape) for part in separable(axis, size, extents)]
         part_axes, part_sizes = tuple(a for a, _ in parts), tuple(n for _, n in parts)
-        path = role_path(arch, operand.role, home)
+        path = operand_path(arch, op, i, home)
         for j, level in enumerate(path):
             dest = destination(nest, arch, path, j)
             runs = nest.runs(relevant, dest)
@@ -69,7 +69,7 @@ def einsum_streams(op: Einsum, mapping: Mapping, arch, nest: Nest) -> list[Strea
             moved = nbytes(footprint(part_axes, part_sizes, nest.dims, start, extent), operand.dtype.bits)
             streams.append(Stream(i, level, j, runs, moved, moved, nest.double_buffered[dest]))
     out_axes = tuple(Axis.of(d) for d in op.out_dims)
-    path = role_path(arch, Role.output, home)
+    path = operand_path(arch, op, len(op.inputs), home)
     copies = k_split(mapping)
     for j, level in enumerate(path):
         dest = destination(nest, arch, path, j)

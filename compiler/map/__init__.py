@@ -1,5 +1,6 @@
 """The mapper owns every op's Mapping: for an Einsum the cheapest legal one a budgeted search finds, cached by
-signature; for a Map, Reduce or Move its chunk plan (compiler.map.vector), which codegen executes.
+signature (in memory, and for the process-wide CACHE on disk too: compiler.map.disk); for a Map, Reduce or Move
+its chunk plan (compiler.map.vector), which codegen executes.
 
 `report` is the cost model bound to the target (accelsim.price.cost.reporter); the compiler never imports it.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from compiler.ir import IR, Einsum, IROp
 from compiler.errors import MappingError
+from compiler.map import disk
 from compiler.map.search import CACHE, DEFAULT_BUDGET, Cache, Report, arch_key, search
 from compiler.map.space import candidates
 from compiler.map.vector import plan
@@ -16,16 +18,24 @@ __all__ = ["map_op", "map_ir", "MappingError", "CACHE", "DEFAULT_BUDGET", "Cache
 
 
 def map_op(op: IROp, arch, report: Report, budget: int = DEFAULT_BUDGET, cache: Cache | None = CACHE) -> Mapping:
-    """The best of `budget` candidates for an Einsum on `arch` by `report` (`cache=None` always searches); a
-    vector op's one chunk plan, which needs no search (cached too: a decoder repeats its norms 32 times)."""
+    """The best of `budget` candidates for an Einsum on `arch` by `report` (`cache=None` always searches; the
+    process-wide CACHE also keeps searches on disk, a Cache of the caller's own only in memory); a vector op's one
+    chunk plan, which needs no search (cached too: a decoder repeats its norms 32 times)."""
     einsum = isinstance(op, Einsum)
-    # a vector plan depends on the reduced axes and on whether the op is a view, which signatures leave out
-    key = (op_signature(op), arch_key(arch), budget) if einsum else \
-        (op_signature(op), getattr(op, "axes", None), bool(getattr(op, "view", False)), arch_key(arch))
+    signature = op_signature(op)
+    # The cost model's binding is in the key: a SCALE-Sim-priced search may pick other tiles than a native one.
+    # A vector plan depends on the reduced axes and on whether the op is a view, which signatures leave out.
+    key = (signature, arch_key(arch), budget, disk.cost_model(report)) if einsum else \
+        (signature, getattr(op, "axes", None), bool(getattr(op, "view", False)), arch_key(arch))
     found = cache.lookup(key, op.name) if cache is not None else None
     if found is not None:
         return found
-    best = search(candidates(op, arch), report, budget) if einsum else plan(op, arch)
+    stored = disk.key(signature, arch, budget, report) if einsum and cache is CACHE else None
+    best = disk.load(stored, op.name) if stored is not None else None
+    if best is None:
+        best = search(candidates(op, arch), report, budget) if einsum else plan(op, arch)
+        if stored is not None:
+            disk.store(stored, best)
     if cache is not None:
         cache.store(key, best)
     return best

@@ -1,9 +1,13 @@
 """Attention (opset 23+: 3D or 4D Q/K/V, grouped-query heads, causal, boolean or additive masks, past/present KV
-cache, nonpad_kv_seqlen, softcap, sliding windows, qk_matmul_output) and RotaryEmbedding (opset 23+).
+cache, nonpad_kv_seqlen, softcap, sliding windows, softmax_precision, qk_matmul_output) and RotaryEmbedding (opset 23+).
 
-Invariant: Attention lowers to the ops an unfused attention runs: a Move per cache concatenation, an Einsum for
-Q.K^T (a query head h reads key head h // (Hq/Hkv)), one Map for scale, softcap, mask and softmax, an Einsum for
-P.V, and a free view back to the output layout. The reference composes the same functions the Maps call.
+Invariant: Attention lowers to the ops an unfused attention runs: a Move per cache concatenation, a Map each scaling
+Q and K by sqrt(scale), an Einsum for Q.K^T (a query head h reads key head h // (Hq/Hkv)), one Map for softcap, mask
+and softmax, an Einsum for P.V, and a free view back to the output layout. The reference composes the same functions.
+Precision follows the spec: each step is rounded to the inputs' type T1 (Q*sqrt(scale), K*sqrt(scale), Q.K^T,
+softcap, + mask), the softmax computes in softmax_precision (default T1: x - max, exp, sum and divide each rounded
+to it) and P.V is rounded to T1; products accumulate in fp32. onnx's reference and data agree; onnxruntime scales
+Q.K^T once and computes an fp16 softmax in fp32, so for fp16/bf16 inputs it differs by a few ulps (fp32: equal).
 """
 from __future__ import annotations
 
@@ -30,6 +34,8 @@ class _Shape:
     kv_len: int          # past + new keys
     head: int            # Q/K head size
     v_head: int
+    dtype: DType         # T1, the inputs' type: every step but the softmax is rounded to it
+    softmax: DType       # the softmax's precision (softmax_precision, default T1)
 
 
 @register("Attention")
@@ -52,10 +58,11 @@ class Attention(OpDef):
         mask, past_k, past_v, nonpad = (args + [None] * 7)[3:7]
         present_k = k if past_k is None else np.concatenate([past_k, k], axis=2)
         present_v = v if past_v is None else np.concatenate([past_v, v], axis=2)
-        scores = _scores(spec, q, present_k)
-        probs = _probs(node, spec, q.dtype, scores, mask, nonpad)
+        scale = _scaler(node, spec)
+        scores = _scores(spec, scale(q), scale(present_k))
+        probs = _probs(node, spec, scores, mask, nonpad)
         y = _weighted(spec, probs, present_v, q.dtype)
-        results = [y, present_k, present_v, _qk_output(node, spec, q.dtype, scores, mask, nonpad)]
+        results = [y, present_k, present_v, _qk_output(node, spec, scores, mask, nonpad).astype(q.dtype)]
         return results[: len(node.outputs)]     # positional: an omitted output ('') is skipped by name
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
@@ -77,29 +84,36 @@ class Attention(OpDef):
                             output=Operand(name, shape, dtype, Role.output),
                             fn=lambda n, p=None: _present(spec, n, p)))
             cached.append(Operand(name, shape, dtype, Role.input))
+        # Q and K scaled by sqrt(scale) first, in T1, as the spec has it (against overflow in fp16)
+        scaled = []
+        for label, x in (("q_scaled", q), ("k_scaled", cached[0])):
+            made = Operand(f"{node.name}:{label}", x.shape, dtype, Role.output)
+            ops.append(Map(name=made.tensor, node=node.name, op=node.op, inputs=(x,), output=made,
+                           fn=_scaler(node, spec)))
+            scaled.append(Operand(made.tensor, x.shape, dtype, Role.input))
         group = spec.q_heads // spec.kv_heads
         shape5 = (spec.batch, spec.kv_heads, group, spec.q_len, spec.kv_len)
-        scores = Operand(f"{node.name}:scores", shape5, DType.fp32, Role.output)
+        scores = Operand(f"{node.name}:scores", shape5, dtype, Role.output)
         loops = (("b", spec.batch), ("h", spec.kv_heads), ("g", group), ("s", spec.q_len), ("t", spec.kv_len),
                  ("d", spec.head))
-        ops.append(Einsum(name=f"{node.name}:qk", node=node.name, op=node.op, inputs=(q, cached[0]),
+        ops.append(Einsum(name=f"{node.name}:qk", node=node.name, op=node.op, inputs=tuple(scaled),
                           output=scores, loops=loops, acc=DType.fp32, out_dims=("b", "h", "g", "s", "t"),
                           in_axes=(_axes(spec, "s", "d", spec.head, group), _axes(spec, "t", "d", spec.head, 1,
                                                                                    cached[0]))))
         extras = tuple(operand(graph, names[i]) for i in (3, 6) if names[i])
         has = (bool(names[3]), bool(names[6]))
-        score_in = Operand(scores.tensor, shape5, DType.fp32, Role.input)
+        score_in = Operand(scores.tensor, shape5, dtype, Role.input)
 
         def probs(s, *rest):
             mask, nonpad = _unpack(has, rest)
-            return _probs(node, spec, dtype.numpy, s.reshape(_four(spec)), mask, nonpad).reshape(shape5)
+            return _probs(node, spec, s.reshape(_four(spec)), mask, nonpad).reshape(shape5)
         weights = Operand(f"{node.name}:probs", shape5, dtype, Role.output)
         ops.append(Map(name=f"{node.name}:softmax", node=node.name, op=node.op, inputs=(score_in,) + extras,
                        output=weights, fn=probs, ops_per_element=_softmax_ops(node)))
         if outs[3]:
             ops.append(Map(name=f"{node.name}:qk_output", node=node.name, op=node.op, inputs=(score_in,) + extras,
                            output=output_operand(node, graph, 3), ops_per_element=_softmax_ops(node),
-                           fn=lambda s, *rest: _qk_output(node, spec, dtype.numpy, s.reshape(_four(spec)),
+                           fn=lambda s, *rest: _qk_output(node, spec, s.reshape(_four(spec)),
                                                           *_unpack(has, rest))))
         order = ("b", "s", "h", "g", "e") if spec.flat else ("b", "h", "g", "s", "e")
         sizes = {"b": spec.batch, "h": spec.kv_heads, "g": group, "s": spec.q_len, "e": spec.v_head}
@@ -135,8 +149,8 @@ def _unpack(has: tuple[bool, bool], rest: tuple) -> tuple:
 
 
 def _softmax_ops(node: Node) -> int:
-    # scale, mask add, max, subtract, exp, sum, divide; softcap adds divide, tanh, multiply
-    return 7 + (3 if node.attr("softcap", 0.0) > 0 else 0)
+    # mask add, max, subtract, exp, sum, divide; softcap adds divide, tanh, multiply
+    return 6 + (3 if node.attr("softcap", 0.0) > 0 else 0)
 
 
 def _four(spec: _Shape) -> tuple[int, ...]:
@@ -155,12 +169,30 @@ def _present(spec: _Shape, new: np.ndarray, past: np.ndarray | None) -> np.ndarr
     return new.copy() if past is None else np.concatenate([past, new], axis=2)
 
 
+def _rounding(dtype: DType):
+    """x -> x rounded to `dtype` and held in float32 (float64 for fp64): one step of a computation in `dtype`."""
+    work = np.float64 if dtype == DType.fp64 else np.float32
+    held = dtype.narrow or dtype.numpy
+    return lambda x: np.asarray(x).astype(held).astype(work)
+
+
+def _scaler(node: Node, spec: _Shape):
+    """x -> x * sqrt(scale) in T1, the factor itself rounded to T1 first (as onnx's function body casts it)."""
+    scale = node.attr("scale")
+    root = np.sqrt(1 / np.sqrt(spec.head) if scale is None else float(scale))
+    t1 = _rounding(spec.dtype)
+    factor = t1(np.float64(root))
+    return lambda x: t1(t1(x) * factor)
+
+
 def _scores(spec: _Shape, q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Q.K^T (B, Hq, S, T) in fp32, query head h against key head h // (Hq/Hkv)."""
+    """Q.K^T (B, Hq, S, T) of the scaled Q and K, accumulated in fp32 and rounded to T1, query head h against key
+    head h // (Hq/Hkv)."""
     q4 = _heads(spec, q, spec.q_heads).astype(np.float32)
     group = spec.q_heads // spec.kv_heads
     q5 = q4.reshape(spec.batch, spec.kv_heads, group, spec.q_len, spec.head)
-    return np.einsum("bhgsd,bhtd->bhgst", q5, k.astype(np.float32)).reshape(_four(spec))
+    product = np.einsum("bhgsd,bhtd->bhgst", q5, _heads(spec, k, spec.kv_heads).astype(np.float32))
+    return _rounding(spec.dtype)(product.reshape(_four(spec)))
 
 
 def _weighted(spec: _Shape, probs: np.ndarray, v: np.ndarray, dtype) -> np.ndarray:
@@ -173,11 +205,14 @@ def _weighted(spec: _Shape, probs: np.ndarray, v: np.ndarray, dtype) -> np.ndarr
     return y.astype(dtype)
 
 
-def _scaled(node: Node, spec: _Shape, scores: np.ndarray, capped: bool = True) -> np.ndarray:
-    scale = node.attr("scale")
-    scaled = scores * np.float32(1 / np.sqrt(spec.head) if scale is None else scale)
-    cap = float(node.attr("softcap", 0.0)) if capped else 0.0
-    return np.tanh(scaled / cap) * cap if cap > 0 else scaled
+def _capped(node: Node, spec: _Shape, scores: np.ndarray) -> np.ndarray:
+    """softcap * tanh(scores / softcap), each step in T1; the scores as they are without a softcap."""
+    cap = float(node.attr("softcap", 0.0))
+    if cap <= 0:
+        return scores
+    t1 = _rounding(spec.dtype)
+    cap_t1 = t1(np.float64(cap))
+    return t1(t1(np.tanh(t1(scores / cap_t1))) * cap_t1)
 
 
 def _bias(node: Node, spec: _Shape, mask, nonpad) -> np.ndarray:
@@ -205,27 +240,29 @@ def _bias(node: Node, spec: _Shape, mask, nonpad) -> np.ndarray:
     return np.broadcast_to(bias, _four(spec)).astype(np.float32)
 
 
-def _probs(node: Node, spec: _Shape, dtype, scores: np.ndarray, mask, nonpad) -> np.ndarray:
-    """softmax(softcap(scale * scores) + bias) over keys; a row with every key masked is 0."""
+def _probs(node: Node, spec: _Shape, scores: np.ndarray, mask, nonpad) -> np.ndarray:
+    """softmax(softcap(scores) + bias) over keys, computed in the softmax precision (x - max, exp, sum and divide
+    each rounded to it; the sum accumulated in fp32) and rounded to T1; a row with every key masked is 0."""
     bias = _bias(node, spec, mask, nonpad)
-    x = _scaled(node, spec, scores) + bias
+    step = _rounding(spec.softmax)
+    x = step(_rounding(spec.dtype)(_capped(node, spec, scores) + bias))
     top = np.max(x, axis=-1, keepdims=True)
-    e = np.exp(x - np.where(np.isneginf(top), 0, top))
-    total = e.sum(axis=-1, keepdims=True)
-    p = e / np.where(total == 0, 1, total)
+    e = step(np.exp(step(x - np.where(np.isneginf(top), 0, top))))
+    total = step(e.sum(axis=-1, keepdims=True))
+    p = step(e / np.where(total == 0, 1, total))
     p = np.where(np.isneginf(np.max(bias, axis=-1, keepdims=True)), 0, p)
-    return p.astype(dtype)
+    return _rounding(spec.dtype)(p)
 
 
-def _qk_output(node: Node, spec: _Shape, dtype, scores: np.ndarray, mask, nonpad) -> np.ndarray:
+def _qk_output(node: Node, spec: _Shape, scores: np.ndarray, mask, nonpad) -> np.ndarray:
     """qk_matmul_output by qk_matmul_output_mode: 0 scaled Q.K^T, 1 after softcap, 2 plus the mask, 3 softmax."""
     mode = int(node.attr("qk_matmul_output_mode", 0))
     if mode == 3:
-        return _probs(node, spec, dtype, scores, mask, nonpad)
+        return _probs(node, spec, scores, mask, nonpad)
     if mode == 2:
-        return (_scaled(node, spec, scores) + _bias(node, spec, mask, nonpad)).astype(dtype)
+        return _rounding(spec.dtype)(_capped(node, spec, scores) + _bias(node, spec, mask, nonpad))
     # mode 0 is before softcap, as the spec and onnxruntime have it (onnx's numpy reference caps it too)
-    return _scaled(node, spec, scores, capped=mode == 1).astype(dtype)
+    return _capped(node, spec, scores) if mode == 1 else scores
 
 
 def _resolve(node: Node, ins: list[Tensor | None]) -> _Shape:
@@ -265,8 +302,13 @@ def _resolve(node: Node, ins: list[Tensor | None]) -> _Shape:
     mode = int(node.attr("qk_matmul_output_mode", 0))
     if mode not in (0, 1, 2, 3):
         raise fail(node, f"qk_matmul_output_mode {mode} is not one of 0, 1, 2, 3")
+    precision = node.attr("softmax_precision")
+    softmax = q.dtype if precision is None else DType.from_onnx(int(precision), f"node {node.name!r} (Attention): "
+                                                                               f"softmax_precision")
+    if not softmax.is_float:
+        raise fail(node, f"softmax_precision {precision} ({softmax.value}) is not a float type")
     return _Shape(flat=flat, batch=batch, q_heads=hq, kv_heads=hkv, q_len=q_len, past=past, kv_len=past + new,
-                  head=head, v_head=v_head)
+                  head=head, v_head=v_head, dtype=q.dtype, softmax=softmax)
 
 
 @register("RotaryEmbedding")

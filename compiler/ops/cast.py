@@ -9,7 +9,6 @@ two) it rounds by `round_mode` (up by default, opset 24 on).
 from __future__ import annotations
 
 import numpy as np
-from onnx.numpy_helper import to_float8e8m0
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
@@ -26,6 +25,8 @@ def convert(x: np.ndarray, dtype: DType, saturate: bool = True, round_mode: str 
     converts them: int4 wrapped to [-8, 7] from integers)."""
     x = np.asarray(x)
     if dtype == DType.fp8_e8m0:
+        from onnx.numpy_helper import to_float8e8m0     # onnx (~1 s with ml_dtypes) only for this rare type
+
         return to_float8e8m0(x.astype(np.float32), saturate, round_mode).astype(np.float32)
     if dtype in SATURATING:
         return clamp_to(x.astype(np.float32), dtype, clip=saturate)

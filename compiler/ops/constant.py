@@ -7,8 +7,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
@@ -24,9 +22,13 @@ def tensor_attr(node: Node, key: str, default: np.ndarray | None) -> tuple[np.nd
     value = node.attr(key)
     if value is None:
         return None if default is None else (default, DType.from_numpy(default.dtype))
-    if isinstance(value, onnx.TensorProto):
-        dtype = DType.from_onnx(value.data_type, node.where())
-        return numpy_helper.to_array(value).astype(dtype.numpy), dtype
+    if not isinstance(value, np.ndarray):     # a builder's ndarray needs no onnx (~1 s to import with ml_dtypes)
+        import onnx
+        from onnx import numpy_helper
+
+        if isinstance(value, onnx.TensorProto):
+            dtype = DType.from_onnx(value.data_type, node.where())
+            return numpy_helper.to_array(value).astype(dtype.numpy), dtype
     array = np.asarray(value)
     return array, DType.from_numpy(array.dtype)
 

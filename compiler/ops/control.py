@@ -9,9 +9,9 @@ control known only at run time evaluates (accelsim eval) and refuses simulation,
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnx
 
 from compiler.dtypes import DType
 from compiler.errors import ModelError
@@ -20,6 +20,9 @@ from compiler.ir import IROp, Move, Operand, Role
 from compiler.ops.base import OpDef, fail, out, register
 from compiler.ops.runtime import forget_stand_in, known_input, require_static, stand_in
 
+if TYPE_CHECKING:      # onnx (~1 s with ml_dtypes) is imported where a body is read: a built-in model has none
+    import onnx
+
 MAX_UNROLL = 4096   # iterations a constant-count Loop is unrolled into for simulation
 
 
@@ -27,6 +30,8 @@ MAX_UNROLL = 4096   # iterations a constant-count Loop is unrolled into for simu
 class If(OpDef):
     value_inputs = (0,)        # read at import when known: the taken branch is inlined
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        import onnx
+
         forget_stand_in(node)
         if not ins or ins[0] is None or ins[0].elements != 1:
             raise fail(node, "input 0 (cond) must be one bool")
@@ -85,6 +90,8 @@ class If(OpDef):
 class Loop(OpDef):
     value_inputs = (0, 1)      # read at import when known: a constant trip count unrolls
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
+        import onnx
+
         forget_stand_in(node)
         body_proto = node.attr("body")
         if not isinstance(body_proto, onnx.GraphProto):
@@ -204,6 +211,8 @@ class Loop(OpDef):
 
 def _free_names(g: onnx.GraphProto) -> list[str]:
     """Names a graph reads that neither it nor its nested graphs define, in first-use order."""
+    import onnx
+
     defined = {i.name for i in g.input} | {i.name for i in g.initializer}
     free: list[str] = []
     for n in g.node:
@@ -236,6 +245,8 @@ def _import(node: Node, graph: Graph, proto: onnx.GraphProto, feeds: list[Tensor
 
 
 def _with_inputs(body: onnx.GraphProto, names: list[str]) -> onnx.GraphProto:
+    import onnx
+
     copy = onnx.GraphProto()
     copy.CopyFrom(body)
     copy.input.extend(onnx.ValueInfoProto(name=name) for name in names)
@@ -244,6 +255,8 @@ def _with_inputs(body: onnx.GraphProto, names: list[str]) -> onnx.GraphProto:
 
 def _bound(body: onnx.GraphProto, t: int) -> onnx.GraphProto:
     """A Loop body for iteration t: the iteration number and the incoming condition become constants."""
+    import onnx
+
     copy = onnx.GraphProto()
     copy.CopyFrom(body)
     iteration, condition = copy.input[0].name, copy.input[1].name

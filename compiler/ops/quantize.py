@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 from compiler.dtypes import DType
@@ -18,14 +17,14 @@ from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map, Operand, Reduce, Role
 from compiler.ops.base import OpDef, fail, input_operands, normalize_axis, out, output_operand, register
 
-# The range each quantized integer type saturates to, and the numpy (ml_dtypes) type of each quantized float,
-# which saturates to its largest finite value. Only the types compiler.dtypes defines take part.
+# The range each quantized integer type saturates to, and the quantized floats, which saturate to their largest
+# finite value (DType.narrow, their ml_dtypes type, is read only when a value is converted: ml_dtypes takes ~1 s to
+# import). Only the types compiler.dtypes defines take part.
 _INTEGERS = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535),
              "int4": (-8, 7), "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}
-_FLOATS = {"fp8": ml_dtypes.float8_e4m3fn, "fp8_e4m3fnuz": ml_dtypes.float8_e4m3fnuz,
-           "fp8_e5m2": ml_dtypes.float8_e5m2, "fp8_e5m2fnuz": ml_dtypes.float8_e5m2fnuz, "fp4": ml_dtypes.float4_e2m1fn}
+_FLOATS = ("fp8", "fp8_e4m3fnuz", "fp8_e5m2", "fp8_e5m2fnuz", "fp4")
 RANGES = {DType[name]: span for name, span in _INTEGERS.items() if name in DType.__members__}
-NARROW_FLOATS = {DType[name]: kind for name, kind in _FLOATS.items() if name in DType.__members__}
+NARROW_FLOATS = frozenset(DType[name] for name in _FLOATS if name in DType.__members__)
 QUANTIZED = tuple(RANGES) + tuple(NARROW_FLOATS)
 SCALES = (DType.fp32, DType.fp16, DType.bf16)
 # Ops per element: QuantizeLinear divides, rounds, adds the zero point and clamps (an fp8 cast rounds and
@@ -49,7 +48,9 @@ def saturate(values: np.ndarray, dtype: DType, clip: bool = True) -> np.ndarray:
     nearest even, clamped to its largest finite value when `clip`, else out of range goes to its infinity or
     NaN (e4m3fn has no infinity) as the cast gives."""
     if dtype in NARROW_FLOATS:
-        kind = NARROW_FLOATS[dtype]
+        import ml_dtypes
+
+        kind = dtype.narrow
         if clip:
             top = float(ml_dtypes.finfo(kind).max)
             values = np.clip(values, -top, top)

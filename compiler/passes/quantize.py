@@ -3,7 +3,8 @@
 Weights already ternary or int4 keep their dtype (a model that chose them meant it); indices (int64)
 and masks (bool) are not data and keep theirs. Einsums accumulate in int32 for integer dtypes and
 fp32 for floats. A ternary target makes the weights of Einsums ternary and everything else int8
-(BitNet's W1.58A8). Only dtypes and byte counts change; shapes and the work of every op stay.
+(BitNet's W1.58A8), unless the model already chose which weights are ternary: then the others (BitNet's
+float LM head) are int8 like the data. Only dtypes and byte counts change; shapes and the work of every op stay.
 """
 from dataclasses import replace
 
@@ -17,7 +18,9 @@ def quantize(ir: IR, options) -> IR:
     target: DType | None = options.dtype
     if target is None:
         return ir
-    ops = [_quantize_op(op, target) for op in ir.ops]
+    chosen = target == DType.ternary and any(o.dtype == DType.ternary for op in ir.ops if isinstance(op, Einsum)
+                                              for o in op.inputs if o.role == Role.weight)
+    ops = [_quantize_op(op, DType.int8 if chosen else target, target) for op in ir.ops]
     return replace(ir, ops=ops)
 
 
@@ -27,10 +30,10 @@ def _operand(operand: Operand, target: DType) -> Operand:
     return replace(operand, dtype=target)
 
 
-def _quantize_op(op: IROp, target: DType) -> IROp:
+def _quantize_op(op: IROp, weights: DType, target: DType) -> IROp:
     data = DType.int8 if target == DType.ternary else target
     einsum = isinstance(op, Einsum)
-    inputs = tuple(_operand(o, target if einsum and o.role == Role.weight else data) for o in op.inputs)
+    inputs = tuple(_operand(o, weights if einsum and o.role == Role.weight else data) for o in op.inputs)
     changes = {"inputs": inputs, "output": _operand(op.output, data)}
     if einsum:
         changes["acc"] = accumulator(data)

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 
 from compiler.ir import Axis, Einsum, IROp, Kind, Operand, Role
-from compiler.target.placement import op_home, role_path
+from compiler.target.placement import op_home, operand_path
 from compiler.target.spread import per_instance
 
 
@@ -33,7 +33,7 @@ def operand_paths(op: IROp, arch) -> list[list[int]]:
     home = op_home(arch, op)
     if getattr(op, "view", False):
         return [[] for _ in operands(op)]
-    return [role_path(arch, o.role, home) for o in operands(op)]
+    return [operand_path(arch, op, i, home) for i in range(len(op.inputs) + 1)]
 
 
 def op_levels(paths: list[list[int]]) -> list[int]:
@@ -97,8 +97,10 @@ class Footprints:
         acc = op.acc if isinstance(op, Einsum) else op.output.dtype
         self.bits = [o.dtype.bits for o in self.operands]
         self.partial_bits = self.bits[:-1] + [acc.bits]
-        # per arch level: (operand index, served from here) for the operands it holds
-        self.held = {lv: [(i, path[0] == lv) for i, path in enumerate(self.paths) if lv in path]
+        # per arch level: (operand index, served from here) for the operands it holds; a fused output is only
+        # ever a tile where it accumulates, never whole
+        self.held = {lv: [(i, path[0] == lv and not self.operands[i].fused) for i, path in enumerate(self.paths)
+                          if lv in path]
                      for lv in range(len(arch.memory))}
 
     def elements(self, index: int, tile: dict[str, int]) -> int:

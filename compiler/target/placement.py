@@ -4,12 +4,14 @@ Shared by the roofline and the tiling compiler so both count bytes at the same l
 served from the outermost level holding weights; activations live between ops in the innermost level
 that holds inputs and outputs, is shared by the whole chip (one instance: per-SM or per-core scratch
 does not outlive an op) and has room for them; else in the outermost such level. An op whose output
-stays on chip for the next op is fused in effect: its DRAM traffic is gone.
+stays on chip for the next op is fused in effect: its DRAM traffic is gone. A fused operand (passed inside one
+kernel, compiler.passes.fuse) crosses no level, except that an Einsum's fused output is still formed where its
+tiles accumulate (the innermost level on its path: accumulators, registers) for the epilogue to read.
 `arch` is any object with `.memory`, a sequence of levels with `.holds`, `.instances`, `.capacity_total`.
 """
 from __future__ import annotations
 
-from compiler.ir import IROp, Move, Role
+from compiler.ir import Einsum, IROp, Move, Role
 
 
 def activation_home(arch, activation_bytes: int) -> int | None:
@@ -27,6 +29,16 @@ def role_path(arch, role: Role, home: int | None) -> list[int]:
     return [i for i in holding if i >= source]
 
 
+def operand_path(arch, op: IROp, index: int, home: int | None) -> list[int]:
+    """The levels operand `index` of `op` (its inputs, then the output) crosses, from where it is served inward."""
+    operand = op.output if index == len(op.inputs) else op.inputs[index]
+    role = Role.input if isinstance(op, Move) and index < len(op.inputs) else operand.role
+    path = role_path(arch, role, home)
+    if not operand.fused:
+        return path
+    return path[-1:] if isinstance(op, Einsum) and index == len(op.inputs) else []
+
+
 def op_home(arch, op: IROp) -> int | None:
     # All of the op's bytes must fit: a LayerNorm's gamma and beta pass through the same L2 as its
     # activations (BERT's embeddings on a GTX 580's 768 KiB L2 missed by 16 bytes). So must every activation
@@ -41,5 +53,4 @@ def vector_paths(arch, op: IROp) -> list[list[int]]:
     """Per operand of a Map, Reduce or Move (inputs, then the output), the levels it crosses: a copy (Move) reads
     even a weight as an activation, from where activations live."""
     home = op_home(arch, op)
-    roles = [Role.input if isinstance(op, Move) else o.role for o in op.inputs] + [Role.output]
-    return [role_path(arch, role, home) for role in roles]
+    return [operand_path(arch, op, i, home) for i in range(len(op.inputs) + 1)]

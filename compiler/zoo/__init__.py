@@ -1,15 +1,16 @@
 """The built-in models: `build(name, **kwargs)` makes a Graph by name; each family is one module.
 
 Every model takes batch, dtype and weights (False: shapes only, no arrays drawn), plus its own size overrides.
+Importing the zoo imports neither the Builder nor the ops registry (each model imports the Builder when it builds),
+so that listing the models (`accelsim models`) costs numpy and no more.
 """
 from __future__ import annotations
 
 import difflib
 import inspect
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from compiler.errors import ModelError
-from compiler.graph import Graph
 from compiler.zoo.alexnet import alexnet
 from compiler.zoo.bert import bert_base
 from compiler.zoo.bitnet import bitnet_b158
@@ -17,6 +18,9 @@ from compiler.zoo.decoder import gpt2, llama
 from compiler.zoo.matmulfree import matmulfree_lm
 from compiler.zoo.resnet import resnet18, resnet50
 from compiler.zoo.vit import vit_b16
+
+if TYPE_CHECKING:
+    from compiler.graph import Graph
 
 MODELS: dict[str, Callable[..., Graph]] = {
     "alexnet": alexnet,

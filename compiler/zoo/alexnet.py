@@ -5,10 +5,14 @@ the half of the previous layer's maps that lived on the same GPU, paper fig. 2).
 """
 from __future__ import annotations
 
-from compiler.builder import Builder
+from typing import TYPE_CHECKING
+
 from compiler.dtypes import DType
-from compiler.graph import Graph
 from compiler.zoo.layers import parse_dtype
+
+if TYPE_CHECKING:
+    from compiler.builder import Builder
+    from compiler.graph import Graph
 
 
 def _conv(b: Builder, x: str, out: int, kernel: int, name: str, stride: int = 1, pad: int = 0,
@@ -52,6 +56,8 @@ def alexnet(batch: int = 1, dtype: DType | str = DType.fp32, weights: bool = Tru
     width: multiplier on conv channels (96, 256, 384, 384, 256), for tiny test variants.
     fc: width of fc6 and fc7 (4096). classes: fc8 outputs (1000). seed: weight seed.
     """
+    from compiler.builder import Builder   # here, not at the top: see compiler.zoo
+
     b = Builder("alexnet", dtype=parse_dtype(dtype), weights=weights, seed=seed)
     c = [max(2, int(round(n * width / 2)) * 2) for n in (96, 256, 384, 384, 256)]  # even, for group=2
     x = b.input("image", (batch, 3, image, image))

@@ -4,14 +4,18 @@ Inputs follow Hugging Face: input_ids, token_type_ids and attention_mask (1 = at
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.errors import ModelError
-from compiler.graph import Graph
 from compiler.zoo.layers import (check_divides, gelu_mlp, ints, layer_norm, linear, mask_value,
                                  parse_dtype, scalar, self_attention)
+
+if TYPE_CHECKING:
+    from compiler.builder import Builder
+    from compiler.graph import Graph
 
 
 def bert_base(batch: int = 1, dtype: DType | str = DType.fp32, weights: bool = True, seq: int = 128,
@@ -26,6 +30,8 @@ def bert_base(batch: int = 1, dtype: DType | str = DType.fp32, weights: bool = T
     check_divides("bert_base hidden / heads", hidden, heads)
     if not 0 < seq <= max_positions:
         raise ModelError(f"bert_base: seq {seq} must be between 1 and max_positions {max_positions}")
+    from compiler.builder import Builder   # here, not at the top: see compiler.zoo
+
     b = Builder("bert_base", dtype=parse_dtype(dtype), weights=weights, seed=seed)
     ids = b.input("input_ids", (batch, seq), DType.int64)
     types = b.input("token_type_ids", (batch, seq), DType.int64)

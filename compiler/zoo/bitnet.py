@@ -5,11 +5,14 @@ Embeddings, norms and the LM head stay in the float dtype, as in the paper and i
 from __future__ import annotations
 
 from functools import partial
+from typing import TYPE_CHECKING
 
 from compiler.dtypes import DType
-from compiler.graph import Graph
 from compiler.zoo.decoder import Config, decoder
 from compiler.zoo.ternary import bitlinear
+
+if TYPE_CHECKING:
+    from compiler.graph import Graph
 
 
 def bitnet_b158(batch: int = 1, dtype: DType | str = DType.fp32, weights: bool = True, seq: int = 128,

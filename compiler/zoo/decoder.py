@@ -6,18 +6,20 @@ Decode reads past_key.i / past_value.i [B, H, past, Dh] per layer and writes pre
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.errors import ModelError
-from compiler.graph import Graph
 from compiler.zoo.layers import (attention_core, check_divides, gelu, ints, layer_norm, linear,
                                  mask_value, merge_heads, parse_dtype, rms_norm, silu, split_heads)
 
-Linear = Callable[[Builder, str, int, str, bool], str]
+if TYPE_CHECKING:
+    from compiler.builder import Builder
+    from compiler.graph import Graph
+
+Linear = Callable[["Builder", str, int, str, bool], str]
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,8 @@ def decoder(cfg: Config, batch: int, dtype, weights: bool, seq: int, mode: str, 
             seed: int, linear_fn: Linear = linear) -> Graph:
     """Build a decoder graph; `linear_fn` swaps the projection layers (BitNet uses BitLinear)."""
     tokens, cached = check_mode(cfg, mode, seq, past)
+    from compiler.builder import Builder   # here, not at the top: see compiler.zoo
+
     b = Builder(cfg.name, dtype=parse_dtype(dtype), weights=weights, seed=seed)
     ids = b.input("input_ids", (batch, tokens), DType.int64)
     wte = b.weight("embed_tokens", (cfg.vocab, cfg.hidden), fan_in=1)

@@ -5,12 +5,15 @@ Every helper takes the Builder first and returns the output tensor name; shapes 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.errors import ModelError
+
+if TYPE_CHECKING:
+    from compiler.builder import Builder
 
 
 def parse_dtype(dtype: DType | str) -> DType:

@@ -3,14 +3,18 @@ by an ONNX Scan over the sequence, and a GLU channel mixer; no attention and no 
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.errors import ModelError
-from compiler.graph import Graph
 from compiler.zoo.layers import parse_dtype, rms_norm, scalar, silu
 from compiler.zoo.ternary import mmfree_linear
+
+if TYPE_CHECKING:
+    from compiler.builder import Builder
+    from compiler.graph import Graph
 
 
 def mlgru_cell(name: str, batch: int, hidden: int, dtype: DType) -> Graph:
@@ -19,6 +23,8 @@ def mlgru_cell(name: str, batch: int, hidden: int, dtype: DType) -> Graph:
     Inputs (state, then scan inputs): h [B, d], f_t [B, d], c_t [B, d]; outputs: the new state, and a
     copy of it as the scan output (ONNX wants two distinct names).
     """
+    from compiler.builder import Builder   # here, not at the top: see compiler.zoo
+
     body = Builder(name, dtype=dtype)
     with body.scope(name):
         h = body.input(f"{name}/h_prev", (batch, hidden))
@@ -71,6 +77,8 @@ def matmulfree_lm(batch: int = 1, dtype: DType | str = DType.fp32, weights: bool
     """
     if seq < 1:
         raise ModelError(f"matmulfree_lm: seq must be at least 1, not {seq}")
+    from compiler.builder import Builder   # here, not at the top: see compiler.zoo
+
     b = Builder("matmulfree_lm", dtype=parse_dtype(dtype), weights=weights, seed=seed)
     ids = b.input("input_ids", (batch, seq), DType.int64)
     x = b.node("Gather", [b.weight("embed_tokens", (vocab, hidden), fan_in=1), ids], name="embed", axis=0)

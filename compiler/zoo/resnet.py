@@ -4,10 +4,14 @@ A block computes y = relu(F(x) + shortcut(x)); the shortcut is a 1x1 conv + BN w
 """
 from __future__ import annotations
 
-from compiler.builder import Builder
+from typing import TYPE_CHECKING
+
 from compiler.dtypes import DType
-from compiler.graph import Graph
 from compiler.zoo.layers import parse_dtype
+
+if TYPE_CHECKING:
+    from compiler.builder import Builder
+    from compiler.graph import Graph
 
 # Blocks per stage, from the paper's table 1.
 STAGES = {"resnet18": ("basic", (2, 2, 2, 2)), "resnet50": ("bottleneck", (3, 4, 6, 3))}
@@ -49,6 +53,8 @@ def _block(b: Builder, x: str, kind: str, planes: int, stride: int, name: str) -
 def _resnet(name: str, batch: int, dtype, weights: bool, image: int, width: float, classes: int,
             seed: int) -> Graph:
     kind, blocks = STAGES[name]
+    from compiler.builder import Builder   # here, not at the top: see compiler.zoo
+
     b = Builder(name, dtype=parse_dtype(dtype), weights=weights, seed=seed)
     stem = max(1, int(round(64 * width)))
     x = b.input("image", (batch, 3, image, image))

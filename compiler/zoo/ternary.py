@@ -11,12 +11,15 @@ W and compute the same numbers but for summation order (which can move a value a
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.zoo.layers import rms_norm, scalar
+
+if TYPE_CHECKING:
+    from compiler.builder import Builder
 
 
 def absmean_ternary(w: np.ndarray, eps: float = 1e-5) -> tuple[np.ndarray, float]:

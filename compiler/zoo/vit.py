@@ -4,10 +4,14 @@ Almost all work is dense GEMMs: the patch embedding, Q/K/V/output projections an
 """
 from __future__ import annotations
 
-from compiler.builder import Builder
+from typing import TYPE_CHECKING
+
 from compiler.dtypes import DType
-from compiler.graph import Graph
 from compiler.zoo.layers import check_divides, gelu_mlp, ints, layer_norm, parse_dtype, self_attention
+
+if TYPE_CHECKING:
+    from compiler.builder import Builder
+    from compiler.graph import Graph
 
 
 def vit_b16(batch: int = 1, dtype: DType | str = DType.fp32, weights: bool = True, image: int = 224,
@@ -21,6 +25,8 @@ def vit_b16(batch: int = 1, dtype: DType | str = DType.fp32, weights: bool = Tru
     """
     check_divides("vit_b16 hidden / heads", hidden, heads)
     check_divides("vit_b16 image / patch", image, patch)
+    from compiler.builder import Builder   # here, not at the top: see compiler.zoo
+
     b = Builder("vit_b16", dtype=parse_dtype(dtype), weights=weights, seed=seed)
     x = b.input("image", (batch, 3, image, image))
     grid = image // patch

@@ -57,6 +57,14 @@ def test_ternary_weights_move_two_bits_each():
             assert weight.nbytes * 4 == weight.elements          # 2 bits per weight
             assert row.bytes_by_level[dram] == weight.nbytes      # activations stay on chip at this size
             assert row.dtype == "ternary" and row.rate_dtype == "ternary"
+    # the LM head stays out of the ternary layers, as the model has it: one byte per weight at the target's int8
+    (head,) = [row for row in result.ops if row.name == "logits"]
+    assert head.dtype == "int8" and head.bytes_by_level[dram] >= 256 * 512
+
+
+def test_a_float_model_on_a_ternary_target_is_made_ternary_throughout():
+    result = accelsim.run("resnet18", arch="fpga_ternary", fidelity="roofline", image=32)
+    assert {row.dtype for row in result.ops if row.kind == "einsum"} == {"ternary"}
 
 
 SMALL = {
@@ -81,8 +89,8 @@ def test_invariants_on_every_preset(arch, model):
         assert op.seconds == pytest.approx(max(candidates))
         assert 0.0 <= op.utilisation <= 1.0 + 1e-12
         assert op.cycles >= 0
-        if op.bound != "view":
-            assert op.bytes > 0 and sum(op.energy_j.values()) > 0
+        if op.bound != "view":      # a fused op reading only its kernel's tensors moves no bytes, but computes
+            assert (op.bytes > 0 or op.kernel) and sum(op.energy_j.values()) > 0
     totals = result.totals()
     assert totals["seconds"] == pytest.approx(sum(op.seconds for op in result.ops))
     assert totals["energy_j"] > 0

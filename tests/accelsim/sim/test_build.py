@@ -43,3 +43,13 @@ def test_compat_is_one_object_chosen_at_the_api():
     assert by_name.to_dict() == by_object.to_dict() and "scalesim" in " ".join(by_name.notes)
     with pytest.raises(accelsim.arch.ArchError, match="needs a systolic array"):
         accelsim.run("tests/golden/scalesim_gemm.csv", arch="h100", compat="scalesim")
+
+
+def test_compat_utilisation_follows_the_cycles_it_reports():
+    """SCALE-Sim's compute utilisation: MACs over rows x cols x the cycles reported (16 x 8 PEs, one at a clock)."""
+    cfg = "tests/golden/scalesim_16x8_os.cfg"
+    result = accelsim.run("tests/golden/scalesim_gemm.csv", arch=cfg, compat="scalesim")
+    einsums = [op for op in result.ops if op.kind == "einsum"]
+    assert einsums
+    for op in einsums:
+        assert op.utilisation == pytest.approx(op.macs / (16 * 8 * op.cycles), rel=1e-6), op.name

@@ -5,6 +5,7 @@ import pytest
 
 import accelsim
 from accelsim.arch import load_arch
+from accelsim.sim.api import random_inputs
 from accelsim.sim.build import mappings_for
 from compiler.builder import Builder
 from compiler.codegen import generate
@@ -39,13 +40,13 @@ def check_every_op(ir, code, feeds):
 
 def compiled(graph, arch_name, dtype=None):
     arch = load_arch(arch_name)
-    ir = compile_graph(graph, Options(dtype=dtype or arch.native_dtype))
+    ir = compile_graph(graph, Options(dtype=dtype or arch.native_dtype, arch=arch))   # fused as `run` fuses
     return arch, ir
 
 
 def feeds_for(graph, seed=0):
     """Random floats; integer inputs (token ids, token types) zero, valid for any embedding table."""
-    feeds = accelsim.sim.api.random_inputs(graph, seed)
+    feeds = random_inputs(graph, seed)
     return {k: v if v.dtype.kind == "f" else np.zeros_like(v) for k, v in feeds.items()}
 
 

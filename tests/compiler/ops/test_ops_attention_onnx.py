@@ -1,6 +1,7 @@
 """Attention and RotaryEmbedding (opset 23) against onnxruntime and onnx's conformance cases, through the Graph and
 the IR: grouped-query heads, causal and boolean/additive masks, past/present KV cache, softcap, 3D and 4D inputs,
-qk_matmul_output; the lowering's Einsums and Maps simulated on a preset; bad input named by node."""
+qk_matmul_output, fp16 rounded step by step; the lowering's Einsums and Maps simulated on a preset; bad input named
+by node."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -10,16 +11,14 @@ from compiler.conformance import Verdict, run_case
 from compiler.errors import ModelError
 from compiler.frontend import from_model
 from compiler.ir import Einsum, Map
+from compiler.ops.interpret import run_graph, run_ir
 from compiler.ops.lower import lower
 from tests.compiler.onnx_models import model as onnx_model
-from tests.compiler.oracle import check_against_ort
+from tests.compiler.oracle import check_against_ort, ort_run
 from tests.compiler.ops.onnx_node_cases import check_case, node_cases
 
 F32, BOOL = TensorProto.FLOAT, TensorProto.BOOL
 RNG = np.random.default_rng(11)
-# fp16 throughout in onnx's reference (Q.K^T, softmax and P.V each rounded to fp16); the Einsums here accumulate
-# in fp32, so one value of 192 lands one fp16 ulp away, past the case's rtol of 1e-3
-FP16_ROUNDING = {"test_attention_4d_causal_fp16"}
 
 
 def _x(*shape):
@@ -71,7 +70,7 @@ def test_rotary_embedding(interleaved, dim, positions):
 
 
 def _cases(module):
-    return sorted(name for name in node_cases(module) if "_expanded" not in name and name not in FP16_ROUNDING)
+    return sorted(name for name in node_cases(module) if "_expanded" not in name)
 
 
 @pytest.mark.parametrize("name", _cases("attention"))
@@ -87,6 +86,29 @@ def test_onnx_conformance_attention(name):
 @pytest.mark.parametrize("name", _cases("rotaryembedding"))
 def test_onnx_conformance_rotary_embedding(name):
     check_case(node_cases("rotaryembedding")[name])
+
+
+def test_fp16_attention_rounds_each_step_as_the_spec_has_it():
+    """fp16 in, no softmax_precision: Q*sqrt(scale), K*sqrt(scale), Q.K^T, the softmax's steps and P.V each rounded
+    to fp16. Written out here in numpy's float16 (which rounds every step, as onnx's reference does), the Graph and
+    the IR must equal it to the bit; onnxruntime (fp32 softmax) is only near it."""
+    q, k, v = (RNG.random(shape).astype(np.float16) for shape in ((2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 8)))
+    root = np.float16(np.sqrt(1 / np.sqrt(8)))
+    scores = np.matmul(q * root, np.swapaxes(k * root, 2, 3))            # float16 in, fp32 sums, float16 out
+    x = scores + np.where(np.arange(6) <= np.arange(4)[:, None], np.float16(0), np.float16(-np.inf))
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    expected = np.matmul(e / e.sum(axis=-1, keepdims=True), v)
+    F16 = TensorProto.FLOAT16
+    node = helper.make_node("Attention", ["q", "k", "v"], ["y"], is_causal=1)
+    proto = onnx_model([node], [("q", F16, [2, 3, 4, 8]), ("k", F16, [2, 3, 6, 8]), ("v", F16, [2, 3, 6, 8])],
+                       [("y", F16)], 23)
+    graph = from_model(proto)
+    feeds = {"q": q, "k": k, "v": v}
+    for got in (run_graph(graph, feeds)["y"], run_ir(lower(graph), feeds, graph.tensors)["y"]):
+        assert got.dtype == np.float16
+        np.testing.assert_array_equal(got, expected)
+    np.testing.assert_allclose(ort_run(proto, feeds)["y"].astype(np.float32), expected.astype(np.float32),
+                               rtol=1e-2)
 
 
 def test_attention_lowers_to_two_einsums_and_a_softmax_map_and_simulates():

@@ -1,0 +1,48 @@
+"""One decode step of Llama-2-7B (fp16) and BitNet b1.58 3B (ternary weights, int8 activations) on the A100 and
+H100 presets, priced as separate kernels launched one by one (before kernels were formed) and as runtimes run it:
+kernels fused (`--fusion runtime`) and launched as one captured graph (`--launch graph`), side by side in one run.
+
+Rerun: .venv/bin/python benchmarks/decode_fusion.py [--past 1024]
+(each row is also one command: .venv/bin/accelsim run llama --arch h100 --dtype fp16 --opt mode=decode
+ --opt past=1024 --fusion none --launch eager)
+"""
+from __future__ import annotations
+
+import argparse
+
+CASES = [("llama", "a100", "fp16"), ("llama", "h100", "fp16"), ("bitnet_b158", "a100", None),
+         ("bitnet_b158", "h100", None)]
+MODES = [("none", "eager"), ("runtime", "eager"), ("runtime", "graph")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--past", type=int, default=1024, help="tokens already in the KV cache (default 1024)")
+    opts = parser.parse_args()
+    from accelsim.sim.api import run
+
+    header = f"{'model':12} {'arch':5} " + " ".join(f"{f + '/' + l:>16}" for f, l in MODES) + \
+        f" {'kernels':>15} {'bytes/HBM':>10}"
+    print(header)
+    for model, arch, dtype in CASES:
+        times, kernels = [], []
+        for fusion, launch in MODES:
+            result = run(model, arch=arch, dtype=dtype, mode="decode", past=opts.past, fuse=fusion, launch=launch)
+            times.append(result.seconds)
+            kernels.append(sum(1 for op in result.ops if not op.kernel and (op.macs or op.ops)))
+        floor = bytes_floor(result)
+        print(f"{model:12} {arch:5} " + " ".join(f"{t * 1e3:13.2f} ms" for t in times) +
+              f" {kernels[0]:>6} -> {kernels[-1]:>5} {floor * 1e3:7.2f} ms")
+    print("bytes/HBM: the step's DRAM bytes at the preset's full DRAM bandwidth (the floor a decode step nears)")
+
+
+def bytes_floor(result) -> float:
+    from accelsim.sim.model import load_arch
+
+    arch = load_arch(result.arch["name"])
+    dram = arch.memory[0]
+    return sum(op.bytes_by_level.get(dram.name, 0) for op in result.ops) / dram.bandwidth_total
+
+
+if __name__ == "__main__":
+    main()

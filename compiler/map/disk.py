@@ -1,0 +1,185 @@
+"""The searched mappings kept on disk between processes: one small JSON file per key under
+$ACCELSIM_CACHE/mappings (default ~/.cache/accelsim/mappings), so a fresh process skips the search.
+
+Invariant: a mapping read back equals the one the search would find now. The key holds everything the search
+reads (op signature, the arch's content, budget, the cost model and what it is bound to) and the sources of the
+mapper and the cost model; a file is replaced whole (written aside, then os.replace), so a reader never sees half
+of one; an unreadable or malformed file is ignored and searched again. JSON, never pickle: the folder may be shared.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import types
+import weakref
+from functools import cache
+from pathlib import Path
+
+from compiler.mapping import LevelTile, Mapping, Spatial
+
+FORMAT = 1          # the file layout below; a change bumps it, and old files are never read again
+COMPILER = Path(__file__).resolve().parents[1]
+# What the search reads besides the op and the arch; the cost model's own folder is added (source_digest).
+MAPPER_SOURCES = ("map", "target", "mapping.py", "ir.py", "dtypes.py", "codegen/nest.py")
+
+
+def folder() -> Path:
+    """Where the files go: read each time, as a test (or a sweep) may point ACCELSIM_CACHE elsewhere."""
+    root = os.environ.get("ACCELSIM_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "accelsim")
+    return Path(root) / "mappings"
+
+
+def key(signature: str, arch, budget: int, report) -> list | None:
+    """What the search of one op depends on, as JSON-able values; None when the arch or the report has no content
+    that another process could recognise (then nothing is read or written)."""
+    content = arch_digest(arch)
+    model = cost_model(report)
+    if content is None or model is None:
+        return None
+    return [FORMAT, signature, content, budget, model[0], model[1], source_digest(model[2])]
+
+
+def path(entry_key: list) -> Path:
+    name = hashlib.sha256(json.dumps(entry_key).encode()).hexdigest()[:40]
+    return folder() / name[:2] / f"{name[2:]}.json"       # 256 subfolders: a sweep leaves many files
+
+
+def load(entry_key: list, op_name: str) -> Mapping | None:
+    """The mapping stored under `entry_key`, renamed to `op_name`; None if absent, unreadable or malformed."""
+    try:
+        data = json.loads(path(entry_key).read_text())
+        if data["key"] != entry_key:           # a (40-hex-digit) name clash, or a file edited by hand
+            return None
+        mapping = decode(data["mapping"])
+        if encode(mapping) != data["mapping"]:   # every field of the expected type, nothing extra
+            return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
+    return mapping if mapping.op == op_name else dataclasses.replace(mapping, op=op_name)
+
+
+def store(entry_key: list, mapping: Mapping) -> None:
+    """Writes the file aside and renames it into place; a folder that cannot be written is no error."""
+    target = path(entry_key)
+    text = json.dumps({"key": entry_key, "mapping": encode(mapping)}, separators=(",", ":"))
+    temporary = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=target.parent, prefix=".", suffix=".tmp", delete=False) as out:
+            temporary = out.name
+            out.write(text)
+        os.replace(temporary, target)
+    except OSError:
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
+
+
+def encode(mapping: Mapping) -> dict:
+    """A Mapping as JSON values, field by field."""
+    return {"op": mapping.op, "signature": mapping.signature, "unit": mapping.unit,
+            "loops": [[d, e] for d, e in mapping.loops],
+            "levels": [{"level": lv.level, "tile": [[d, e] for d, e in lv.tile], "order": list(lv.order),
+                        "double_buffered": lv.double_buffered} for lv in mapping.levels],
+            "spatial": [[s.dim, s.axis, s.factor] for s in mapping.spatial], "dataflow": mapping.dataflow,
+            "notes": list(mapping.notes), "dtype": mapping.dtype, "parts": [[d, p] for d, p in mapping.parts]}
+
+
+def decode(data: dict) -> Mapping:
+    """The Mapping `encode` wrote; a TypeError for a value of another type (load also checks that encoding it again
+    gives `data` back: no field missing or extra)."""
+    return Mapping(op=_text(data["op"]), signature=_text(data["signature"]), unit=_text(data["unit"]),
+                   loops=_extents(data["loops"]),
+                   levels=tuple(LevelTile(level=_text(lv["level"]), tile=_extents(lv["tile"]),
+                                          order=tuple(map(_text, lv["order"])),
+                                          double_buffered=_kind(lv["double_buffered"], bool)) for lv in data["levels"]),
+                   spatial=tuple(Spatial(dim=_text(d), axis=_text(a), factor=_kind(f, int)) for d, a, f in
+                                 data["spatial"]),
+                   dataflow=_optional_text(data["dataflow"]), notes=tuple(map(_text, data["notes"])),
+                   dtype=_optional_text(data["dtype"]), parts=tuple((_text(d), _text(p)) for d, p in data["parts"]))
+
+
+def _kind(value, kind: type):
+    if type(value) is not kind:        # exactly: True is no extent, 3 no flag
+        raise TypeError(f"{value!r} is not a {kind.__name__}")
+    return value
+
+
+def _text(value) -> str:
+    return _kind(value, str)
+
+
+def _optional_text(value) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _extents(pairs) -> tuple[tuple[str, int], ...]:
+    return tuple((_text(d), _kind(e, int)) for d, e in pairs)
+
+
+_DIGESTS: dict[int, tuple[object, str | None]] = {}
+
+
+def arch_digest(arch) -> str | None:
+    """A hash of the arch as loaded (every field but the file it came from, so a copy elsewhere shares entries);
+    None if its text names objects by address. Worked out once per object: Archs are frozen."""
+    known = _DIGESTS.get(id(arch))
+    if known is not None and known[0] is arch:
+        return known[1]
+    if dataclasses.is_dataclass(arch):
+        text = repr([(f.name, getattr(arch, f.name)) for f in dataclasses.fields(arch) if f.name != "source_file"])
+    else:
+        text = repr(arch)
+    digest = None if " at 0x" in text else hashlib.sha256(text.encode()).hexdigest()[:32]
+    if len(_DIGESTS) > 1024:
+        _DIGESTS.clear()
+    _DIGESTS[id(arch)] = (arch, digest)      # holding the object: its id is not reused while it is here
+    return digest
+
+
+_MODELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+SCALARS = (bool, int, float, str, type(None))
+
+
+def cost_model(report) -> tuple[str, str, str] | None:
+    """(the report function's name and bytecode, what it closes over, its source folder): the cost model and what
+    it is bound to. A closed-over number or string counts by value, anything else by its class: a per-op table
+    by kind, accelsim.price.cost.reporter's Pricing by class (SCALE-Sim's prices apart from native ones; a
+    Pricing holds no state). None for a callable that is not a plain function: its state cannot be named."""
+    if not isinstance(report, types.FunctionType):
+        return None
+    known = _MODELS.get(report)
+    if known is None:
+        code = report.__code__
+        consts = [sorted(map(repr, c)) if isinstance(c, frozenset) else c      # a set's order varies by process
+                  for c in code.co_consts if not isinstance(c, types.CodeType)]
+        body = hashlib.sha256(code.co_code + repr(consts).encode()).hexdigest()[:16]
+        try:
+            values = [cell.cell_contents for cell in report.__closure__ or ()]
+        except ValueError:         # a cell not yet filled
+            return None
+        bound = ",".join(f"{name}={value!r}" if isinstance(value, SCALARS) else
+                         f"{name}:{type(value).__module__}.{type(value).__qualname__}"
+                         for name, value in zip(code.co_freevars, values))
+        known = _MODELS[report] = (f"{report.__module__}.{report.__qualname__}:{body}", bound,
+                                   str(Path(code.co_filename).resolve().parent))
+    return known
+
+
+@cache
+def source_digest(cost_folder: str) -> str:
+    """A hash of the mapper's sources and of every .py file in the cost model's folder: an edited mapper or cost
+    model never reads an entry an older one wrote (hashed once per process, a few milliseconds)."""
+    files = []
+    for name in MAPPER_SOURCES:
+        where = COMPILER / name
+        files += sorted(where.glob("*.py")) if where.is_dir() else [where]
+    files += sorted(Path(cost_folder).glob("*.py"))
+    digest = hashlib.sha256(f"{sys.version_info[:2]}".encode())
+    for file in files:
+        digest.update(file.name.encode() + b"\0" + (file.read_bytes() if file.is_file() else b"") + b"\0")
+    return digest.hexdigest()[:32]

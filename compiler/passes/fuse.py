@@ -1,0 +1,114 @@
+"""Fuse: group ops into kernels the way production runtimes do on the target, and say which launch each pays.
+
+A kernel is an anchor (an Einsum, a Map or a row-wise Reduce) and the element-wise ops after it over the same
+output shape: a GEMM or convolution with its bias, activation, normalising scale and shift and requantisation
+(the epilogue; on a systolic array, its output stage), or a chain of element-wise ops (GeLU's five Maps, a
+residual add and its ReLU). A tensor made and read only inside one kernel (and not a model output) is fused: it
+never leaves the chip. Every op stays in the IR with its own work and numerics; only bytes and launches change.
+Invariant: a kernel reads nothing made after its anchor outside it, so kernels run in IR order with no cycle;
+on a captured graph (`launch="graph"`) one launch is paid for the whole model, else one per kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from compiler.errors import UserError
+from compiler.ir import IR, Einsum, IROp, Map, Operand, Reduce
+
+LAUNCHES = ("eager", "graph")
+# runtime: GEMM epilogues and element-wise chains, as inference runtimes fuse (TensorRT, onnxruntime, XLA, vLLM);
+# chains: element-wise chains only, as a training framework's fused kernels do (Megatron's bias-GeLU and
+# bias-dropout-add after a cuBLAS GEMM that writes its output); none: every op a kernel of its own.
+FUSIONS = ("runtime", "chains", "none")
+
+# What a GEMM's epilogue may read besides its accumulators, per arch kind: a GPU's (CUTLASS, cuBLASLt, Inductor)
+# or a CPU's (oneDNN post-ops) reads any tensor, a residual too; a systolic array's output stage (TPU v1's
+# activation pipeline) only its own small operands: per-channel scale, shift and bias, scalars.
+EPILOGUE_READS_TENSORS = {"simt": True, "simd": True, "systolic": False, "ternary": False}
+# Kinds whose element-wise kernels also hold a row for a normalisation or softmax (a fused add + LayerNorm).
+ROW_KERNELS = {"simt", "simd"}
+
+
+def fuse(ir: IR, options) -> IR:
+    """The IR with each op's kernel, fused operands and launch set for `options.arch` as `options.fuse` says
+    (FUSIONS; unchanged without an arch)."""
+    arch, fusion = getattr(options, "arch", None), getattr(options, "fuse", "runtime")
+    if fusion not in FUSIONS:
+        raise UserError(f"fusion {fusion!r} is not a fusion mode; choose from {', '.join(FUSIONS)}")
+    if arch is None or fusion == "none":
+        return _launches(ir, getattr(options, "launch", "eager"))
+    kind = arch.kind.value if fusion == "runtime" else "chains"
+    made_by = {op.output.tensor: i for i, op in enumerate(ir.ops)}
+    anchor: list[int] = []                 # per op: the index of its kernel's anchor
+    for i, op in enumerate(ir.ops):
+        anchor.append(_kernel_to_join(i, op, ir.ops, anchor, made_by, kind, ir))
+    readers: dict[str, set[int]] = {}
+    for i, op in enumerate(ir.ops):
+        for o in op.inputs:
+            readers.setdefault(o.tensor, set()).add(anchor[i])
+    outputs = set(ir.outputs)
+
+    def fused(o: Operand, kernel: int) -> Operand:
+        inside = (o.tensor in made_by and anchor[made_by[o.tensor]] == kernel and o.tensor not in outputs
+                  and readers.get(o.tensor, set()) == {kernel})
+        return replace(o, fused=True) if inside else o
+
+    ops = []
+    for i, op in enumerate(ir.ops):
+        k = anchor[i]
+        ops.append(replace(op, inputs=tuple(fused(o, k) for o in op.inputs), output=fused(op.output, k),
+                           kernel="" if k == i else ir.ops[k].name, launch=k == i))
+    return _launches(replace(ir, ops=ops), getattr(options, "launch", "eager"))
+
+
+def _kernel_to_join(i: int, op: IROp, ops: list[IROp], anchor: list[int], made_by: dict[str, int], kind: str,
+                    ir: IR) -> int:
+    """The anchor of the kernel op `i` joins: a kernel that made one of its inputs, in full shape; else `i`."""
+    if not isinstance(op, (Map, Reduce)) or (isinstance(op, Reduce) and not _row_wise(op)):
+        return i
+    for o in op.inputs:
+        if o.tensor not in made_by or o.shape != op.output.shape:
+            continue
+        k = anchor[made_by[o.tensor]]
+        head = ops[k]
+        if head.output.shape != op.output.shape or not isinstance(head, (Einsum, Map, Reduce)):
+            continue
+        if isinstance(head, Einsum) and kind == "chains":
+            continue
+        if isinstance(op, Reduce) and (kind not in ROW_KERNELS or isinstance(head, Einsum)):
+            continue
+        if isinstance(head, Reduce) and kind not in ROW_KERNELS:
+            continue
+        if all(_readable(x, k, op, head, anchor, made_by, kind) for x in op.inputs):
+            return k
+    return i
+
+
+def _readable(x: Operand, k: int, op: IROp, head: IROp, anchor: list[int], made_by: dict[str, int],
+              kind: str) -> bool:
+    """Whether a member of kernel `k` may read `x`: made in the kernel, or before it began (a weight, a model
+    input, an earlier op's output), and, in a systolic output stage, only what no op makes (a weight, a constant)
+    or a tensor smaller than the output (a bias, a per-channel scale: not a second activation)."""
+    if x.tensor in made_by and anchor[made_by[x.tensor]] == k:
+        return True
+    if x.tensor in made_by and made_by[x.tensor] > k:
+        return False
+    if isinstance(head, Einsum) and not EPILOGUE_READS_TENSORS.get(kind, True):
+        return x.tensor not in made_by or x.elements < op.output.elements
+    return True
+
+
+def _row_wise(op: Reduce) -> bool:
+    """A Reduce that gives back its input's shape (softmax, a normalisation): it reduces rows in place."""
+    return op.output.shape == op.inputs[0].shape
+
+
+def _launches(ir: IR, launch: str) -> IR:
+    """On a captured graph only the first kernel that computes pays a launch (a copy pays none, accelsim's
+    vector pricing); eagerly every kernel's anchor does."""
+    if launch == "eager":
+        return ir
+    if launch not in LAUNCHES:
+        raise UserError(f"launch {launch!r} is not a launch mode; choose from {', '.join(LAUNCHES)}")
+    first = next((i for i, op in enumerate(ir.ops) if op.launch and (op.macs or op.ops)), None)
+    return replace(ir, ops=[op if i == first else replace(op, launch=False) for i, op in enumerate(ir.ops)])
