@@ -22,7 +22,8 @@ def add_score_parser(group) -> argparse.ArgumentParser:
                          "per suite, against each suite's target")
     p.add_argument("paths", nargs="+", metavar="FILE", help="a dataset folder (measurements.csv, dataset.yaml, "
                    "arch.yaml) or its measurements.csv; or validation/collectives (published.csv, dataset.yaml), "
-                   "scored on nccl-tests' bus bandwidth")
+                   "scored on nccl-tests' bus bandwidth; or validation/published (published GPU kernel times, "
+                   "each row on its own preset)")
     p.add_argument("--plot", metavar="OUT.png", help="write a log-log plot of predicted against measured times")
     p.add_argument("--as-recorded", action="store_true", help="score the CSV's predicted_s column instead of "
                    "predicting every case again with the current model on the dataset's arch.yaml")
@@ -31,14 +32,18 @@ def add_score_parser(group) -> argparse.ArgumentParser:
 
 
 def score_command(args) -> int:
-    from accelsim.validate import collectives
+    from accelsim.validate import collectives, published_gpu
     from accelsim.validate.score import plot, score
 
     scores = score(args.paths, repredict=not args.as_recorded)
     for s in scores:
-        on = "the system presets, on busbw" if collectives.is_dataset(s.dataset.folder) else "its arch.yaml"
+        published = published_gpu.is_dataset(s.dataset.folder)
+        on = "the system presets, on busbw" if collectives.is_dataset(s.dataset.folder) else \
+            "the preset each row names" if published else "its arch.yaml"
         how = "as recorded" if not s.repredicted else f"predicted again by the current model on {on}"
         print(f"{s.dataset.name}: {len(s.dataset.rows)} cases, {how}")
+        if published:
+            print(row_table(s))
         print(table(s.suites))
     misses = [m for s in scores for m in s.misses]
     for miss in misses:
@@ -61,6 +66,20 @@ def table(suites) -> str:
     right = {1, 2, 3, 4, 6}   # numbers align right
     return "\n".join("  " + "  ".join(cell.rjust(w) if i in right else cell.ljust(w)
                                       for i, (cell, w) in enumerate(zip(line, widths))).rstrip() for line in lines)
+
+
+def row_table(s) -> str:
+    """A line per row (measured and predicted microseconds, their ratio, the error), then per suite the geometric
+    mean of measured / predicted (above 1: accelsim predicts too fast)."""
+    lines = [f"  {'suite':<18} {'case':<34} {'measured us':>12} {'predicted us':>12} {'meas/pred':>9} {'error':>7}"]
+    ratios: dict[str, list[float]] = {}
+    for r, predicted in zip(s.dataset.rows, s.predicted_s):
+        ratios.setdefault(r.suite, []).append(r.measured_s / predicted)
+        lines.append(f"  {r.suite:<18} {r.case:<34} {r.measured_s * 1e6:>12.2f} {predicted * 1e6:>12.2f} "
+                     f"{r.measured_s / predicted:>9.3f} {abs(predicted - r.measured_s) / r.measured_s:>7.1%}")
+    lines += [f"  {suite}: geometric mean of measured / predicted {math.exp(sum(map(math.log, x)) / len(x)):.3f}"
+              for suite, x in ratios.items()]
+    return "\n".join(lines)
 
 
 def add_cuda_parser(group) -> argparse.ArgumentParser:

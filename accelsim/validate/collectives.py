@@ -67,6 +67,12 @@ class Prediction:
         """|predicted - measured| / measured, on busbw."""
         return abs(self.busbw - self.row.busbw) / self.row.busbw
 
+    # what accelsim.validate.score scores: the row's key, its seconds, and the metric (busbw) measured and predicted
+    key = property(lambda self: self.row.case)
+    measured_s = property(lambda self: self.row.seconds)
+    measured = property(lambda self: self.row.busbw)
+    predicted = property(lambda self: self.busbw)
+
     @property
     def agrees(self) -> bool | None:
         """Whether accelsim's tuner chose the algorithm the source reports; None when forced or unstated."""

@@ -43,38 +43,54 @@ class Row:
 
 
 class TritonCase:
-    """The case's IR, one generated kernel per op, launched in order on the vendor's very input tensors."""
+    """The case's IR, one generated kernel per kernel the fusion pass formed for an attention (FlashAttention) and
+    per op otherwise, launched in order on the vendor's very input tensors."""
 
     def __init__(self, case: Case, arch, inputs: dict, folder: Path):
         import torch
 
         from accelsim.sim.build import build
         from compiler.codegen.triton import load, triton_kernel
+        from compiler.codegen.triton.attention import attention_kernel
         from compiler.dtypes import DType
+        from compiler.passes.attention import attention_groups
 
         compiled = build(case.graph(), arch, dtype=case.dtype)
         ir = compiled.ir
         self.inputs, self.output = inputs, ir.outputs[0]
         self.steps, described = [], []
         device = next(iter(inputs.values())).device
-        for op in ir.ops:
+        fused = {g.scores: g for g in attention_groups(ir) if ir.ops[g.weighted].kernel == ir.ops[g.scores].name}
+        inside = {i for g in fused.values() for i in g.members}
+        for i, op in enumerate(ir.ops):
+            if i in inside:
+                continue
+            if i in fused:
+                ops = [ir.ops[j] for j in (i, *fused[i].maps, fused[i].softmax, fused[i].weighted)]
+                kernel = attention_kernel(ops, arch)
+                reads = [ops[0].inputs[0], ops[0].inputs[1], ops[-1].inputs[1],
+                         *(o for member in ops[1:-2] for o in member.inputs if not o.fused)]
+                op = ops[-1]
+            else:
+                kernel, reads = None, list(op.inputs)
             # an fp8 GEMM writes bf16, as cuBLASLt's does here: the check then compares the products, not two
             # roundings to a 3-bit mantissa
             stored = DType.bf16 if op.output.dtype == DType.fp8 and op.kind.value == "einsum" else op.output.dtype
             out = torch.empty(op.output.shape, dtype=torch_dtype(stored), device=device)
-            if op.kind.value == "move" and getattr(op, "view", False):
-                self.steps.append((op, None, out))
+            names = [o.tensor for o in reads]
+            if kernel is None and op.kind.value == "move" and getattr(op, "view", False):
+                self.steps.append((names, op.output.tensor, None, out))
                 continue
-            kernel = triton_kernel(op, arch, compiled.mappings[op.name])
-            self.steps.append((op, load(kernel, folder), out))
-            described.append(f"{op.name}: {kernel.describe()}")
+            kernel = kernel or triton_kernel(op, arch, compiled.mappings[op.name])
+            self.steps.append((names, op.output.tensor, load(kernel, folder), out))
+            described.append(f"{kernel.op}: {kernel.describe()}")
         self.description = "; ".join(described)
 
     def __call__(self):
         tensors = dict(self.inputs)
-        for op, module, out in self.steps:
-            args = [tensors[operand.tensor] for operand in op.inputs]
-            tensors[op.output.tensor] = args[0].reshape(out.shape) if module is None else module.launch(*args, out)
+        for names, output, module, out in self.steps:
+            args = [tensors[name] for name in names]
+            tensors[output] = args[0].reshape(out.shape) if module is None else module.launch(*args, out)
         return tensors[self.output]
 
 

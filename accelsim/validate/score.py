@@ -220,13 +220,17 @@ def check(dataset: str, suite: str, m: dict, target: Target) -> tuple[Miss, ...]
 
 def score(paths, repredict: bool = True) -> list[DatasetScore]:
     """Per dataset, per suite (in order of first appearance) metrics, target and misses. A folder of published
-    collective rows (validation/collectives) is predicted and scored on busbw by accelsim.validate.collectives."""
-    from accelsim.validate import collectives
+    collective rows (validation/collectives) is predicted and scored on busbw by accelsim.validate.collectives; a folder
+    of published GPU kernel times (validation/published) on seconds by accelsim.validate.published_gpu."""
+    from accelsim.validate import collectives, published_gpu
 
     scores = []
     for path in paths:
         if collectives.is_dataset(path):
-            scores.append(_published_collectives(path))
+            scores.append(_published(path, collectives))
+            continue
+        if published_gpu.is_dataset(path):
+            scores.append(_published(path, published_gpu))
             continue
         dataset = load(path)
         predicted = predicted_now(dataset) if repredict else tuple(r.predicted_s for r in dataset.rows)
@@ -241,11 +245,10 @@ def score(paths, repredict: bool = True) -> list[DatasetScore]:
     return scores
 
 
-def _published_collectives(path) -> DatasetScore:
-    """validation/collectives: every row predicted by accelsim.comm, metrics on busbw (not seconds) per suite against
-    the targets in the folder's dataset.yaml; the rows' seconds, measured and predicted, are kept for the plot."""
-    from accelsim.validate import collectives
-
+def _published(path, source) -> DatasetScore:
+    """A folder of published rows predicted again by `source` (accelsim.validate.collectives: metrics on busbw, not
+    seconds; accelsim.validate.published_gpu: on seconds) per suite against the targets in its dataset.yaml; the rows'
+    seconds, measured and predicted, are kept for the plot."""
     path = Path(path)
     folder = path if path.is_dir() else path.parent
     try:
@@ -253,13 +256,13 @@ def _published_collectives(path) -> DatasetScore:
     except YamlTooLarge as e:
         raise UserError(f"{folder / 'dataset.yaml'}: {e}") from None
     targets = _targets(meta.get("targets") or {}, folder / "dataset.yaml")
-    found = collectives.predictions(folder / "published.csv")
-    rows = tuple(Row(p.row.suite, p.row.case, 1, p.row.seconds, p.seconds) for p in found)
+    found = source.predictions(folder / "published.csv")
+    rows = tuple(Row(p.row.suite, p.key, 1, p.measured_s, p.seconds) for p in found)
     dataset = Dataset(str(path), folder, rows, targets, meta)
     suites = []
     for suite in dict.fromkeys(p.row.suite for p in found):
         mine = [p for p in found if p.row.suite == suite]
-        m = metrics([p.row.busbw for p in mine], [p.busbw for p in mine], [p.row.case for p in mine])
+        m = metrics([p.measured for p in mine], [p.predicted for p in mine], [p.row.case for p in mine])
         target = targets.get(suite, Target(report_only=True))
         suites.append(SuiteScore(suite, m, target, check(dataset.name, suite, m, target)))
     return DatasetScore(dataset, True, tuple(p.seconds for p in found), tuple(suites))

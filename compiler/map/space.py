@@ -21,6 +21,11 @@ SIMT_BLOCKS = ((128, 128, 32), (128, 64, 32), (64, 128, 32), (64, 64, 64), (256,
 SIMD_BLOCKS = ((64, 64, 64), (32, 64, 128), (128, 64, 32))
 POLICIES = ("kmn", "mnk", "nmk")     # which group an outer level tiles first when it must shrink
 MIN_K_STEPS = 2     # split-K leaves each instance two steps of k at least: one loads while one computes
+# Steps of several array folds along k, tried after the one-fold step (`_targets`): 8 folds of 8 rows fill
+# a 3x3 conv's c*r*s as 7*3*3 = 63 of 64 rows. Larger steps gain little and leave the levels outside them
+# few tiles to pipeline, which the cost model underrates (systolic_32x32, ResNet-18's layer4 3x3 convs as
+# one step of 18 folds: estimated 124 k cycles, 152 k in the tile engine; steps of 2 folds: 120 k).
+FOLD_STEPS = (2, 8)
 
 
 def candidates(op: Einsum, arch) -> Iterator[Mapping]:
@@ -34,7 +39,7 @@ def candidates(op: Einsum, arch) -> Iterator[Mapping]:
     signature = op_signature(op)
     tilings, seen, problem = [], set(), None
     align = _micro_blocks(unit, groups, dtype)
-    for flow, targets, inner_first in _targets(unit, op):
+    for flow, targets, inner_first in _targets(unit, op, sizes.paths[-1]):
         if targets is None and tilings:
             break
         step = _shrink_to_fit(sizes, levels[1:], _split(groups, extents, targets or {}, align), groups, inner_first,
@@ -68,14 +73,27 @@ def candidates(op: Einsum, arch) -> Iterator[Mapping]:
                 yield _build(op, sizes, signature, unit, dtype, flow, levels, tiles, options[rank], spread, groups)
 
 
-def _targets(unit, op: Einsum):
-    """(dataflow, step size per group for one instance, groups to shrink first when it does not fit)."""
+def _targets(unit, op: Einsum, output_path: list[int]):
+    """(dataflow, step size per group for one instance, groups to shrink first when it does not fit).
+
+    A systolic step is one fold of the array, then (WS, IS: k on the array's rows) steps of FOLD_STEPS folds
+    along k: the array accumulates each fold's partial sums onto the last (rtl/systolic_core.v adds a tile's
+    rows into its accumulators), so the output tile is the one-fold step's, and accelsim.price.systolic
+    prices the folds back to back, each fold's load under the last one's stream, as the cycle-level model
+    runs them. A conv's k = c*r*s fills 8 rows as 2*1*3 = 6 in one fold (75%), 64 as 7*3*3 = 63 in 8 folds
+    (98%). Only where an on-chip level holds the output (the accumulators), and OS needs none: its step
+    streams all of k already."""
     if unit.array is not None:
+        accumulates = bool(output_path) and output_path[-1] > 0
         for flow in unit.dataflows:
             rows, cols, stream = SYSTOLIC[flow.value]
             # A WS tile streams its rows into accumulators of `accumulator_rows` rows (rtl/systolic_core.v).
             depth = unit.array.accumulator_rows if flow.value == "ws" and unit.array.accumulator_rows else None
-            yield flow.value, {"b": 1, rows: unit.array.rows, cols: unit.array.cols, stream: depth}, (stream, "b")
+            fold = {"b": 1, rows: unit.array.rows, cols: unit.array.cols, stream: depth}
+            yield flow.value, fold, (stream, "b")
+            if rows == "k" and accumulates:
+                for folds in FOLD_STEPS:
+                    yield flow.value, fold | {"k": folds * unit.array.rows}, ("k", stream, "b")
     else:
         blocks = SIMT_BLOCKS if unit.limits is not None else SIMD_BLOCKS
         for m, n, k in blocks:
@@ -254,8 +272,15 @@ def _build(op, sizes, signature, unit, dtype, flow, levels, tiles, orders, sprea
         rows, cols, _ = SYSTOLIC[flow]
         spatial += [Spatial(d, "rows", step[d]) for d in groups[rows] if step[d] > 1]
         spatial += [Spatial(d, "cols", step[d]) for d in groups[cols] if step[d] > 1]
-        used = math.prod(step[d] for d in groups[rows]) * math.prod(step[d] for d in groups[cols])
-        notes.append(f"fold uses {used} of {unit.array.pes} PEs ({100 * used / unit.array.pes:.0f}%)")
+        on_rows = math.prod(step[d] for d in groups[rows])
+        on_cols = math.prod(step[d] for d in groups[cols])
+        folds = math.ceil(on_rows / unit.array.rows) * math.ceil(on_cols / unit.array.cols)
+        used = on_rows * on_cols
+        if folds == 1:
+            notes.append(f"fold uses {used} of {unit.array.pes} PEs ({100 * used / unit.array.pes:.0f}%)")
+        else:
+            notes.append(f"step of {folds} folds issued back to back ({rows}={on_rows} on {unit.array.rows} "
+                         f"rows), using {100 * used / (folds * unit.array.pes):.0f}% of the PEs")
     size = {g: math.prod(step[d] for d in groups[g]) for g in "bmnk"}
     if unit.limits is not None:
         frag = f"MMA fragment m16n8k{256 // dtype.bits}" if dtype.bits <= 16 else "FMA on CUDA cores"

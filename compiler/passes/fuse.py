@@ -3,9 +3,11 @@
 A kernel is an anchor (an Einsum, a Map or a row-wise Reduce) and the element-wise ops after it over the same
 output shape: a GEMM or convolution with its bias, activation, normalising scale and shift and requantisation
 (the epilogue; on a systolic array, its output stage), or a chain of element-wise ops (GeLU's five Maps, a
-residual add and its ReLU). A tensor made and read only inside one kernel (and not a model output) is fused: it
+residual add and its ReLU); or, where the target runs it so, a whole attention (compiler.passes.attention:
+scores, masks, softmax and weighted sum, FlashAttention's kernel). A tensor made and read only inside one kernel (and not a model output) is fused: it
 never leaves the chip. Every op stays in the IR with its own work and numerics; only bytes and launches change.
-Invariant: a kernel reads nothing made after its anchor outside it, so kernels run in IR order with no cycle;
+Invariant: no kernel reads what depends on its own tensors, so kernels run in IR order with no cycle (an
+element-wise member reads nothing made after its anchor; an attention's V may be, but never from its scores);
 on a captured graph (`launch="graph"`) one launch is paid for the whole model, else one per kernel.
 """
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import replace
 
 from compiler.errors import UserError
 from compiler.ir import IR, Einsum, IROp, Map, Operand, Reduce
+from compiler.passes.attention import attention_groups
 
 LAUNCHES = ("eager", "graph")
 # runtime: GEMM epilogues and element-wise chains, as inference runtimes fuse (TensorRT, onnxruntime, XLA, vLLM);
@@ -27,6 +30,9 @@ FUSIONS = ("runtime", "chains", "none")
 EPILOGUE_READS_TENSORS = {"simt": True, "simd": True, "systolic": False, "ternary": False}
 # Kinds whose element-wise kernels also hold a row for a normalisation or softmax (a fused add + LayerNorm).
 ROW_KERNELS = {"simt", "simd"}
+# Kinds that run attention as one kernel (FlashAttention on GPUs, a fused SDPA on CPUs); a systolic array or a
+# ternary one keeps the scores, the softmax and the weighted sum as ops of their own.
+ATTENTION_KERNELS = {"simt", "simd"}
 
 
 def fuse(ir: IR, options) -> IR:
@@ -39,9 +45,10 @@ def fuse(ir: IR, options) -> IR:
         return _launches(ir, getattr(options, "launch", "eager"))
     kind = arch.kind.value if fusion == "runtime" else "chains"
     made_by = {op.output.tensor: i for i, op in enumerate(ir.ops)}
+    attention = {m: g.scores for g in attention_groups(ir) for m in g.members} if kind in ATTENTION_KERNELS else {}
     anchor: list[int] = []                 # per op: the index of its kernel's anchor
     for i, op in enumerate(ir.ops):
-        anchor.append(_kernel_to_join(i, op, ir.ops, anchor, made_by, kind, ir))
+        anchor.append(attention[i] if i in attention else _kernel_to_join(i, op, ir.ops, anchor, made_by, kind))
     readers: dict[str, set[int]] = {}
     for i, op in enumerate(ir.ops):
         for o in op.inputs:
@@ -61,8 +68,8 @@ def fuse(ir: IR, options) -> IR:
     return _launches(replace(ir, ops=ops), getattr(options, "launch", "eager"))
 
 
-def _kernel_to_join(i: int, op: IROp, ops: list[IROp], anchor: list[int], made_by: dict[str, int], kind: str,
-                    ir: IR) -> int:
+def _kernel_to_join(i: int, op: IROp, ops: list[IROp], anchor: list[int], made_by: dict[str, int],
+                    kind: str) -> int:
     """The anchor of the kernel op `i` joins: a kernel that made one of its inputs, in full shape; else `i`."""
     if not isinstance(op, (Map, Reduce)) or (isinstance(op, Reduce) and not _row_wise(op)):
         return i

@@ -129,3 +129,26 @@ def test_a_small_kernel_is_bound_by_its_launch_and_not_once_the_graph_is_capture
     assert eager[neg].bound == "launch" and eager[neg].seconds >= launch_s
     assert captured[neg].bound != "launch" and captured[neg].seconds < launch_s
     assert not any(op.bound == "launch" for op in captured.values() if op.kernel)
+
+
+@pytest.mark.parametrize("options", [dict(seq=16), dict(mode="decode", past=32)], ids=["causal prefill", "KV cache"])
+def test_attention_is_one_kernel_on_a_gpu_whose_scores_never_leave_the_chip(options):
+    small = dict(layers=1, hidden=256, heads=4, mlp=512, vocab=512, **options)
+    ops = by_name(fused_ir("llama", "h100", DType.fp16, **small))
+    parts = [n for n in ("scale", "mask", "softmax", "pv") if f"layers.0/attn/{n}" in ops]
+    assert "softmax" in parts and "pv" in parts
+    assert {ops[f"layers.0/attn/{n}"].kernel for n in parts} == {"layers.0/attn/qk"}
+    assert ops["layers.0/attn/qk"].output.fused and ops["layers.0/attn/softmax"].output.fused
+    assert ops["layers.0/attn/pv"].inputs[0].fused and not ops["layers.0/attn/pv"].output.fused
+    # S x S scores: the unfused form writes and reads them; the kernel moves only Q, K, V, masks and the output
+    unfused = {op.name: op for op in fused_ir("llama", "h100", DType.fp16, fuse="none", **small).ops}
+    names = ["layers.0/attn/qk"] + [f"layers.0/attn/{n}" for n in parts]
+    scores = unfused["layers.0/attn/qk"].output.nbytes
+    saved = sum(unfused[n].nbytes for n in names) - sum(ops[n].nbytes for n in names)
+    assert saved >= 2 * scores * (1 + len(parts) - 1)
+
+
+def test_a_systolic_array_keeps_attention_unfused():
+    ops = by_name(fused_ir("llama", "tpu_v4", DType.bf16, layers=1, hidden=256, heads=4, mlp=512, vocab=512, seq=16))
+    assert ops["layers.0/attn/softmax"].kernel == "" and ops["layers.0/attn/pv"].kernel == ""
+    assert not ops["layers.0/attn/softmax"].output.fused

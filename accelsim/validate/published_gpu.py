@@ -1,0 +1,154 @@
+"""Published GPU kernel times (validation/published/published.csv: GEMMs and a few vector ops that others measured
+on A100, H100 and H200, each row with its source) predicted again by accelsim on the preset each row names; scored on
+seconds per suite by accelsim.validate.score (`accelsim validate score validation/published`).
+
+A row keeps the figure as printed (`reported`, `reported_unit`) and the seconds derived from it (`measured_s`, by the
+rule in `conversion`); read() checks the two agree, so a hand edit of one without the other is caught.
+Invariant: every prediction comes from the current model (accelsim.validate.cases.predict); the CSV holds
+measurements only.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from compiler.errors import UserError
+
+DATA = Path(__file__).resolve().parents[2] / "validation" / "published"
+COLUMNS = ("case", "suite", "arch", "variant", "key", "reported", "reported_unit", "measured_s", "conversion",
+           "timing", "source", "where", "note")
+UNITS = ("ms", "us", "TFLOPS", "G elements/s")
+AGREE = 1e-4   # measured_s is written to 6 significant digits
+
+
+@dataclass(frozen=True)
+class Measurement:
+    case: str
+    suite: str
+    arch: str          # the preset the row is predicted on
+    key: str           # an accelsim.validate.cases key: "gemm 1024 10240 5120 bf16"
+    reported: float    # the figure as the source printed it, in reported_unit
+    reported_unit: str
+    measured_s: float
+
+    def seconds_from_report(self) -> float:
+        """The seconds the printed figure means, by this module's reading of its unit: a time as printed,
+        2 M N K / rate for TFLOPS, elements / rate for G elements/s."""
+        from accelsim.validate import cases
+
+        if self.reported_unit == "ms":
+            return self.reported * 1e-3
+        if self.reported_unit == "us":
+            return self.reported * 1e-6
+        case = cases.parse(self.key)
+        if self.reported_unit == "TFLOPS":
+            return 2 * case.macs / (self.reported * 1e12)
+        rows, cols = case.dims[:2]
+        return rows * cols / (self.reported * 1e9)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    row: Measurement
+    seconds: float
+
+    @property
+    def error(self) -> float:
+        """|predicted - measured| / measured."""
+        return abs(self.seconds - self.row.measured_s) / self.row.measured_s
+
+    # what accelsim.validate.score scores: the row's key, its seconds, and the metric (seconds) measured and predicted
+    key = property(lambda self: self.row.key)
+    measured_s = property(lambda self: self.row.measured_s)
+    measured = property(lambda self: self.row.measured_s)
+    predicted = property(lambda self: self.seconds)
+
+
+def read(path: str | os.PathLike = DATA / "published.csv") -> list[Measurement]:
+    """The rows; UserError naming the file and line for a row without its source, with an unknown unit, a
+    non-positive figure, a key accelsim cannot build, or seconds that disagree with the printed figure."""
+    from accelsim.validate import cases
+
+    path = Path(path)
+    rows = []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise UserError(f"{path}: missing column {', '.join(missing)}")
+        for line, raw in enumerate(reader, start=2):
+            where = f"{path}: line {line} ({raw['case']!r})"
+            if not raw["source"].startswith("https://") or not raw["where"].strip():
+                raise UserError(f"{where}: lacks its source URL or where in it")
+            if raw["reported_unit"] not in UNITS:
+                raise UserError(f"{where}: reported_unit {raw['reported_unit']!r}; known: {', '.join(UNITS)}")
+            try:
+                reported, measured = float(raw["reported"]), float(raw["measured_s"])
+            except ValueError:
+                raise UserError(f"{where}: reported and measured_s must be numbers") from None
+            if not (reported > 0 and measured > 0):
+                raise UserError(f"{where}: reported and measured_s must be positive")
+            cases.parse(raw["key"])   # a UserError naming the key when accelsim cannot build it
+            row = Measurement(raw["case"], raw["suite"], raw["arch"], raw["key"], reported, raw["reported_unit"],
+                              measured)
+            derived = row.seconds_from_report()
+            if not math.isclose(derived, measured, rel_tol=AGREE):
+                raise UserError(f"{where}: measured_s {measured:g} but {reported:g} {row.reported_unit} means "
+                                f"{derived:.6g} s")
+            rows.append(row)
+    if not rows:
+        raise UserError(f"{path}: no rows")
+    return rows
+
+
+def predictions(path: str | os.PathLike = DATA / "published.csv", sample: int | None = None) -> list[Prediction]:
+    """Every row (or every `sample`-th row of each suite, always keeping its first and last) predicted on its
+    preset."""
+    from accelsim.arch import load_arch
+    from accelsim.validate import cases
+
+    rows = read(path)
+    if sample:
+        rows = [r for s in dict.fromkeys(r.suite for r in rows) for r in _every(
+            [r for r in rows if r.suite == s], sample)]
+    archs: dict = {}
+    found = []
+    for row in rows:
+        if row.arch not in archs:
+            archs[row.arch] = load_arch(row.arch)
+        found.append(Prediction(row, cases.predict(cases.parse(row.key), archs[row.arch])))
+    return found
+
+
+def _every(rows: list, step: int) -> list:
+    picked = rows[::step]
+    return picked + ([rows[-1]] if rows and rows[-1] is not picked[-1] else [])
+
+
+def is_dataset(path: str | os.PathLike) -> bool:
+    """A folder (or its published.csv) with a dataset.yaml whose CSV header has this module's columns."""
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    csv_path = folder / "published.csv"
+    if (not path.is_dir() and path.name != "published.csv") or not csv_path.is_file() or \
+            not (folder / "dataset.yaml").is_file():
+        return False
+    with open(csv_path, newline="") as f:
+        return set(COLUMNS) <= set(next(csv.reader(f), []))
+
+
+def geomean_ratio(found: list[Prediction]) -> float:
+    """Geometric mean of measured / predicted: above 1 means accelsim predicts too fast."""
+    return math.exp(math.fsum(math.log(p.row.measured_s / p.seconds) for p in found) / len(found))
+
+
+def table(found: list[Prediction]) -> str:
+    """A line per row: measured and predicted microseconds, measured / predicted, the error."""
+    lines = [f"{'case':<44} {'preset':<6} {'measured us':>12} {'predicted us':>12} {'meas/pred':>9} {'error':>7}"]
+    for p in found:
+        lines.append(f"{p.row.case:<44} {p.row.arch:<6} {p.row.measured_s * 1e6:>12.2f} {p.seconds * 1e6:>12.2f} "
+                     f"{p.row.measured_s / p.seconds:>9.3f} {p.error:>7.1%}")
+    return "\n".join(lines)
