@@ -9,13 +9,13 @@ Invariant: every prediction comes from the current model; the CSV holds measurem
 """
 from __future__ import annotations
 
-import csv
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from accelsim.comm import collective
 from accelsim.comm.result import BUS_FACTOR
+from accelsim.validate.sourced import is_published, sourced_rows
 from compiler.errors import UserError
 
 DATA = Path(__file__).resolve().parents[2] / "validation" / "collectives"
@@ -83,24 +83,16 @@ class Prediction:
 
 def read(path: str | os.PathLike = DATA / "published.csv") -> list[Measurement]:
     """The rows; UserError for a row without its source (https URL and where in it) or without a measurement."""
-    path = Path(path)
     rows = []
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise UserError(f"{path}: missing column {', '.join(missing)}")
-        for line, raw in enumerate(reader, start=2):
-            if not raw["source"].startswith("https://") or not raw["where"].strip():
-                raise UserError(f"{path}: line {line}: {raw['case']!r} lacks its source URL or where in it")
-            if raw["algorithm"] and raw["algorithm"] not in NCCL_NAMES:
-                raise UserError(f"{path}: line {line}: algorithm {raw['algorithm']!r}; known: {', '.join(NCCL_NAMES)}")
-            time_us = float(raw["time_us"]) if raw["time_us"] else None
-            busbw = float(raw["busbw_GBps"]) if raw["busbw_GBps"] else None
-            if not (time_us or busbw):
-                raise UserError(f"{path}: line {line}: {raw['case']!r} has neither a time nor a busbw")
-            rows.append(Measurement(raw["case"], raw["suite"], raw["system"], int(raw["devices"]), raw["op"],
-                                    raw["algorithm"], raw["forced"] == "yes", int(raw["bytes"]), time_us, busbw))
+    for where, raw in sourced_rows(path, COLUMNS):
+        if raw["algorithm"] and raw["algorithm"] not in NCCL_NAMES:
+            raise UserError(f"{where}: algorithm {raw['algorithm']!r}; known: {', '.join(NCCL_NAMES)}")
+        time_us = float(raw["time_us"]) if raw["time_us"] else None
+        busbw = float(raw["busbw_GBps"]) if raw["busbw_GBps"] else None
+        if not (time_us or busbw):
+            raise UserError(f"{where}: has neither a time nor a busbw")
+        rows.append(Measurement(raw["case"], raw["suite"], raw["system"], int(raw["devices"]), raw["op"],
+                                raw["algorithm"], raw["forced"] == "yes", int(raw["bytes"]), time_us, busbw))
     return rows
 
 
@@ -114,16 +106,8 @@ def predictions(path: str | os.PathLike = DATA / "published.csv") -> list[Predic
 
 
 def is_dataset(path: str | os.PathLike) -> bool:
-    """A folder (or its published.csv) of collective rows with a dataset.yaml, which accelsim.validate.score hands
-    to this module: the CSV's header has this module's columns."""
-    path = Path(path)
-    folder = path if path.is_dir() else path.parent
-    csv_path = folder / "published.csv"
-    if (not path.is_dir() and path.name != "published.csv") or not csv_path.is_file() or \
-            not (folder / "dataset.yaml").is_file():
-        return False
-    with open(csv_path, newline="") as f:
-        return set(COLUMNS) <= set(next(csv.reader(f), []))
+    """A folder (or its published.csv) of collective rows, which accelsim.validate.score hands to this module."""
+    return is_published(path, COLUMNS)
 
 
 def table(found: list[Prediction]) -> str:

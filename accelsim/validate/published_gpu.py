@@ -9,12 +9,12 @@ measurements only.
 """
 from __future__ import annotations
 
-import csv
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from accelsim.validate.sourced import is_published, sourced_rows
 from compiler.errors import UserError
 
 DATA = Path(__file__).resolve().parents[2] / "validation" / "published"
@@ -72,33 +72,24 @@ def read(path: str | os.PathLike = DATA / "published.csv") -> list[Measurement]:
     non-positive figure, a key accelsim cannot build, or seconds that disagree with the printed figure."""
     from accelsim.validate import cases
 
-    path = Path(path)
     rows = []
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise UserError(f"{path}: missing column {', '.join(missing)}")
-        for line, raw in enumerate(reader, start=2):
-            where = f"{path}: line {line} ({raw['case']!r})"
-            if not raw["source"].startswith("https://") or not raw["where"].strip():
-                raise UserError(f"{where}: lacks its source URL or where in it")
-            if raw["reported_unit"] not in UNITS:
-                raise UserError(f"{where}: reported_unit {raw['reported_unit']!r}; known: {', '.join(UNITS)}")
-            try:
-                reported, measured = float(raw["reported"]), float(raw["measured_s"])
-            except ValueError:
-                raise UserError(f"{where}: reported and measured_s must be numbers") from None
-            if not (reported > 0 and measured > 0):
-                raise UserError(f"{where}: reported and measured_s must be positive")
-            cases.parse(raw["key"])   # a UserError naming the key when accelsim cannot build it
-            row = Measurement(raw["case"], raw["suite"], raw["arch"], raw["key"], reported, raw["reported_unit"],
-                              measured)
-            derived = row.seconds_from_report()
-            if not math.isclose(derived, measured, rel_tol=AGREE):
-                raise UserError(f"{where}: measured_s {measured:g} but {reported:g} {row.reported_unit} means "
-                                f"{derived:.6g} s")
-            rows.append(row)
+    for where, raw in sourced_rows(path, COLUMNS):
+        if raw["reported_unit"] not in UNITS:
+            raise UserError(f"{where}: reported_unit {raw['reported_unit']!r}; known: {', '.join(UNITS)}")
+        try:
+            reported, measured = float(raw["reported"]), float(raw["measured_s"])
+        except ValueError:
+            raise UserError(f"{where}: reported and measured_s must be numbers") from None
+        if not (reported > 0 and measured > 0):
+            raise UserError(f"{where}: reported and measured_s must be positive")
+        cases.parse(raw["key"])   # a UserError naming the key when accelsim cannot build it
+        row = Measurement(raw["case"], raw["suite"], raw["arch"], raw["key"], reported, raw["reported_unit"],
+                          measured)
+        derived = row.seconds_from_report()
+        if not math.isclose(derived, measured, rel_tol=AGREE):
+            raise UserError(f"{where}: measured_s {measured:g} but {reported:g} {row.reported_unit} means "
+                            f"{derived:.6g} s")
+        rows.append(row)
     if not rows:
         raise UserError(f"{path}: no rows")
     return rows
@@ -129,15 +120,8 @@ def _every(rows: list, step: int) -> list:
 
 
 def is_dataset(path: str | os.PathLike) -> bool:
-    """A folder (or its published.csv) with a dataset.yaml whose CSV header has this module's columns."""
-    path = Path(path)
-    folder = path if path.is_dir() else path.parent
-    csv_path = folder / "published.csv"
-    if (not path.is_dir() and path.name != "published.csv") or not csv_path.is_file() or \
-            not (folder / "dataset.yaml").is_file():
-        return False
-    with open(csv_path, newline="") as f:
-        return set(COLUMNS) <= set(next(csv.reader(f), []))
+    """A folder (or its published.csv) of published GPU kernel times, which accelsim.validate.score hands here."""
+    return is_published(path, COLUMNS)
 
 
 def geomean_ratio(found: list[Prediction]) -> float:

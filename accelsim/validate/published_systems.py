@@ -10,7 +10,6 @@ Invariant: the CSV holds measurements only; every prediction comes from the curr
 """
 from __future__ import annotations
 
-import csv
 import math
 import os
 import time
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accelsim.validate.score import metrics, spearman
+from accelsim.validate.sourced import sourced_rows
 from compiler.errors import UserError
 
 DATA = Path(__file__).resolve().parents[2] / "validation" / "training" / "published_systems.csv"
@@ -102,28 +102,19 @@ class Prediction:
 def read(path: str | os.PathLike = DATA) -> list[Published]:
     """The rows; UserError for a row without its source (https URL and where in it), or with an unknown unit, run
     or scored flag."""
-    path = Path(path)
     rows = []
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise UserError(f"{path}: missing column {', '.join(missing)}")
-        for line, raw in enumerate(reader, start=2):
-            where = f"{path}: line {line} ({raw['case']!r})"
-            if not raw["source"].startswith("https://") or not raw["where"].strip() or not raw["date"].strip():
-                raise UserError(f"{where}: lacks its source URL, where in it, or its date")
-            if raw["unit"] not in UNITS or raw["run"] not in RUNS or raw["scored"] not in ("yes", "no"):
-                raise UserError(f"{where}: unit must be one of {UNITS}, run one of {RUNS}, scored yes or no")
-            name, *options = raw["model"].split()
-            rows.append(Published(
-                case=raw["case"], suite=raw["suite"], model=name,
-                options=tuple((k, int(v)) for k, v in (o.split("=") for o in options)),
-                system=raw["system"], devices=int(raw["devices"]), parallel=raw["parallel"], batch=int(raw["batch"]),
-                dtype=raw["dtype"], optimizer=raw["optimizer"], recompute=raw["recompute"],
-                measured=float(raw["measured"]), unit=raw["unit"],
-                params_billion=float(raw["params_billion"]) if raw["params_billion"] else None,
-                scored=raw["scored"] == "yes", run=raw["run"]))
+    for where, raw in sourced_rows(path, COLUMNS, required=("date",)):
+        if raw["unit"] not in UNITS or raw["run"] not in RUNS or raw["scored"] not in ("yes", "no"):
+            raise UserError(f"{where}: unit must be one of {UNITS}, run one of {RUNS}, scored yes or no")
+        name, *options = raw["model"].split()
+        rows.append(Published(
+            case=raw["case"], suite=raw["suite"], model=name,
+            options=tuple((k, int(v)) for k, v in (o.split("=") for o in options)),
+            system=raw["system"], devices=int(raw["devices"]), parallel=raw["parallel"], batch=int(raw["batch"]),
+            dtype=raw["dtype"], optimizer=raw["optimizer"], recompute=raw["recompute"],
+            measured=float(raw["measured"]), unit=raw["unit"],
+            params_billion=float(raw["params_billion"]) if raw["params_billion"] else None,
+            scored=raw["scored"] == "yes", run=raw["run"]))
     return rows
 
 

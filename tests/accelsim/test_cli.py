@@ -134,16 +134,27 @@ def test_batch_resizes_an_onnx_file(tmp_path):
     assert four["model"]["batch"] == 4 and four["totals"]["macs"] == 4 * one["totals"]["macs"]
 
 
-def test_readme_commands_run(tmp_path):
-    """Every `.venv/bin/accelsim` line of the README runs (sizes as written, in a scratch folder)."""
+def readme_blocks() -> list[list[str]]:
+    """The README's `.venv/bin/accelsim` lines, a ```sh block each: a block's lines may use what an earlier line of
+    it wrote (an exported model), blocks stand alone, so each runs as a test of its own (on any worker)."""
     text = (ROOT / "README.md").read_text()
-    commands = [line.split("#")[0].strip() for line in text.splitlines() if line.startswith(".venv/bin/accelsim")]
-    assert len(commands) >= 6
+    blocks = [[line.split("#")[0].strip() for line in block.splitlines() if line.startswith(".venv/bin/accelsim")]
+              for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S)]
+    return [block for block in blocks if block]
+
+
+def test_the_readme_shows_commands():
+    assert sum(map(len, readme_blocks())) >= 6
+
+
+@pytest.mark.parametrize("block", readme_blocks(), ids=lambda block: block[0].split()[1])
+def test_readme_commands_run(block, tmp_path):
+    """Every `.venv/bin/accelsim` line of the README runs (sizes as written, in a scratch folder)."""
     shutil.copytree(ROOT / "archs", tmp_path / "archs")
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     shutil.copytree(ROOT / "validation", tmp_path / "validation")
     env = dict(os.environ, PATH=f"{ACCELSIM.parent}:{os.environ['PATH']}")
-    for command in commands:
+    for command in block:
         argv = command.replace(".venv/bin/accelsim", str(ACCELSIM)).split()
         proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
         assert proc.returncode == 0, f"{command}\n{proc.stderr}"

@@ -62,7 +62,7 @@ def test_a_wrong_output_names_tile_cycle_and_value(monkeypatch, capsys):
     code = main(["cosim", "resnet18", *SMALL_RESNET, "--layer", "layer1.0/conv1", "--arch", "systolic_8x8"])
     out = capsys.readouterr().out
     assert code == 1
-    assert "MISMATCH tile 1, output row 36, column 3" in out and "RTL" in out and "numpy" in out
+    assert "MISMATCH tile 0, output row 100, column 3" in out and "RTL" in out and "numpy" in out
 
 
 def test_an_arch_unlike_the_rtl_is_refused(capsys):

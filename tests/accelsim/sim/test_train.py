@@ -46,7 +46,8 @@ def test_micro_batches_repeat_forward_and_backward_but_not_the_update():
 
 
 def test_a_step_that_does_not_fit_says_so_with_the_numbers():
-    result = train("gpt2", "gtx580", batch=64, seq=1024, layers=2)
+    # memory comes from liveness, not from the fidelity: the roofline's step says the same, 15 times sooner
+    result = train("gpt2", "gtx580", batch=64, seq=1024, layers=2, fidelity="roofline")
     assert not result.fits
     note = result.notes[0]
     assert "does not fit" in note and "gtx580" in note and "3.00 GiB" in note and "largest:" in note

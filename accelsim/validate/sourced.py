@@ -1,0 +1,44 @@
+"""Published rows, each citing where it comes from: a CSV's rows read with their columns and sources checked, and a
+folder of them (published.csv beside its dataset.yaml) told apart by its columns.
+
+Invariant: no row is read without an https source and where in it (a table, a figure, a line), so a score never
+rests on a figure nobody can look up.
+"""
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from compiler.errors import UserError
+
+
+def sourced_rows(path: str | os.PathLike, columns, required=()) -> Iterator[tuple[str, dict]]:
+    """(where, row) per row of `path` (where: "file: line N ('case')"), once the header has `columns` and the row
+    an https `source`, a `where` in it, and every column of `required` filled; UserError naming the row if not."""
+    path = Path(path)
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        if missing:
+            raise UserError(f"{path}: missing column {', '.join(missing)}")
+        for line, raw in enumerate(reader, start=2):
+            where = f"{path}: line {line} ({raw['case']!r})"
+            empty = [c for c in ("where", *required) if not raw[c].strip()]
+            if not raw["source"].startswith("https://") or empty:
+                raise UserError(f"{where}: lacks its source URL" + "".join(f", its {c}" for c in empty))
+            yield where, raw
+
+
+def is_published(path: str | os.PathLike, columns) -> bool:
+    """A folder (or its published.csv) with a dataset.yaml whose CSV header has `columns`: what
+    accelsim.validate.score hands to the module that reads those columns."""
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    csv_path = folder / "published.csv"
+    if (not path.is_dir() and path.name != "published.csv") or not csv_path.is_file() or \
+            not (folder / "dataset.yaml").is_file():
+        return False
+    with open(csv_path, newline="") as f:
+        return set(columns) <= set(next(csv.reader(f), []))
