@@ -16,7 +16,7 @@ from accelsim.parallel.groups import cost, groups, level_name
 from accelsim.parallel.plan import Plan, parse_plan
 from accelsim.parallel.schedule import simulate as schedule
 from accelsim.parallel.train import COLLECTIVE_OPS, _micro_batch, _partition, _shape, collective_size, places, transfer
-from accelsim.sim.build import build, simulate
+from accelsim.sim.build import build, default_launch, simulate
 from accelsim.sim.model import load_model
 from compiler.dtypes import DType
 from compiler.graph import Graph
@@ -45,8 +45,7 @@ def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | S
         shard = _partition(stage.graph, plan) if plan.tp > 1 else stage.graph
         key = structure(shard)
         if key not in simulated:
-            # a decode step is captured as one graph, collectives included, as serving runtimes run it
-            launch = "graph" if model_options.get("mode") == "decode" else "eager"
+            launch = default_launch(model_options)
             simulated[key] = (simulate(build(shard, hw, batch=micro, dtype=target, launch=launch)), shard)
         result, shard = simulated[key]
         seconds, comm, placed, transfers = 0.0, {}, places(shard), []

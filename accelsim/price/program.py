@@ -89,11 +89,16 @@ def compute_cycles(ir: IR, arch: Arch, code: Code, rates, pricing: Pricing) -> t
                 rows["m"], rows["n"], rows["k"], unit, arch, code.mappings[op.name], rate)
         else:
             cycles[tiles.rows] = vector_cycles(rows["work"], unit, rate, arch)
-        paid = op.kind == Kind.einsum or rows["work"].any()      # the models' rule: a kernel that does work
-        if not op.launch and paid:
+        if not op.launch:
             # fused into another op's kernel, or launched inside a captured graph: the compute models put one
             # launch on a kernel's first row, which this op does not pay
             first = tiles.rows[0]
-            cycles[first] = max(cycles[first] - arch.cycles(unit.launch_overhead_s), tail[first])
+            cycles[first] = max(cycles[first] - launch_cycles(op, unit, arch, rows["work"]), tail[first])
     return cycles, tail
+
+
+def launch_cycles(op: IROp, unit, arch: Arch, work: np.ndarray) -> int:
+    """The launch the compute models put on a kernel's first row: once per kernel that does work (a copy, which
+    does none, pays none)."""
+    return arch.cycles(unit.launch_overhead_s) if op.kind == Kind.einsum or work.any() else 0
 

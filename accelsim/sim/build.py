@@ -57,15 +57,20 @@ def build(model: str | os.PathLike | Graph, arch: str | os.PathLike | Arch, *, b
           mapped: bool = True, fuse: str = "runtime", launch: str | None = None, **model_options) -> Compiled:
     """Compile `model` for `arch`: Graph, IR and (unless `mapped` is False: a roofline needs none) a mapping
     per op. `dtype` defaults to the arch's native one; `compat` names how compute cycles are priced; `fuse`
-    says how kernels form (runtime: as the target's inference runtimes fuse; chains; none); `launch` is "eager" (a launch per kernel) or "graph" (one for
-    the captured graph: the default for a decode step, as serving runtimes capture it)."""
+    says how kernels form (runtime: as the target's inference runtimes fuse; chains; none); `launch` is "eager"
+    (a launch per kernel) or "graph" (one for the captured graph), by default `default_launch`'s."""
     how = pricing(compat)
     hw = load_arch(arch)
     target = DType.parse(dtype) if isinstance(dtype, str) else dtype or hw.native_dtype
     graph = load_model(model, batch=batch, **model_options)
-    launch = launch or ("graph" if model_options.get("mode") == "decode" else "eager")
-    ir = compile_graph(graph, Options(dtype=target, arch=hw, fuse=fuse, launch=launch))
+    ir = compile_graph(graph, Options(dtype=target, arch=hw, fuse=fuse, launch=launch or default_launch(model_options)))
     return place(graph, ir, hw, target, how, batch=batch, budget=budget, mapped=mapped)
+
+
+def default_launch(model_options: dict) -> str:
+    """"graph" for a decode step (serving runtimes capture it as one CUDA graph, collectives included), else
+    "eager"."""
+    return "graph" if model_options.get("mode") == "decode" else "eager"
 
 
 def place(graph: Graph, ir: IR, arch: Arch, dtype: DType, how: Pricing = NATIVE, *, batch: int | None = None,

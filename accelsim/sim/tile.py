@@ -16,7 +16,7 @@ from accelsim.engine.tile import attribute, schedule
 from accelsim.out.result import OpResult
 from accelsim.price.compat import NATIVE, Pricing
 from accelsim.price.energy import energy_j
-from accelsim.price.program import price
+from accelsim.price.program import launch_cycles, price
 from accelsim.price.roofline import estimate_op
 from compiler.codegen import Code, generate
 from compiler.ir import IR, IROp, Move
@@ -115,7 +115,7 @@ def _op_result(i: int, op: IROp, arch: Arch, code: Code, rate, span, busy, stall
     # launch (a fixed cost, however little it computes) and waiting with nothing busy (the levels' latency) are
     # resources of their own: a batch-1 bias add on a GPU is bound by its launch, not by compute at 0%
     channel = {n: int(c) for n, c in zip(names, per_level["busy"][i]) if c}
-    launch = arch.cycles(unit.launch_overhead_s) if op.launch and len(computes) and computes["work"].any() else 0
+    launch = launch_cycles(op, unit, arch, computes["work"]) if op.launch and len(computes) else 0
     candidates = {"compute": int(busy[i]) - launch, "launch": launch, **channel}
     bound = max(candidates, key=lambda n: candidates[n])
     if cycles - max(int(busy[i]), max(channel.values(), default=0)) > candidates[bound]:

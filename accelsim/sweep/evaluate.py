@@ -91,6 +91,7 @@ def code_fingerprint() -> str:
 def compiled(model: str, options: tuple, dtype: DType, arch: Arch):
     """(Graph, IR) of the model for `dtype`, its kernels formed for `arch`'s kind (all the fusion pass reads of
     it), built once per process and reused by every point of that kind (shapes only), as `accelsim run` builds it."""
+    from accelsim.sim.build import default_launch
     from accelsim.sim.model import load_model
     from compiler.pipeline import Options, compile_graph
 
@@ -99,7 +100,7 @@ def compiled(model: str, options: tuple, dtype: DType, arch: Arch):
         if len(_COMPILED) >= 32:
             _COMPILED.clear()
         graph = load_model(model, **dict(options))
-        launch = "graph" if dict(options).get("mode") == "decode" else "eager"
+        launch = default_launch(dict(options))
         _COMPILED[key] = graph, compile_graph(graph, Options(dtype=dtype, arch=arch, launch=launch))
     return _COMPILED[key]
 

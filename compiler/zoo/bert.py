@@ -14,7 +14,6 @@ from compiler.zoo.layers import (check_divides, gelu_mlp, ints, layer_norm, line
                                  parse_dtype, scalar, self_attention)
 
 if TYPE_CHECKING:
-    from compiler.builder import Builder
     from compiler.graph import Graph
 
 

@@ -10,7 +10,6 @@ from compiler.dtypes import DType
 from compiler.zoo.layers import check_divides, gelu_mlp, ints, layer_norm, parse_dtype, self_attention
 
 if TYPE_CHECKING:
-    from compiler.builder import Builder
     from compiler.graph import Graph
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from compiler.codegen.triton.kernel import PRELUDE, NoTritonKernel, TritonKernel, pow2, torch_names
-from compiler.ir import Einsum, IROp, Map
+from compiler.ir import Einsum, IROp
 
 SIDES = {"Mul": "s * {side}", "Div": "s / {side}", "Add": "s + {side}", "Sub": "s - {side}"}
 SIDES_FIRST = {"Sub": "{side} - s", "Div": "{side} / s"}     # the side operand on the left
