@@ -1,6 +1,7 @@
 """One decode step of Llama-2-7B (fp16) and BitNet b1.58 3B (ternary weights, int8 activations) on the A100 and
 H100 presets, priced as separate kernels launched one by one (before kernels were formed) and as runtimes run it:
-kernels fused (`--fusion runtime`) and launched as one captured graph (`--launch graph`), side by side in one run.
+kernels fused (`--fusion runtime`) and launched as one captured graph (`--launch graph`), side by side in one run;
+then the published decode steps of validation/published/workloads.csv, before and now, beside their measurements.
 
 Rerun: .venv/bin/python benchmarks/decode_fusion.py [--past 1024]
 (each row is also one command: .venv/bin/accelsim run llama --arch h100 --dtype fp16 --opt mode=decode
@@ -34,6 +35,25 @@ def main() -> None:
         print(f"{model:12} {arch:5} " + " ".join(f"{t * 1e3:13.2f} ms" for t in times) +
               f" {kernels[0]:>6} -> {kernels[-1]:>5} {floor * 1e3:7.2f} ms")
     print("bytes/HBM: the step's DRAM bytes at the preset's full DRAM bandwidth (the floor a decode step nears)")
+    published(run)
+
+
+def published(run) -> None:
+    """The decode steps others measured (validation/published/workloads.csv), predicted unfused and eager (before)
+    and as runtimes run them (now), beside the measurement."""
+    from accelsim.validate import published_workloads as pw
+
+    rows = [r for r in pw.read() if r.kind == "decode" and r.scored]
+    print(f"\npublished decode steps ({len(rows)} scored rows of validation/published/workloads.csv)")
+    print(f"{'case':46} {'arch':5} {'measured':>11} {'before':>11} {'now':>11} {'now/measured':>12}")
+    for r in rows:
+        options = dict(r.workload.options)
+        batch = options.pop("batch", 1)
+        before = run(r.workload.model, arch=r.arch, dtype=r.workload.dtype, batch=batch, fuse="none", launch="eager",
+                     **options).seconds
+        now = run(r.workload.model, arch=r.arch, dtype=r.workload.dtype, batch=batch, **options).seconds
+        print(f"{r.case:46} {r.arch:5} {r.measured_s * 1e3:8.2f} ms {before * 1e3:8.2f} ms {now * 1e3:8.2f} ms "
+              f"{now / r.measured_s:>12.3f}")
 
 
 def bytes_floor(result) -> float:

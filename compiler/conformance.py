@@ -15,18 +15,17 @@ import sys
 import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
+
+if TYPE_CHECKING:                       # onnx is imported where a case is read: `accelsim validate --help` needs none
+    import onnx
 
 from compiler.dtypes import DType
 from compiler.errors import OutOfScopeError, UserError
-from compiler.frontend import from_model
 from compiler.graph import Graph
 from compiler.ops import REGISTRY, OpDef
-from compiler.ops.interpret import run_graph
 
 NEWEST_STABLE_OPSET = 21      # the opset the summary also reports separately (onnxruntime's long-time ceiling)
 BF16_RTOL = 2.0 ** -6         # onnx's runner: two bfloat16 ulps, whatever the case's rtol
@@ -119,6 +118,8 @@ def run_case(case, op: str) -> Outcome:
 
 def import_case(case) -> tuple[Graph, dict[str, np.ndarray]]:
     """The case's model as a Graph, and the feeds for its runtime inputs (inputs read as shapes bound at import)."""
+    from compiler.frontend import from_model
+
     given = dict(zip([info.name for info in case.model.graph.input], map(_array, case.data_sets[0][0])))
     static = {name: given[name] for name in static_inputs(case.model.graph) if name in given}
     graph = from_model(case.model, source=case.name, input_values=static)
@@ -127,6 +128,8 @@ def import_case(case) -> tuple[Graph, dict[str, np.ndarray]]:
 
 def _run(case) -> tuple[Verdict, str]:
     """Import, run and compare one case: pass, or a mismatch and what differs (a DISPUTED case: see _settle)."""
+    from compiler.ops.interpret import run_graph
+
     graph, feeds = import_case(case)
     actual = run_graph(graph, feeds)
     shipped = [_array(want) for want in case.data_sets[0][1]]
@@ -175,6 +178,9 @@ def _differences(graph: Graph, actual: dict, expected: list, case) -> str:
 def _array(value):
     """onnx ships a value numpy has no type for (float8 variants, int4) as a TensorProto, and a sequence as a list
     (kept as it is: the frontend refuses sequences before any value is read)."""
+    import onnx
+    from onnx import numpy_helper
+
     if isinstance(value, onnx.TensorProto):
         return numpy_helper.to_array(value)
     return value if isinstance(value, list) or value is None else np.asarray(value)
@@ -191,6 +197,8 @@ def static_inputs(g: onnx.GraphProto) -> set[str]:
 def _needed(g: onnx.GraphProto, wanted: Iterable[str] = ()) -> set[str]:
     """Names in `g`, or in the scopes around it, whose values `g`'s nodes need at import (`wanted`: names whose
     values are needed already, such as a body's outputs when the node owning the body is needed)."""
+    import onnx
+
     needed = set(wanted)
     for node in reversed(g.node):                 # ONNX lists nodes in topological order
         definition = REGISTRY.get(node.op_type) if node.domain in ("", "ai.onnx") else None
@@ -318,6 +326,8 @@ def disputed_table(outcomes: list[Outcome]) -> str:
 
 
 def report(outcomes: list[Outcome], limit: int | None = 40) -> str:
+    import onnx
+
     stable = [o for o in outcomes if o.opset is not None and o.opset <= NEWEST_STABLE_OPSET]
     return "\n".join([
         summary_line(f"opsets <= {NEWEST_STABLE_OPSET}", stable),

@@ -106,6 +106,9 @@ class ComputeUnit:
     launch_overhead_s: float = 0.0
     pipeline_stages: int = 1
     micro_kernel: MicroKernel | None = None
+    # a vector unit that runs the fused epilogues of a systolic array's kernels beside it, on the results as they
+    # leave the array (TPU v1's activation pipeline after the accumulators), rather than after the kernel's tiles
+    output_stage: bool = False
 
     @property
     def dtypes(self) -> tuple[DType, ...]:
@@ -146,6 +149,14 @@ class MemoryLevel:
     access_bytes: int  # bytes moved by one access, the unit the energies are priced in
     read_energy_j: float  # per access
     write_energy_j: float  # per access
+    # per instance; 0: reads and writes share one channel at `bandwidth_bytes_per_s`; else writes (stores) have a
+    # port of their own at this bandwidth and reads the rest (TPU v1's Unified Buffer: a row read and a row
+    # written per cycle), so a store waiting for its compute never holds back the next tile's loads
+    write_port_bytes_per_s: float = 0.0
+    # True: a load that fills a slot with several tiles the level below takes lands them one by one, each into
+    # the place the slot's previous tile of the same rank left (a FIFO: TPU v1's weight FIFO); False: a slot
+    # is refilled whole, once all of its tiles have been taken
+    refill_per_tile: bool = False
 
     @property
     def capacity_total(self) -> int:

@@ -6,6 +6,7 @@ the value at fault. Invariant: build_arch returns only an Arch whose units, role
 """
 import difflib
 import warnings
+from dataclasses import replace
 
 from accelsim.arch import units
 from accelsim.arch.hardware import (
@@ -27,7 +28,7 @@ class ArchWarning(UserWarning):
 _TOP = ("version", "name", "kind", "description", "clock", "compute", "memory", "power")
 _UNIT = ("name", "role", "count")
 _UNIT_OPTIONAL = ("clock", "macs_per_cycle", "mac_energy", "ops_per_cycle", "op_energy", "array", "dataflows", "limits",
-                  "launch_overhead", "pipeline_stages", "micro_kernel")
+                  "launch_overhead", "pipeline_stages", "micro_kernel", "output_stage")
 _BY_ROLE = {UnitRole.matrix: ("macs_per_cycle", "mac_energy"), UnitRole.vector: ("ops_per_cycle", "op_energy")}
 _ARRAY = ("rows", "cols", "accumulator_bits", "weight_buffers")
 _ARRAY_OPTIONAL = ("io_registers", "accumulator_rows")
@@ -200,12 +201,25 @@ def _unit(f: _File, value, path: str, kind: Kind, clock_hz: float) -> ComputeUni
         launch_overhead_s=_quantity(f, d["launch_overhead"], _at(path, "launch_overhead"), units.parse_time,
                                     positive=False) if "launch_overhead" in d else 0.0,
         pipeline_stages=_count(f, d["pipeline_stages"], _at(path, "pipeline_stages")) if "pipeline_stages" in d else 1,
+        output_stage=_output_stage(f, d, path, kind, role),
         micro_kernel=_micro_kernel(f, d["micro_kernel"], _at(path, "micro_kernel")) if "micro_kernel" in d else None,
     )
 
 
+def _output_stage(f: _File, d: dict, path: str, kind: Kind, role: UnitRole) -> bool:
+    if "output_stage" not in d:
+        return False
+    value, where = d["output_stage"], _at(path, "output_stage")
+    if not isinstance(value, bool):
+        raise f.error(where, f"{value!r} is not true or false")
+    if value and (role is not UnitRole.vector or kind not in (Kind.systolic, Kind.ternary)):
+        raise f.error(where, f"only a vector unit beside a systolic or ternary array runs its epilogues as they "
+                             f"leave it, not a {kind.value} {role.value} unit")
+    return value
+
+
 def _level(f: _File, value, path: str, clock_hz: float) -> MemoryLevel:
-    d = _mapping(f, value, path, _LEVEL, ("instances",))
+    d = _mapping(f, value, path, _LEVEL, ("instances", "write_port", "refill"))
     holds_path = _at(path, "holds")
     raw_holds = _list(f, d["holds"], holds_path)
     holds = tuple(_choice(f, v, _at(holds_path, i), Role, "role") for i, v in enumerate(raw_holds))
@@ -226,7 +240,24 @@ def _level(f: _File, value, path: str, clock_hz: float) -> MemoryLevel:
     )
     if level.access_bytes > level.capacity_bytes:
         raise f.error(_at(path, "access"), f"{d['access']!r} is larger than the level's capacity {d['capacity']!r}")
+    if "write_port" in d:
+        port = _quantity(f, d["write_port"], _at(path, "write_port"), units.parse_bandwidth)
+        if port >= level.bandwidth_bytes_per_s:
+            raise f.error(_at(path, "write_port"), f"{d['write_port']!r} leaves no bandwidth for reads: the "
+                          f"level's bandwidth {d['bandwidth']!r} is its reads and writes together")
+        level = replace(level, write_port_bytes_per_s=port)
+    if "refill" in d:
+        level = replace(level, refill_per_tile=_choice_of(f, d["refill"], _at(path, "refill"), REFILLS) == "tile")
     return level
+
+
+REFILLS = ("slot", "tile")      # a level's slot refilled whole (the default), or tile by tile (a FIFO)
+
+
+def _choice_of(f: _File, value, path: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise f.error(path, f"{value!r} is not one of {', '.join(allowed)}")
+    return value
 
 
 def _link(f: _File, value, path: str) -> Link:

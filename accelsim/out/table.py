@@ -77,13 +77,14 @@ def render(result, limit: int | None = None, width: int | None = WIDTH) -> str:
         row(f"... {len(result.ops) - limit} more ops", "", "", "", "", "", "", "")
     totals = result.totals()
     table.add_section()
-    kernels = sum(1 for op in result.ops if not op.kernel and op.bound != "view")
-    row(f"total ({len(result.ops)} ops, {kernels} kernels)", "", "", si(totals["macs"]), si(totals["bytes"], "B"), "",
+    row("total", "", "", si(totals["macs"]), si(totals["bytes"], "B"), "",
         seconds(totals["seconds"]), f"{totals['utilisation']:.0%}")
     buffer = io.StringIO()
     console = Console(file=buffer, width=width or 10_000, force_terminal=False, color_system=None)
     console.print(table)
-    lines = [f"latency {seconds(totals['seconds'])} per batch of {model['batch']}: "
+    kernels = sum(1 for op in result.ops if not op.kernel and op.bound != "view")
+    lines = [f"{len(result.ops)} ops in {kernels} kernels (a row marked + runs inside the kernel above it)",
+             f"latency {seconds(totals['seconds'])} per batch of {model['batch']}: "
              f"{model['batch'] / totals['seconds']:.1f} samples/s" if totals["seconds"] else "throughput: -",
              "time by bound: " + ", ".join(f"{bound} {share:.0%}" for bound, share in _bound_shares(result)),
              "bytes by level: " + ", ".join(f"{lv} {si(n, 'B')}" for lv, n in totals["bytes_by_level"].items()),

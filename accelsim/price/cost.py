@@ -18,7 +18,7 @@ from compiler.dtypes import DType
 from compiler.ir import IR, Einsum, IROp, Role
 from compiler.codegen.nest import clipped_segments, clipped_shapes, loop_nest
 from compiler.mapping import Mapping, gemm_view
-from compiler.target import Footprints, k_split, per_instance, relevant_dims, units_spread
+from compiler.target import Footprints, k_split, relevant_dims, units_spread
 
 
 OVERLAP_LOSS = 0.05
@@ -116,14 +116,12 @@ def _compute_cycles(mapping: Mapping, op: Einsum, arch, unit, dtype, pricing: Pr
     """(cycles of every step, the once-per-kernel launch): each step as the compute models price its row."""
     steps = math.prod(math.prod(mapping.trips(i).values()) for i in range(len(mapping.levels)))
     step = dict(mapping.levels[-1].tile) if mapping.levels else dict(mapping.loops)
-    # Each instance runs its share of the step (the mapping's units split it), all at once; a ragged step
-    # the smaller of its share and the clipped step, GEMM group by group (b folded into m, as in the
-    # Program), as the engine prices the row. Two equal rows first: a model adds a once-per-kernel cost
-    # (a GPU launch) to the first row only.
+    # Each step is a row as the Program has it, clipped at the edges, GEMM group by group (b folded into m);
+    # the models split it over the instances the mapping spreads it on. Two whole steps first: a model adds a
+    # once-per-kernel cost (a GPU launch) to the first row only.
     view = gemm_view(op)
     groups = (view.b + view.m, view.n, view.k)
-    share = per_instance(step, units_spread(mapping))
-    whole = [math.prod(share[d] for d in dims) for dims in groups]
+    whole = [math.prod(step[d] for d in dims) for dims in groups]
     names = [d for d, _ in mapping.loops]
     shapes = (clipped_shapes(clipped_segments(mapping, len(mapping.levels) - 1), names) if mapping.levels
               else Counter({tuple(step[d] for d in names): steps}))

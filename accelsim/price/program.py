@@ -17,7 +17,7 @@ from accelsim.price.compute import vector_cycles
 from compiler.codegen import Code
 from compiler.ir import IR, Einsum, IROp, Kind
 from compiler.mapping import Mapping
-from compiler.program import COMPUTE
+from compiler.program import COMPUTE, STORE
 from compiler.target import compute_dtype, pick_unit, units_used
 
 
@@ -27,10 +27,10 @@ class Prices:
     cycles, and the latency after that before its result is there."""
 
     rates: list[tuple]          # per op: (unit, the dtype whose rate applies)
-    resource: np.ndarray        # level index for transfers, len(memory) + unit index for computes
+    resource: np.ndarray        # level index for transfers, len(memory) + unit index for computes, then write ports
     occupancy: np.ndarray       # cycles the row holds its resource
     latency: np.ndarray         # transfers: the level's latency; computes: the tail the next compute overlaps
-    resources: int              # levels + compute units
+    resources: int              # levels + compute units + levels' write ports
 
 
 def rate_of(op: IROp, arch: Arch, mapping: Mapping | None) -> tuple:
@@ -51,12 +51,18 @@ def price(ir: IR, arch: Arch, code: Code, pricing: Pricing) -> Prices:
     transfer = kind != COMPUTE
     safe = np.where(transfer, program["level"].astype(np.int64), 0)
     latency_cycles = np.array([lv.latency_cycles for lv in arch.memory], np.int64)
-    bytes_per_cycle = bandwidths(ir, arch, code, rates)[program["op"], safe]
+    # a level with a write port (`write_port` in the YAML): its stores hold the port, at the port's share of the
+    # level's bandwidth, and its loads the rest; the port is a resource after the compute units
+    port_share = np.array([lv.write_port_bytes_per_s / lv.bandwidth_bytes_per_s for lv in arch.memory])
+    stored = (kind == STORE) & (port_share[safe] > 0)
+    share = np.where(stored, port_share[safe], 1 - port_share[safe])
+    bytes_per_cycle = bandwidths(ir, arch, code, rates)[program["op"], safe] * share
     # A compute holds its unit for its steady cycles; its tail (skew and drain) runs under the next compute
     occupancy = np.where(transfer, np.ceil(program["bytes"] / bytes_per_cycle - 1e-9).astype(np.int64), cycles - tail)
     latency = np.where(transfer, latency_cycles[safe], tail)
-    resource = np.where(transfer, safe, n_levels + program["unit"].astype(np.int64))
-    return Prices(rates, resource, occupancy, latency, n_levels + len(arch.compute))
+    ports = n_levels + len(arch.compute)
+    resource = np.where(transfer, np.where(stored, ports + safe, safe), n_levels + program["unit"].astype(np.int64))
+    return Prices(rates, resource, occupancy, latency, ports + n_levels)
 
 
 def bandwidths(ir: IR, arch: Arch, code: Code, rates) -> np.ndarray:

@@ -100,14 +100,19 @@ def kernel(m, n, k, unit, arch, mapping, dtype) -> Kernel:
     def step(resident):
         return np.maximum(resident * t_k, (latency + t_k) / stages)
 
-    loop = (groups - 1) * k_tiles * step(occupancy) + k_tiles * step(last)
+    whole = gemm_sizes(mapping) if tile else None
+    if whole:
+        t_block = BM * BN * BK / unit.peak_per_cycle(dtype)
+        loop = _dealt(whole, (BM, BN, BK), k_split(mapping), sms, occupancy,
+                      lambda resident: max(resident * t_block, (latency + t_block) / stages), (m, n, k))
+    else:
+        loop = (groups - 1) * k_tiles * step(occupancy) + k_tiles * step(last)
 
     # Once per wave of the whole kernel: the first K-tile's latency before any MMA, and the epilogue of
     # the last block to finish (C leaves through the shared-memory port; co-resident blocks hide the
     # others'). With one block per SM every block is a wave and pays both: occupancy matters.
     port = shared.bandwidth_bytes_per_s / unit.clock_hz if shared is not None else np.inf
     epilogue = BM * BN * acc_words * 4 / port
-    whole = gemm_sizes(mapping) if mapping is not None else None
     total_blocks = -(-whole[0] // BM) * -(-whole[1] // BN) * k_split(mapping) if whole else int(blocks.sum())
     waves = -(-(-(-total_blocks // sms)) // occupancy)
     unit_cycles = loop.astype(np.float64)
@@ -119,6 +124,24 @@ def kernel(m, n, k, unit, arch, mapping, dtype) -> Kernel:
     return Kernel(block=(BM, BN, BK), threads=threads, registers=regs, shared_bytes=smem, stages=stages,
                   occupancy=occupancy, sms=sms, blocks=blocks, waves=waves,
                   efficiency=_share(blocks, sms * busiest), ideal=busiest * k_tiles * t_k, cycles=cycles)
+
+
+def _dealt(whole, block, splits, sms, occupancy, step, rows) -> np.ndarray:
+    """Unit cycles of each row's K loop where the rows are parts of one kernel (a mapping's steps): the block
+    scheduler deals the whole grid over the SMs as they free up, so the kernel takes its busiest SM's time
+    (ceil(grid / SMs) blocks, `occupancy` at a time, each the whole K loop), and each row its share of that by
+    the block K-tiles it holds. A step is not a wave: 16384 x 12288 bf16 in 256 x 128 blocks is a grid of
+    6,144, 57 rounds of 108 SMs, where steps of 64 blocks along m would take 96 rounds on 64 SMs."""
+    (M, N, K), (BM, BN, BK) = whole, block
+    grid = -(-M // BM) * -(-N // BN) * splits
+    k_tiles = -(-K // (BK * splits))
+    busiest = -(-grid // sms)
+    groups = -(-busiest // occupancy)
+    last = busiest - (groups - 1) * occupancy
+    total = k_tiles * ((groups - 1) * step(occupancy) + step(last))
+    m, n, k = rows
+    held = -(-m // BM) * -(-n // BN) * -(-k // BK)
+    return total * held.astype(np.float64) / (-(-M // BM) * -(-N // BN) * -(-K // BK))
 
 
 def _share(blocks, slots):

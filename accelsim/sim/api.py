@@ -8,13 +8,14 @@ import numpy as np
 
 from accelsim.arch import Arch
 from accelsim.out.result import Result
-from accelsim.price.compat import layer_cycles
-from accelsim.sim.build import FIDELITIES, build, simulate
-from accelsim.sim.model import load_model
+from accelsim.sim import cache
+from accelsim.sim.model import load_arch, load_model
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.graph import Graph
-from compiler.ops.interpret import run_graph
+
+# The pipeline (accelsim.sim.build: the compiler, the pricer, the engine) and the numpy reference are imported
+# where they run: a run read back from the disk needs none of them, and `accelsim run` starts faster without them.
 
 
 def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike | Arch = "tpu_v1",
@@ -29,12 +30,24 @@ def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike |
     `fuse` says how ops form kernels (compiler.passes.fuse.FUSIONS); `launch` is "eager" or "graph".
     An .onnx file's symbolic dimensions take `batch`, `seq=` and `shapes=` (input or dimension name -> sizes,
     as --shape gives them: shapes={"input_ids": (1, 128)} or {"sequence_length": (128,)}).
+    A zoo model's untraced run is kept on disk and read back when asked for again (accelsim.sim.cache).
     """
+    hw = load_arch(arch)             # always read: its warnings and errors are the user's whether or not cached
+    stored = None if trace else cache.key(model, hw, batch=batch, dtype=dtype, fidelity=fidelity, compat=compat,
+                                          fuse=fuse, launch=launch, options=model_options)
+    found = cache.load(stored, hw) if stored is not None else None
+    if found is not None:            # stored by a run that took these arguments, fidelity included
+        return found
+    from accelsim.sim.build import FIDELITIES, build, simulate
+
     if fidelity not in FIDELITIES:
         raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
-    compiled = build(model, arch, batch=batch, dtype=dtype, compat=compat, mapped=fidelity == "tile", fuse=fuse,
+    compiled = build(model, hw, batch=batch, dtype=dtype, compat=compat, mapped=fidelity == "tile", fuse=fuse,
                      launch=launch, **model_options)
-    return simulate(compiled, fidelity, trace=trace and fidelity == "tile")
+    result = simulate(compiled, fidelity, trace=trace and fidelity == "tile")
+    if stored is not None:
+        cache.store(stored, result)
+    return result
 
 
 def compare(model: str | os.PathLike | Graph, archs: list, batch: int | None = None, dtype: str | None = None,
@@ -46,6 +59,9 @@ def compare(model: str | os.PathLike | Graph, archs: list, batch: int | None = N
 def scalesim_layers(model: str | os.PathLike | Graph, arch: str | os.PathLike | Arch) -> list[dict]:
     """Per layer (Einsum) of `model`: its GEMM view and SCALE-Sim v3's compute cycles on `arch` (e.g. a
     topology .csv on a .cfg), i.e. SCALE-Sim's "Total Cycles" - "Stall Cycles" for that layer."""
+    from accelsim.price.compat import layer_cycles
+    from accelsim.sim.build import build
+
     compiled = build(model, arch, mapped=False)
     return layer_cycles(compiled.ir, compiled.arch)
 
@@ -53,6 +69,8 @@ def scalesim_layers(model: str | os.PathLike | Graph, arch: str | os.PathLike | 
 def evaluate(model: str | os.PathLike | Graph, inputs: dict[str, np.ndarray] | None = None, seed: int = 0,
              batch: int | None = None, **model_options) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Run the numpy reference. Returns (inputs used, outputs); random inputs (seeded) where none given."""
+    from compiler.ops.interpret import run_graph
+
     graph = load_model(model, batch=batch, weights=True, **model_options)
     feeds = dict(inputs) if inputs is not None else random_inputs(graph, seed)
     for name, value in feeds.items():

@@ -1,7 +1,8 @@
 """Tile fidelity: a compiled model's Program, priced, run on the numba engine -> per-op results (the default `run`).
 
 Invariant: bytes are counted where the roofline counts them (compiler.target paths) and the engine only adds
-time (contention, latency, dependencies, padding), so every op's cycles >= its roofline cycles.
+time (contention, latency, dependencies, padding), so every kernel's cycles >= its slowest op's roofline cycles
+(an epilogue in a systolic output stage runs beside its array and is charged only what it adds).
 Orchestration only: codegen counts, accelsim.price prices, and the Arch and Program are unpacked here into the
 plain arrays the numba kernels take.
 """
@@ -12,12 +13,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from accelsim.arch import Arch
-from accelsim.engine.tile import attribute, schedule
 from accelsim.out.result import OpResult
 from accelsim.price.compat import NATIVE, Pricing
 from accelsim.price.energy import energy_j
 from accelsim.price.program import launch_cycles, price
 from accelsim.price.roofline import estimate_op
+from accelsim.sim import output_stage
+from accelsim.sim.refill import refill
 from compiler.codegen import Code, generate
 from compiler.ir import IR, IROp, Move
 from compiler.mapping import Mapping, op_signature
@@ -35,28 +37,44 @@ class Timeline:
     busy: np.ndarray                # cycles each row holds its resource (a transfer's latency excluded)
     op_names: list[str]
     arch: Arch
+    beside: np.ndarray | None = None   # per op: runs beside the op before it (an epilogue in an output stage)
 
 
 def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pricing = NATIVE) -> list[OpResult]:
-    """Per-op results without a timeline, one op's Program in memory at a time. Ops run one after another
-    with nothing overlapping across them, so an op simulated alone takes what it takes in sequence, and
+    """Per-op results without a timeline, one op's Program in memory at a time (an op with the epilogue ops
+    that run beside it, accelsim.sim.output_stage). Ops run one after another with nothing else overlapping
+    across them, so an op simulated alone takes what it takes in sequence, and
     ops with the same signature and mapping (a decoder's 32 identical layers) are simulated once, in this
     process: a planner's stage programs share most of their ops."""
     done = _SIMULATED.setdefault((arch, pricing), {})
     if len(done) > OP_CACHE:
         done.clear()
     results, clock = [], 0
-    for op in ir.ops:
-        mapping = mappings.get(op.name)
-        key = (op_signature(op), getattr(op, "axes", None), getattr(op, "ops_per_element", None), op.op,
-               op.kind, getattr(op, "view", None), op.launch, mapping and replace(mapping, op=""))
+    sides = output_stage.beside(ir, arch, mappings)
+    for o, op in enumerate(ir.ops):
+        if sides[o]:
+            continue                  # simulated with its kernel's anchor, which it runs beside
+        ops = [op] + list(ir.ops[o + 1:o + 1 + _run_length(sides[o + 1:])])
+        key = tuple(_op_key(op, mappings.get(op.name)) for op in ops)
         if key not in done:
-            (done[key],), _ = simulate(replace(ir, ops=[op]), arch, {op.name: mapping}, pricing)
-        first = done[key]
-        start = None if first.start_cycle is None else clock
-        results.append(replace(first, name=op.name, node=op.node, start_cycle=start))
-        clock += first.cycles
+            done[key], _ = simulate(replace(ir, ops=ops), arch, {op.name: mappings.get(op.name) for op in ops},
+                                    pricing)
+        began = clock
+        for op, first in zip(ops, done[key]):
+            start = None if first.start_cycle is None else began + first.start_cycle
+            results.append(replace(first, name=op.name, node=op.node, start_cycle=start))
+            clock += first.cycles
     return results
+
+
+def _op_key(op: IROp, mapping: Mapping | None) -> tuple:
+    return (op_signature(op), getattr(op, "axes", None), getattr(op, "ops_per_element", None), op.op,
+            op.kind, getattr(op, "view", None), op.launch, mapping and replace(mapping, op=""))
+
+
+def _run_length(flags: np.ndarray) -> int:
+    """How many leading entries of `flags` are True."""
+    return int(np.argmin(flags)) if not flags.all() else len(flags)
 
 
 OP_CACHE = 100_000                                       # ops kept per (arch, pricing): a few hundred bytes each
@@ -66,6 +84,10 @@ _SIMULATED: dict[tuple, dict[tuple, OpResult]] = {}
 def simulate(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pricing = NATIVE
              ) -> tuple[list[OpResult], Timeline]:
     """Every op's Program at once, with the timeline a trace draws."""
+    # numba (~0.4 s to import, ~0.25 s to load its cached kernels) only when an engine runs: a run that
+    # accelsim.sim.cache answers never gets here
+    from accelsim.engine.tile import attribute, schedule
+
     code = generate(ir, arch, mappings)                 # counting: rows, bytes, tile shapes
     prices = price(ir, arch, code, pricing)             # pricing: cycles per row
     program = code.program
@@ -73,15 +95,54 @@ def simulate(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pricing 
     kind = program["kind"].astype(np.int64)
     level = program["level"].astype(np.int64)
     dep = program["dep"].astype(np.int64)
-    # a load waiting on a compute waits for its buffer slot: free once the compute has read it
-    on_release = (kind[:, None] == LOAD) & (dep >= 0) & (kind[np.maximum(dep, 0)] == COMPUTE)
-    start, end = schedule(prices.resource, prices.occupancy, prices.latency, dep, program["op"].astype(np.int64),
-                          prices.resources, on_release)
-    span, busy, other, stall = attribute(kind, level, start, end, dep, code.op_rows, n_levels)
-    per_level = _per_op_level(program, len(ir.ops), n_levels, prices.occupancy)
-    results = [_op_result(i, op, arch, code, prices.rates[i], span, busy, stall, per_level, start)
+    # a load waiting on a compute waits for its buffer slot: free once the compute has read it (refill: in a
+    # level the YAML marks `refill: tile`, tile by tile), and a fused epilogue runs beside its array (output_stage)
+    dep, on_release, shares, lead = refill(arch, program, dep, prices.occupancy)
+    sides = output_stage.beside(ir, arch, mappings)
+    op_of = program["op"].astype(np.int64)
+    if shares is None and not sides.any():
+        # nothing refilled by parts, nothing beside its array (every GPU and CPU): the rows in program order, each
+        # dependency done at its end or, for a load into a buffer slot, when the compute leaves its unit
+        start, end = schedule(prices.resource, prices.occupancy, prices.latency, dep, op_of, prices.resources,
+                              on_release)
+        d = np.maximum(dep, 0)
+        let_go = np.where(dep >= 0, np.where(on_release, start[d] + prices.occupancy[d], end[d]), -1)
+        span, busy, other, stall = attribute(kind, level, start, end, dep, code.op_rows, n_levels, let_go)
+        return _results(ir, arch, code, prices, (span, span), busy, stall, start, end, sides)
+    if shares is None:
+        shares, lead = np.zeros(dep.shape), np.zeros(dep.shape, np.int64)
+    order, extra, share = output_stage.pipeline(code, sides)
+    dep = np.hstack([dep, extra[:, None]])
+    on_release = np.hstack([on_release, np.zeros((len(dep), 1), bool)])
+    shares = np.hstack([shares, share[:, None]])
+    lead = np.hstack([lead, np.zeros((len(dep), 1), np.int64)])
+    issued = np.empty_like(order)
+    issued[order] = np.arange(len(order))
+    start, end = (x[issued] for x in schedule(
+        prices.resource[order], prices.occupancy[order], prices.latency[order],
+        np.where(dep[order] >= 0, issued[np.maximum(dep[order], 0)], -1), op_of[order],
+        prices.resources, on_release[order], shares[order], sides, lead[order]))
+    span, busy, other, stall = attribute(kind, level, start, end, dep, code.op_rows, n_levels,
+                                         _let_go(dep, on_release, shares, lead, start, end, prices))
+    cycles = output_stage.charged(span, sides, code.op_rows, start, end)
+    return _results(ir, arch, code, prices, (cycles, span), busy, stall, start, end, sides)
+
+
+def _results(ir, arch, code, prices, spans, busy, stall, start, end, sides) -> tuple[list[OpResult], Timeline]:
+    """Per-op results and the timeline from the schedule; spans: (cycles charged, cycles run) per op."""
+    per_level = _per_op_level(code.program, len(ir.ops), len(arch.memory), prices.occupancy)
+    results = [_op_result(i, op, arch, code, prices.rates[i], spans, busy, stall, per_level, start)
                for i, op in enumerate(ir.ops)]
-    return results, Timeline(code, start, end, prices.occupancy, [op.name for op in ir.ops], arch)
+    return results, Timeline(code, start, end, prices.occupancy, [op.name for op in ir.ops], arch, sides)
+
+
+def _let_go(dep, on_release, share, lead, start, end, prices) -> np.ndarray:
+    """int64[rows, deps]: when each dependency let its row go, as `schedule` reckons it (-1: none)."""
+    d = np.maximum(dep, 0)
+    done = np.where(on_release, start[d] + prices.occupancy[d], end[d])
+    parted = start[d] + np.ceil(share * prices.occupancy[d]).astype(np.int64) + prices.latency[d]
+    done = np.where(share > 0, parted, done) - lead
+    return np.where(dep >= 0, done, -1)
 
 
 def _per_op_level(program: np.ndarray, n_ops: int, n_levels: int, occupancy: np.ndarray) -> dict[str, np.ndarray]:
@@ -105,11 +166,13 @@ def _op_result(i: int, op: IROp, arch: Arch, code: Code, rate, span, busy, stall
     read = {n: int(b) for n, b in zip(names, per_level["read"][i]) if b}
     written = {n: int(b) for n, b in zip(names, per_level["written"][i]) if b}
     moved = {n: read.get(n, 0) + written.get(n, 0) for n in names if n in read or n in written}
-    stalls = {n: int(c) for n, c in zip(names, stall[i]) if c}
     rows = code.program[code.op_rows[i]:code.op_rows[i + 1]]
     computes = rows[rows["kind"] == COMPUTE]
     useful, padded = int(computes["useful"].sum()), int(computes["work"].sum())
-    cycles = int(span[i])
+    # charged: what the op adds to its kernel (a fused epilogue beside the array, less than it ran)
+    cycles, ran = int(span[0][i]), int(span[1][i])
+    busy_i = min(int(busy[i]), cycles)
+    stalls = {n: int(c) for n, c in zip(names, stall[i]) if c} if cycles == ran else {}
     seconds = cycles / clock
     # the bound is the busiest resource, as the roofline takes the largest of its candidate times; a kernel's
     # launch (a fixed cost, however little it computes) and waiting with nothing busy (the levels' latency) are
@@ -118,19 +181,19 @@ def _op_result(i: int, op: IROp, arch: Arch, code: Code, rate, span, busy, stall
     launch = launch_cycles(op, unit, arch, computes["work"]) if op.launch and len(computes) else 0
     candidates = {"compute": int(busy[i]) - launch, "launch": launch, **channel}
     bound = max(candidates, key=lambda n: candidates[n])
-    if cycles - max(int(busy[i]), max(channel.values(), default=0)) > candidates[bound]:
+    if ran - max(int(busy[i]), max(channel.values(), default=0)) > candidates[bound]:
         bound = "latency"
     peak = unit.peak_per_second(dtype)
     return OpResult(
         name=op.name, node=op.node, op=op.op, kind=op.kind.value, shape=op.output.shape,
         dtype=compute_dtype(op).value, rate_dtype=dtype.value, unit=unit.name, macs=op.macs, ops=op.ops,
-        bytes=op.nbytes, bytes_by_level=moved, compute_seconds=int(busy[i]) / clock,
+        bytes=op.nbytes, bytes_by_level=moved, compute_seconds=busy_i / clock,
         level_seconds={n: c / clock for n, c in channel.items()},
         latency_seconds=max((lv.latency_s for lv in arch.memory if lv.name in moved), default=0.0),
         seconds=seconds, cycles=cycles, bound=bound,
-        utilisation=useful / (peak * seconds) if seconds and useful else 0.0,
+        utilisation=useful / (peak * (ran / clock)) if ran and useful else 0.0,
         energy_j=energy_j(unit, dtype, useful, arch.memory, read, written),
-        compute_cycles=int(busy[i]), stall_cycles=cycles - int(busy[i]), stall_cycles_by_level=stalls,
+        compute_cycles=busy_i, stall_cycles=cycles - busy_i, stall_cycles_by_level=stalls,
         bytes_read_by_level=read, bytes_written_by_level=written,
         accesses_by_level={lv.name: -(-moved[lv.name] // lv.access_bytes) for lv in arch.memory if lv.name in moved},
         work=padded, tiles=len(computes), start_cycle=int(start[code.op_rows[i]]) if len(rows) else None)

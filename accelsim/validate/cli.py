@@ -32,12 +32,12 @@ def add_score_parser(group) -> argparse.ArgumentParser:
 
 
 def score_command(args) -> int:
-    from accelsim.validate import collectives, published_gpu
+    from accelsim.validate import collectives, published_gpu, published_workloads
     from accelsim.validate.score import plot, score
 
     scores = score(args.paths, repredict=not args.as_recorded)
     for s in scores:
-        published = published_gpu.is_dataset(s.dataset.folder)
+        published = published_gpu.is_dataset(s.dataset.folder) or published_workloads.is_dataset(s.dataset.folder)
         on = "the system presets, on busbw" if collectives.is_dataset(s.dataset.folder) else \
             "the preset each row names" if published else "its arch.yaml"
         how = "as recorded" if not s.repredicted else f"predicted again by the current model on {on}"

@@ -221,16 +221,21 @@ def check(dataset: str, suite: str, m: dict, target: Target) -> tuple[Miss, ...]
 def score(paths, repredict: bool = True) -> list[DatasetScore]:
     """Per dataset, per suite (in order of first appearance) metrics, target and misses. A folder of published
     collective rows (validation/collectives) is predicted and scored on busbw by accelsim.validate.collectives; a folder
-    of published GPU kernel times (validation/published) on seconds by accelsim.validate.published_gpu."""
-    from accelsim.validate import collectives, published_gpu
+    of published GPU kernel times (validation/published) on seconds by accelsim.validate.published_gpu, and its
+    workloads.csv (whole models, decode steps, attention) by accelsim.validate.published_workloads: two scores for the
+    folder, one for either CSV named alone."""
+    from accelsim.validate import collectives, published_gpu, published_workloads
 
     scores = []
     for path in paths:
         if collectives.is_dataset(path):
             scores.append(_published(path, collectives))
             continue
-        if published_gpu.is_dataset(path):
-            scores.append(_published(path, published_gpu))
+        kinds = [(source, name) for source, name in ((published_gpu, "published.csv"),
+                                                     (published_workloads, published_workloads.CSV))
+                 if source.is_dataset(path)]
+        if kinds:
+            scores += [_published(path, source, name) for source, name in kinds]
             continue
         dataset = load(path)
         predicted = predicted_now(dataset) if repredict else tuple(r.predicted_s for r in dataset.rows)
@@ -245,10 +250,10 @@ def score(paths, repredict: bool = True) -> list[DatasetScore]:
     return scores
 
 
-def _published(path, source) -> DatasetScore:
-    """A folder of published rows predicted again by `source` (accelsim.validate.collectives: metrics on busbw, not
-    seconds; accelsim.validate.published_gpu: on seconds) per suite against the targets in its dataset.yaml; the rows'
-    seconds, measured and predicted, are kept for the plot."""
+def _published(path, source, csv_name: str = "published.csv") -> DatasetScore:
+    """A folder's `csv_name` of published rows predicted again by `source` (accelsim.validate.collectives: metrics on
+    busbw, not seconds; published_gpu and published_workloads: on seconds) per suite against the targets in its
+    dataset.yaml; the rows' seconds, measured and predicted, are kept for the plot."""
     path = Path(path)
     folder = path if path.is_dir() else path.parent
     try:
@@ -256,9 +261,9 @@ def _published(path, source) -> DatasetScore:
     except YamlTooLarge as e:
         raise UserError(f"{folder / 'dataset.yaml'}: {e}") from None
     targets = _targets(meta.get("targets") or {}, folder / "dataset.yaml")
-    found = source.predictions(folder / "published.csv")
+    found = source.predictions(folder / csv_name)
     rows = tuple(Row(p.row.suite, p.key, 1, p.measured_s, p.seconds) for p in found)
-    dataset = Dataset(str(path), folder, rows, targets, meta)
+    dataset = Dataset(str(path) if csv_name == "published.csv" else str(folder / csv_name), folder, rows, targets, meta)
     suites = []
     for suite in dict.fromkeys(p.row.suite for p in found):
         mine = [p for p in found if p.row.suite == suite]

@@ -31,13 +31,13 @@ def sourced_rows(path: str | os.PathLike, columns, required=()) -> Iterator[tupl
             yield where, raw
 
 
-def is_published(path: str | os.PathLike, columns) -> bool:
-    """A folder (or its published.csv) with a dataset.yaml whose CSV header has `columns`: what
+def is_published(path: str | os.PathLike, columns, csv_name: str = "published.csv") -> bool:
+    """A folder (or its `csv_name`) with a dataset.yaml whose CSV header has `columns`: what
     accelsim.validate.score hands to the module that reads those columns."""
     path = Path(path)
     folder = path if path.is_dir() else path.parent
-    csv_path = folder / "published.csv"
-    if (not path.is_dir() and path.name != "published.csv") or not csv_path.is_file() or \
+    csv_path = folder / csv_name
+    if (not path.is_dir() and path.name != csv_name) or not csv_path.is_file() or \
             not (folder / "dataset.yaml").is_file():
         return False
     with open(csv_path, newline="") as f:

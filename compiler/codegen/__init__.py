@@ -76,16 +76,17 @@ def generate(ir: IR, arch, mappings: dict[str, Mapping]) -> Code:
             made[key] = _rows(op, arch, mapping)
         rows, computes, dims, start, extent, cut, axis = made[key]
         used[op.name] = mapping
-        rows = rows.copy()
-        rows["op"] = index
-        deps = rows["dep"]
-        rows["dep"] = np.where(deps >= 0, deps + offset, -1)
+        if index or offset:               # the first op's rows are already its own: a 2 M-row GEMM is not copied
+            rows = rows.copy()
+            rows["op"] = index
+            deps = rows["dep"]
+            rows["dep"] = np.where(deps >= 0, deps + offset, -1)
         tile = Tiles(index, dims, computes + offset, start, extent, cut, axis)
         blocks.append(rows)
         tiles.append(tile)
         offset += len(rows)
         op_rows.append(offset)
-    program = np.concatenate(blocks) if blocks else empty(0)
+    program = (np.concatenate(blocks) if len(blocks) > 1 else blocks[0]) if blocks else empty(0)
     return Code(program, np.array(op_rows, np.int64), tiles, used)
 
 

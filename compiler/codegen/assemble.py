@@ -49,8 +49,8 @@ def assemble(streams: list[Stream], steps: int, compute: dict[str, np.ndarray], 
         events.append((STORE, s, ends, np.where(s.runs.last, s.nbytes, s.partial_bytes)))
     n_rows = steps + sum(len(e[2]) for e in events)
     key_step = np.empty(n_rows, np.int64)
-    key_phase = np.empty(n_rows, np.int64)
-    key_order = np.empty(n_rows, np.int64)
+    key_phase = np.empty(n_rows, np.int8)
+    key_order = np.empty(n_rows, np.int32)
     key_step[:steps], key_phase[:steps], key_order[:steps] = np.arange(steps), 1, 0
     spans = []
     at = steps
@@ -62,14 +62,17 @@ def assemble(streams: list[Stream], steps: int, compute: dict[str, np.ndarray], 
         key_order[at:at + n] = s.pos * 16 + (s.operand % 16) if kind == LOAD else -s.pos
         spans.append((at, at + n))
         at += n
-    order = np.lexsort((key_order, key_phase, key_step))
+    # (step, phase, order) packed into one int64: a stable argsort of it is lexsort's order, 9x faster on 1.5 M rows
+    low = int(key_order.min()) if n_rows else 0
+    span = int(key_order.max()) - low + 1 if n_rows else 1
+    order = np.argsort((key_step * 3 + key_phase) * span + (key_order - low), kind="stable")
     row_of = np.empty(n_rows, np.int64)
     row_of[order] = np.arange(n_rows)
     rows = empty(n_rows)
     compute_row = row_of[:steps]
     rows["op"] = op
-    deps = np.full((n_rows, MAX_DEPS), -1, np.int64)
-    fill = np.zeros(n_rows, np.int64)
+    deps = np.full((n_rows, MAX_DEPS), -1, np.int32)     # the Program's width: 2 M rows take 64 MB, not 128
+    fill = np.zeros(n_rows, np.int8)
 
     def add(where: np.ndarray, dep: np.ndarray) -> None:
         ok = dep >= 0

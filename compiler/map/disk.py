@@ -1,5 +1,6 @@
 """The searched mappings kept on disk between processes: one small JSON file per key under
-$ACCELSIM_CACHE/mappings (default ~/.cache/accelsim/mappings), so a fresh process skips the search.
+$ACCELSIM_CACHE/mappings (default ~/.cache/accelsim/mappings; ACCELSIM_CACHE=off keeps nothing), so a fresh
+process skips the search. Whole runs are kept beside them, in runs/ (accelsim.sim.cache).
 
 Invariant: a mapping read back equals the one the search would find now. The key holds everything the search
 reads (op signature, the arch's content, budget, the cost model and what it is bound to) and the sources of the
@@ -27,16 +28,27 @@ COMPILER = Path(__file__).resolve().parents[1]
 MAPPER_SOURCES = ("map", "target", "mapping.py", "ir.py", "dtypes.py", "codegen/nest.py")
 
 
-def folder() -> Path:
-    """Where the files go: read each time, as a test (or a sweep) may point ACCELSIM_CACHE elsewhere."""
-    root = os.environ.get("ACCELSIM_CACHE") or os.path.join(
+OFF = "off"         # ACCELSIM_CACHE=off: no file is read or written, mappings or runs
+
+
+def root() -> Path | None:
+    """The cache's folder, None when ACCELSIM_CACHE is "off": read each time, as a test (or a sweep) may point
+    ACCELSIM_CACHE elsewhere."""
+    where = os.environ.get("ACCELSIM_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "accelsim")
-    return Path(root) / "mappings"
+    return None if where == OFF else Path(where)
+
+
+def folder() -> Path:
+    """Where the mappings go (ask `root` first: there is none when the cache is off)."""
+    return root() / "mappings"
 
 
 def key(signature: str, arch, budget: int, report) -> list | None:
     """What the search of one op depends on, as JSON-able values; None when the arch or the report has no content
-    that another process could recognise (then nothing is read or written)."""
+    that another process could recognise, or the cache is off (then nothing is read or written)."""
+    if root() is None:
+        return None
     content = arch_digest(arch)
     model = cost_model(report)
     if content is None or model is None:
@@ -44,9 +56,10 @@ def key(signature: str, arch, budget: int, report) -> list | None:
     return [FORMAT, signature, content, budget, model[0], model[1], source_digest(model[2])]
 
 
-def path(entry_key: list) -> Path:
+def path(entry_key: list, under: Path | None = None) -> Path:
+    """The file of `entry_key` in `under` (by default the mappings' folder)."""
     name = hashlib.sha256(json.dumps(entry_key).encode()).hexdigest()[:40]
-    return folder() / name[:2] / f"{name[2:]}.json"       # 256 subfolders: a sweep leaves many files
+    return (under or folder()) / name[:2] / f"{name[2:]}.json"       # 256 subfolders: a sweep leaves many files
 
 
 def load(entry_key: list, op_name: str) -> Mapping | None:
@@ -65,8 +78,12 @@ def load(entry_key: list, op_name: str) -> Mapping | None:
 
 def store(entry_key: list, mapping: Mapping) -> None:
     """Writes the file aside and renames it into place; a folder that cannot be written is no error."""
-    target = path(entry_key)
-    text = json.dumps({"key": entry_key, "mapping": encode(mapping)}, separators=(",", ":"))
+    write(path(entry_key), json.dumps({"key": entry_key, "mapping": encode(mapping)}, separators=(",", ":")))
+
+
+def write(target: Path, text: str) -> None:
+    """`text` written aside and renamed onto `target`: a reader sees the old file or the new one, never half of
+    one, however many processes write at once; a folder that cannot be written is no error."""
     temporary = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)

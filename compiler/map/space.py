@@ -19,6 +19,10 @@ SYSTOLIC = {"ws": ("k", "n", "m"), "os": ("m", "n", "k"), "is": ("k", "m", "n")}
 SIMT_BLOCKS = ((128, 128, 32), (128, 64, 32), (64, 128, 32), (64, 64, 64), (256, 128, 32), (64, 64, 32),
                (32, 32, 32))  # the small ones for small L2s and register files (GTX 580)
 SIMD_BLOCKS = ((64, 64, 64), (32, 64, 128), (128, 64, 32))
+# A CPU BLAS keeps C's micro-tile in registers and a k x nr sliver of B in L1 that the rows of A stream past
+# (BLIS's loop order), so a SIMD step too big for l1d gives up n, then m, down to one micro-tile before k:
+# shrinking k first (as a GPU's thread block does) left 2048^3 fp32 on a 32 KiB l1d with steps of k = 1.
+SIMD_SHRINK = ("n", "m", "k")
 POLICIES = ("kmn", "mnk", "nmk")     # which group an outer level tiles first when it must shrink
 MIN_K_STEPS = 2     # split-K leaves each instance two steps of k at least: one loads while one computes
 # Steps of several array folds along k, tried after the one-fold step (`_targets`): 8 folds of 8 rows fill
@@ -48,7 +52,7 @@ def candidates(op: Einsum, arch) -> Iterator[Mapping]:
             problem = step if targets is None else problem or step     # report the smallest tile's
             continue
         share = step
-        for spread in _spreads(groups, extents, share, unit.count):
+        for spread in _spreads(groups, extents, share, unit.count, dealt=unit.limits is not None):
             step = {d: min(extents[d], t * spread.get(d, 1)) for d, t in share.items()}
             if (flow, tuple(step.values())) in seen:     # another target shrank to the same step
                 continue
@@ -95,9 +99,9 @@ def _targets(unit, op: Einsum, output_path: list[int]):
                 for folds in FOLD_STEPS:
                     yield flow.value, fold | {"k": folds * unit.array.rows}, ("k", stream, "b")
     else:
-        blocks = SIMT_BLOCKS if unit.limits is not None else SIMD_BLOCKS
+        blocks, shrink = (SIMT_BLOCKS, ("k", "m", "n")) if unit.limits is not None else (SIMD_BLOCKS, SIMD_SHRINK)
         for m, n, k in blocks:
-            yield None, {"b": 1, "m": m, "n": n, "k": k}, ("k", "m", "n")
+            yield None, {"b": 1, "m": m, "n": n, "k": k}, shrink
     # The last resort, tried only when nothing above fits: one MAC per step (None: every group 1).
     yield (unit.dataflows[0].value if unit.dataflows else None), None, ()
 
@@ -153,10 +157,13 @@ def _shrink_to_fit(sizes, levels, step, groups, inner_first, extents, align=None
                         if p is not None), None)
         if problem is None:
             return step
-        dim = next((d for g in order for d in groups[g] if step[d] > 1), None)
+        # a SIMD micro-kernel's rows and columns (`align`) go below one micro-tile only once nothing else can shrink
+        align = align or {}
+        dim = next((d for g in order for d in groups[g] if step[d] > align.get(d, 1)), None) or \
+            next((d for g in order for d in groups[g] if step[d] > 1), None)
         if dim is None:
             return problem
-        step[dim] = _aligned(extents[dim], step[dim] // 2, (align or {}).get(dim)) or _smaller(extents[dim], step[dim])
+        step[dim] = _aligned(extents[dim], step[dim] // 2, align.get(dim)) or _smaller(extents[dim], step[dim])
 
 
 def _fit(extent: int, room: int) -> int:
@@ -172,20 +179,51 @@ def _smaller(extent: int, tile: int) -> int:
     return _fit(extent, max(1, tile // 2))
 
 
-def _spreads(groups, extents, step, count: int) -> Iterator[dict[str, int]]:
-    """Ways to split the step over the unit's instances: along b, then m, then n dims; and where that leaves
-    half the instances or more idle, also along k dims for them (split-K, as cuBLAS and cuDNN do: each
-    instance then holds partial sums of the whole output tile, which compiler.target.k_split has codegen and
-    pricing store once per instance), each instance keeping MIN_K_STEPS steps of its share to pipeline. A
-    weight gradient's 64 x 576 outputs over k = 100,352 fill 10 of an A100's 108 SMs unsplit. The cost model
-    chooses between the two."""
+def _spreads(groups, extents, step, count: int, dealt: bool = False) -> Iterator[dict[str, int]]:
+    """Ways to split the step over the unit's instances: along b, then m, then n dims; where a block scheduler
+    deals the blocks (`dealt`, a GPU), also over m and n together (`_tiled`); and where that leaves half the
+    instances or more idle, also along k dims for them (split-K, as cuBLAS and cuDNN do: each instance then
+    holds partial sums of the whole output tile, which compiler.target.k_split has codegen and pricing store
+    once per instance), each instance keeping MIN_K_STEPS steps of its share to pipeline. A weight gradient's
+    64 x 576 outputs over k = 100,352 fill 10 of an A100's 108 SMs unsplit. The cost model chooses."""
     spread = _spread(groups["b"] + groups["m"] + groups["n"], extents, step, count)
     yield spread
+    if dealt:
+        tiled = _tiled(groups, extents, step, count)
+        if tiled != spread:
+            yield tiled
     used = math.prod(spread.values())
     if 2 * used <= count:
         split = _spread(groups["k"], extents, step, count // used, MIN_K_STEPS)
         if split:
             yield spread | split
+
+
+def _tiled(groups, extents, step, count: int) -> dict[str, int]:
+    """{dim: instances} over the b, m and n dims together that busies the most instances, then makes the
+    fewest steps, then the squarest output tile (the A and B rows it reads, which a shared L2 serves once per
+    step): an A100's 108 SMs over 64 x 48 blocks of 256 x 128 as 12 x 9 (96 steps of 3,072 x 1,152) where m
+    first gives 64 x 1 (48 steps on 64 SMs)."""
+    dims = [d for g in "bmn" for d in groups[g] if math.ceil(extents[d] / step[d]) > 1]
+    best, key = {}, None
+
+    def visit(i, left, spread):
+        nonlocal best, key
+        if i == len(dims):
+            used = math.prod(spread.values())
+            steps = math.prod(math.ceil(extents[d] / (step[d] * spread.get(d, 1))) for d in dims)
+            rows = math.prod(step[d] * spread.get(d, 1) for d in dims if d not in groups["n"])
+            cols = math.prod(step[d] * spread.get(d, 1) for d in groups["n"])
+            candidate = (-used, steps, abs(math.log(rows / cols)))
+            if key is None or candidate < key:
+                best, key = dict(spread), candidate
+            return
+        d = dims[i]
+        for f in range(1, min(left, math.ceil(extents[d] / step[d])) + 1):
+            visit(i + 1, left // f, spread | ({d: f} if f > 1 else {}))
+
+    visit(0, count, {})
+    return best
 
 
 def _spread(dims, extents, step, count: int, per_instance: int = 1) -> dict[str, int]:

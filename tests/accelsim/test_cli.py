@@ -36,7 +36,7 @@ def test_default_run_is_resnet50_on_tpu_v1():
     proc = cli("run")
     assert proc.returncode == 0, proc.stderr
     assert "resnet50 (batch 1, int8) on tpu_v1" in proc.stdout
-    assert re.search(r"total \(\d+ ops, \d+ kernels\)", proc.stdout)
+    assert re.search(r"^│total +│", proc.stdout, re.M) and re.search(r"^\d+ ops in \d+ kernels", proc.stdout, re.M)
     assert "layer4.2/conv3" in proc.stdout and "samples/s" in proc.stdout
 
 

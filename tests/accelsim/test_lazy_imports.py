@@ -1,9 +1,11 @@
 """The command line imports what a command needs and no more: listing, help and a built-in model's run do not import
-onnx (and ml_dtypes through it), networkx, matplotlib or, before an engine runs, numba. Each case runs in a fresh
-interpreter; benchmarks/cli_speed.py measures the time."""
+onnx (and ml_dtypes through it), networkx, matplotlib or, before an engine runs, numba (and a run read back from
+the disk, accelsim.sim.cache, runs none). Each case runs in a fresh interpreter; benchmarks/cli_speed.py measures
+the time."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,10 +28,12 @@ print(json.dumps({"code": code, "imported": [m for m in json.loads(sys.argv[2]) 
 """
 
 
-def imported(argv: list[str]) -> list[str]:
-    """The modules of HEAVY that `accelsim ARGV` imported, in a fresh interpreter; the command must succeed."""
+def imported(argv: list[str], cache: Path | None = None) -> list[str]:
+    """The modules of HEAVY that `accelsim ARGV` imported, in a fresh interpreter (with ACCELSIM_CACHE at `cache`,
+    where given); the command must succeed."""
+    env = {**os.environ, "ACCELSIM_CACHE": str(cache)} if cache else None
     done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv), json.dumps(HEAVY)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout.splitlines()[-1])
     assert answer["code"] in (0, None), done.stderr
@@ -37,7 +41,8 @@ def imported(argv: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("argv", [["models"], ["archs"], ["--help"], ["run", "--help"], ["sweep", "--help"],
-                                  ["compare", "--help"], ["collective", "--help"], ["map", "--help"]])
+                                  ["compare", "--help"], ["collective", "--help"], ["map", "--help"],
+                                  ["validate", "score", "--help"]])
 def test_listing_and_help_import_no_heavy_module(argv):
     assert imported(argv) == []
 
@@ -47,11 +52,13 @@ def test_the_probe_sees_an_import(tmp_path):
     assert "onnx" in imported(["export", "resnet18", "--out", str(tmp_path / "r.onnx"), "--opt", "width=0.25"])
 
 
-def test_a_built_in_model_runs_without_onnx():
-    """The ops registry imports every op: each imports onnx, ml_dtypes and networkx only where it uses them."""
-    modules = imported(["run", "resnet50", "--arch", "tpu_v1"])
+def test_a_built_in_model_runs_without_onnx(tmp_path):
+    """The ops registry imports every op: each imports onnx, ml_dtypes and networkx only where it uses them. Run
+    again, it is read from the disk: no engine runs."""
+    modules = imported(["run", "resnet50", "--arch", "tpu_v1"], cache=tmp_path)
     assert "onnx" not in modules and "ml_dtypes" not in modules and "networkx" not in modules
     assert "numba" in modules           # the engine did run
+    assert imported(["run", "resnet50", "--arch", "tpu_v1"], cache=tmp_path) == []
 
 
 @pytest.mark.parametrize("argv", [["train", "--help"], ["eval", "--help"], ["plan", "--help"]])

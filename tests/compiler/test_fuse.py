@@ -111,11 +111,18 @@ def test_an_unknown_launch_mode_is_refused():
 
 
 def test_tile_is_never_faster_than_the_roofline_when_fused():
+    """Per kernel: its ops may run beside each other (an epilogue in a systolic array's output stage), so a
+    kernel takes at least its slowest op's roofline, and on a GPU, where they run one after another, each op's."""
     for arch, dtype in (("tpu_v1", None), ("a100", "fp16")):
         tile = run("resnet18", arch=arch, dtype=dtype, image=64)
         bound = run("resnet18", arch=arch, dtype=dtype, image=64, fidelity="roofline")
+        kernels: dict[str, list] = {}
         for t, r in zip(tile.ops, bound.ops):
-            assert t.seconds >= r.seconds * (1 - 1e-9), (arch, t.name)
+            kernels.setdefault(t.kernel or t.name, []).append((t.seconds, r.seconds))
+            if arch == "a100":
+                assert t.seconds >= r.seconds * (1 - 1e-9), (arch, t.name)
+        for name, ops in kernels.items():
+            assert sum(t for t, _ in ops) >= max(r for _, r in ops) * (1 - 1e-9), (arch, name)
 
 
 def test_a_small_kernel_is_bound_by_its_launch_and_not_once_the_graph_is_captured():

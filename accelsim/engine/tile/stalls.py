@@ -12,30 +12,35 @@ COMPUTE = 1
 
 
 @njit(cache=True)
-def _critical(i, dep, end):
-    best = -1
+def _critical(i, dep, end, done):
+    """(row, when it let row i go) of row i's dependency that let it go last; (-1, -1) if none."""
+    best, when = -1, -1
     for j in range(dep.shape[1]):
         d = dep[i, j]
-        if d >= 0 and (best < 0 or end[d] > end[best]):
-            best = d
-    return best
+        if d < 0:
+            continue
+        t = end[d] if done is None else done[i, j]
+        if best < 0 or t > when:
+            best, when = d, t
+    return best, when
 
 
 @njit(cache=True)
-def _blame(x, kind, level, start, end, dep):
+def _blame(x, kind, level, start, end, dep, done):
     """Level of the transfer at the root of row x's wait; -1 if x is not a transfer."""
     while kind[x] != COMPUTE:
-        y = _critical(x, dep, end)
-        if y < 0 or kind[y] == COMPUTE or end[y] != start[x]:
+        y, when = _critical(x, dep, end, done)
+        if y < 0 or kind[y] == COMPUTE or when != start[x]:
             break
         x = y
     return level[x] if kind[x] != COMPUTE else -1
 
 
 @njit(cache=True)
-def attribute(kind, level, start, end, dep, op_rows, n_levels):
-    """kind, level, start, end: int64[rows]; dep: int64[rows, deps]; op_rows: int64[ops + 1] row offsets.
-    Returns (span, busy, other: int64[ops], stall: int64[ops, n_levels])."""
+def attribute(kind, level, start, end, dep, op_rows, n_levels, done=None):
+    """kind, level, start, end: int64[rows]; dep: int64[rows, deps]; op_rows: int64[ops + 1] row offsets; done:
+    int64[rows, deps] or None, when each dependency let its row go (None: at its end; a load read on as its
+    parts land lets go before it ends). Returns (span, busy, other: int64[ops], stall: int64[ops, n_levels])."""
     n_ops = op_rows.shape[0] - 1
     span = np.zeros(n_ops, np.int64)
     busy = np.zeros(n_ops, np.int64)
@@ -57,8 +62,8 @@ def attribute(kind, level, start, end, dep, op_rows, n_levels):
             if kind[i] != COMPUTE:
                 continue
             if start[i] > prev:
-                d = _critical(i, dep, end)
-                lv = _blame(d, kind, level, start, end, dep) if d >= 0 else -1
+                d, _ = _critical(i, dep, end, done)
+                lv = _blame(d, kind, level, start, end, dep, done) if d >= 0 else -1
                 if lv >= 0:
                     stall[o, lv] += start[i] - prev
                 else:
@@ -69,7 +74,7 @@ def attribute(kind, level, start, end, dep, op_rows, n_levels):
             if end[i] > prev:
                 prev = end[i]
         if end[last] > prev:
-            lv = _blame(last, kind, level, start, end, dep)
+            lv = _blame(last, kind, level, start, end, dep, done)
             if lv >= 0:
                 stall[o, lv] += end[last] - prev
             else:

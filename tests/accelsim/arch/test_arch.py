@@ -170,6 +170,18 @@ MISTAKES = {
     "idle above tdp": ("tdp: 0.5 W", "tdp: 0.5 W\n  idle: 2 W", ["power.idle", "'2 W'"]),
     "bad latency": ("latency: 100 ns", "latency: 100 clocks", ["memory[0].latency", "'100 clocks'", "cycles"]),
     "access beyond capacity": ("access: 32 B", "access: 32 KiB", ["memory[3].access", "'32 KiB'"]),
+    "write port as wide as the level": ("bandwidth: 3.2 GB/s", "bandwidth: 3.2 GB/s\n    write_port: 3.2 GB/s",
+                                        ["memory[3].write_port", "'3.2 GB/s'", "no bandwidth for reads"]),
+    "write port without a unit": ("bandwidth: 3.2 GB/s", "bandwidth: 3.2 GB/s\n    write_port: 1.6",
+                                  ["memory[3].write_port", "1.6"]),
+    "unknown refill": ("bandwidth: 800 MB/s      # 8 B per cycle", "refill: tiles\n    bandwidth: 800 MB/s  #",
+                       ["memory[1].refill", "'tiles'", "slot, tile"]),
+    "output stage not a flag": ("ops_per_cycle: {int32: 8, int8: 8}\n    output_stage: true",
+                                "ops_per_cycle: {int32: 8, int8: 8}\n    output_stage: yes please",
+                                ["compute[1].output_stage", "'yes please'", "true or false"]),
+    "output stage on the array": ("    mac_energy: {int8: 0.3 pJ}\n",
+                                  "    mac_energy: {int8: 0.3 pJ}\n    output_stage: true\n",
+                                  ["compute[0].output_stage", "systolic matrix unit"]),
 }
 
 

@@ -15,7 +15,10 @@ def test_one_build_serves_both_fidelities():
     assert set(compiled.mappings) == {op.name for op in compiled.ir.ops}     # every op, vector ops' plans too
     tile, roof = accelsim.simulate(compiled), accelsim.simulate(compiled, "roofline")
     assert tile.to_dict() == accelsim.run("resnet18", arch="tpu_v1", **SMALL).to_dict()
-    assert all(t.cycles >= r.cycles for t, r in zip(tile.ops, roof.ops))
+    kernels: dict[str, list] = {}             # per kernel: its ops may run beside each other (an output stage)
+    for t, r in zip(tile.ops, roof.ops):
+        kernels.setdefault(t.kernel or t.name, []).append((t.cycles, r.cycles))
+    assert all(sum(t for t, _ in ops) >= max(r for _, r in ops) for ops in kernels.values())
     assert tile.mappings == compiled.mappings and roof.mappings == {}
     nest = tile.loop_nests()["layer1.0/conv1"]
     assert nest == compiled.mappings["layer1.0/conv1"].text() and "for " in nest
@@ -28,6 +31,7 @@ def test_an_unmapped_build_is_mapped_when_the_engine_needs_it():
 
 
 def test_run_with_a_report_runs_the_pipeline_once(monkeypatch, tmp_path):
+    monkeypatch.setenv("ACCELSIM_CACHE", str(tmp_path / "cache"))    # no run read back from an earlier test
     calls = []
     place = pipeline.place
     monkeypatch.setattr(pipeline, "place", lambda *a, **k: calls.append(1) or place(*a, **k))

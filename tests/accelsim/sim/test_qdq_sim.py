@@ -20,13 +20,20 @@ def models(tmp_path_factory):
     return folder / "float.onnx", folder / "int8.onnx"
 
 
+def kernel_seconds(result, op) -> float:
+    """The time of the kernel `op` belongs to (its anchor and the epilogue ops fused into it)."""
+    kernel = op.kernel or op.name
+    return sum(o.seconds for o in result.ops if (o.kernel or o.name) == kernel)
+
+
 def test_int8_model_runs_in_int8_on_tpu_v1(models):
     result = accelsim.run(str(models[1]), "tpu_v1")
     einsums = [op for op in result.ops if op.macs]
     assert len(einsums) == 4 and all(op.rate_dtype == "int8" and op.unit == "mxu" for op in einsums)
     requantize = [op for op in result.ops if op.name.endswith(":requantize")]
     assert len(requantize) == 4
-    assert all(op.ops > 0 and op.seconds > 0 and op.unit == "activation" for op in requantize)
+    # each runs in TPU v1's activation pipeline beside the array: its kernel takes time, it may add none
+    assert all(op.ops > 0 and kernel_seconds(result, op) > 0 and op.unit == "activation" for op in requantize)
     assert {op.dtype for op in requantize} == {"int32"}     # it reads the 32-bit accumulators
 
 
@@ -64,5 +71,5 @@ def test_dynamic_and_qoperator_models_simulate(tmp_path):
     for name in ("dynamic.onnx", "qoperator.onnx"):
         result = accelsim.run(str(tmp_path / name), "tpu_v1")
         seen |= {op.op for op in result.ops}
-        assert all(op.seconds > 0 for op in result.ops if op.bytes or op.macs or op.ops)
+        assert all(kernel_seconds(result, op) > 0 for op in result.ops if op.bytes or op.macs or op.ops)
     assert {"DynamicQuantizeLinear", "ConvInteger", "QLinearConv", "QuantizeLinear", "DequantizeLinear"} <= seen

@@ -2,11 +2,12 @@
 vLLM's DeepGEMM benchmark README and stas00/ml-engineering's MAMF table) predicted again on the preset each row names.
 
 Measured when the dataset was made (MAPE / Spearman / geometric mean of measured over predicted):
-gemm_peak 5.1% / 1.000 / 0.987; gemm_a100_bf16 26.8% / 0.997 / 1.167 (the 16 rows of 100 us and more 16.4%, but
-16384 and 32768 x 12288 x 12288 are predicted 1.7-1.8x slow); gemm_h100_fp8_block 48.6% / 0.838 / 1.990
-(block-scaled fp8, which accelsim prices as plain fp8); softmax 47.6% / 0.973 / 2.218; layernorm 63.9% / 0.840 /
-3.708; gelu 76.1% / 0.702 / 4.334 (rows under 100 us carry a 13-50 us host floor of PyTorch dispatch and the
-synchronize; the large element-wise rows are predicted up to 1.75x slow). The targets in
+gemm_peak 5.1% / 1.000 / 0.987; gemm_a100_bf16 26.8% / 0.997 / 1.167; gemm_h100_fp8_block 48.6% / 0.838 / 1.990;
+softmax 47.6%, layernorm 63.9%, gelu 76.1%. Now, with each suite's harness (the host time the source's timing adds,
+as the source states it: dataset.yaml) in place of accelsim's launch: gemm_peak 3.1% / 1.000 / 1.007; gemm_a100_bf16
+7.8% / 1.000 / 1.036 (kernels alone 18.4%: the rows under 100 us are mostly host time); gemm_h100_fp8_block 49.6% /
+0.859 / 2.020 (block-scaled fp8, which accelsim prices as plain fp8); softmax 16.2%, layernorm 20.5%, gelu 23.0%
+(large element-wise rows predicted up to 1.75x slow). The targets in
 validation/published/dataset.yaml are ratchets a little above those figures. Run this file directly for the table.
 """
 from __future__ import annotations
@@ -40,7 +41,7 @@ def peak_flops(arch: str, dtype: str) -> float:
 
 @pytest.fixture(scope="module")
 def result():
-    [scored] = score([published_gpu.DATA])
+    [scored] = score([published_gpu.DATA / "published.csv"])
     return scored
 
 
@@ -99,15 +100,33 @@ def test_every_suite_keeps_its_ratchet(result):
 
 
 def test_large_gemms_are_close(result):
-    """Compute-bound GEMMs (1 ms and more, no host floor) are what the GEMM model is for: their median error stays
-    under 12% (measured 10.8%) and none is off by more than 2x."""
+    """Compute-bound GEMMs (1 ms and more, where the host time is under 2%) are what the GEMM model is for: their
+    median error stays under 4% (measured 1.6%; 10.8% before the block scheduler dealt the whole grid) and none is
+    off by more than 10%."""
     big = [(r, p) for r, p in zip(result.dataset.rows, result.predicted_s)
            if r.case.startswith("gemm") and r.measured_s >= 1e-3]
     m = metrics([r.measured_s for r, _ in big], [p for _, p in big], [r.case for r, _ in big])
     print(f"{m['count']} GEMMs of 1 ms or more: MAPE {m['mape']:.1%}, median {m['median']:.1%}, "
           f"worst {m['worst_case']}")
-    assert m["count"] >= 8 and m["median"] <= 0.12
-    assert all(0.5 < r.measured_s / p < 2 for r, p in big)
+    assert m["count"] >= 8 and m["median"] <= 0.04
+    assert all(0.9 < r.measured_s / p < 1.1 for r, p in big)
+
+
+def test_the_harness_stands_in_for_the_launch(tmp_path):
+    """A suite's harness (the host time the source's timing adds, as dataset.yaml cites it) replaces the one launch
+    accelsim prices per kernel: 21 us for LLMCompass's matmuls where the A100 preset launches in 3 us."""
+    folder = tmp_path / "one"
+    folder.mkdir()
+    lines = (published_gpu.DATA / "published.csv").read_text().splitlines()
+    row = next(line for line in lines if line.startswith("llmcompass-a100-gemm-8192x64x64,"))
+    (folder / "published.csv").write_text(lines[0] + "\n" + row + "\n")
+    (folder / "dataset.yaml").write_text("harness: {gemm_a100_bf16: 21 us}\n")
+    [p] = published_gpu.predictions(folder / "published.csv")
+    assert p.seconds == pytest.approx(p.kernel_s - 3e-6 + 21e-6, rel=1e-12)
+    assert p.kernel_s == pytest.approx(cases.predict(cases.parse(p.key), "a100"), rel=1e-12)
+    (folder / "dataset.yaml").write_text("harness: {gemm_a100_bf16: fast}\n")
+    with pytest.raises(UserError, match="harness.gemm_a100_bf16"):
+        published_gpu.predictions(folder / "published.csv")
 
 
 def test_validate_score_takes_the_folder(tmp_path, capsys):

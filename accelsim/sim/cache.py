@@ -1,0 +1,179 @@
+"""Whole runs kept on disk between processes: `accelsim.run`'s Result as JSON under $ACCELSIM_CACHE/runs, beside
+compiler.map.disk's mappings, so a run asked for again builds nothing and imports no engine (numba).
+
+Invariant: a Result read back equals the one simulating would give now. The key holds everything a run reads: the
+zoo model's name and options, the arch's content, dtype, fidelity, compat, fuse and launch, and a hash of every
+source of accelsim and compiler. A whole run is the unit, as no op's result can then depend on context the key
+misses (what ran before, its neighbours, fusion, launch). Files are replaced whole (compiler.map.disk.write); an
+unreadable, malformed or mismatched file is ignored and the run computed again.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from accelsim.arch import Arch
+from accelsim.out.result import OpResult, Result
+from compiler.dtypes import DType
+from compiler.map import disk
+
+FORMAT = 1           # the file layout below; a change bumps it, and old files are never read again
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ("accelsim", "compiler")     # every module a run may import, and their data (accelsim/data)
+
+
+def key(model, arch: Arch, *, batch, dtype, fidelity: str, compat, fuse: str, launch, options: dict) -> list | None:
+    """What `accelsim.run(model, arch, ...)` depends on, as JSON values; None where it cannot be named in another
+    process (a Graph or a model file, whose content the build reads; a Pricing object; an option that is no plain
+    value) or the cache is off: then nothing is read or written."""
+    if disk.root() is None or not _zoo_name(model):
+        return None
+    arch_content = disk.arch_digest(arch)
+    named = [_plain(value) for value in (batch, compat, fuse, launch, options)]
+    if arch_content is None or None in named:
+        return None
+    given = ["DType", dtype.value] if isinstance(dtype, DType) else _plain(dtype)
+    if given is None:
+        return None
+    return [FORMAT, model, *named, given, fidelity, arch_content, LOADED, np.__version__]
+
+
+def load(entry_key: list, arch: Arch) -> Result | None:
+    """The Result stored under `entry_key`, naming `arch`'s file (the key holds the arch's content, not where it
+    lies); None if absent, unreadable or malformed."""
+    try:
+        data = json.loads(disk.path(entry_key, folder()).read_text())
+        if data["key"] != entry_key:            # a (40-hex-digit) name clash, or a file edited by hand
+            return None
+        result, mappings = decode(data["result"]), data["mappings"]
+        if type(mappings) is not dict:
+            return None
+        decoded = {_text(name): disk.decode(m) for name, m in mappings.items()}
+        if any(disk.encode(m) != mappings[name] for name, m in decoded.items()):
+            return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
+        return None
+    return Result(model=result.model, arch={**result.arch, "file": str(arch.source_file)}, fidelity=result.fidelity,
+                  ops=result.ops, notes=result.notes, mappings=decoded)
+
+
+def store(entry_key: list, result: Result) -> None:
+    """Writes the file aside and renames it into place; a Result holding a value JSON cannot carry exactly (a
+    numpy number) is not kept, nor is one computed by code that has changed on disk since this process imported
+    it (the key would name the new code), nor anything where the folder cannot be written."""
+    if source_digest() != LOADED:
+        return
+    data = encode(result)
+    try:
+        if not _same(encode(decode(json.loads(json.dumps(data)))), data):
+            return
+        text = json.dumps({"key": entry_key, "result": data,
+                           "mappings": {name: disk.encode(m) for name, m in result.mappings.items()}},
+                          separators=(",", ":"))
+    except (TypeError, ValueError, KeyError):
+        return
+    disk.write(disk.path(entry_key, folder()), text)
+
+
+def folder() -> Path:
+    return disk.root() / "runs"
+
+
+def encode(result: Result) -> dict:
+    """A Result as JSON values (its timeline is not kept: a traced run is never cached)."""
+    return {"model": result.model, "arch": result.arch, "fidelity": result.fidelity, "notes": list(result.notes),
+            "ops": [{**op.to_dict(), "shape": list(op.shape)} for op in result.ops]}
+
+
+def decode(data: dict) -> Result:
+    """The Result `encode` wrote, without mappings; a TypeError or KeyError for a field missing or extra, or a value
+    of another type than the field's (an int where a float belongs is refused, as == would not tell)."""
+    if type(data) is not dict or set(data) != {"model", "arch", "fidelity", "notes", "ops"}:
+        raise KeyError(f"a result with fields {sorted(data)}")
+    ops = []
+    for op in data["ops"]:
+        if type(op) is not dict or set(op) != set(OP_FIELDS):
+            raise KeyError(f"an op with fields {sorted(op)}")
+        fields = {name: check(op[name]) for name, check in OP_FIELDS.items()}
+        ops.append(OpResult(**fields))
+    return Result(model=_kind(data["model"], dict), arch=_kind(data["arch"], dict), fidelity=_text(data["fidelity"]),
+                  ops=ops, notes=[_text(note) for note in data["notes"]])
+
+
+def _checker(annotation: str):
+    """What reads an OpResult field annotated `annotation` back from JSON, checking each value's type exactly."""
+    plain = {"str": str, "int": int, "float": float}
+    if annotation in plain:
+        return lambda value: _kind(value, plain[annotation])
+    if annotation == "int | None":
+        return lambda value: None if value is None else _kind(value, int)
+    if annotation == "tuple[int, ...]":
+        return lambda value: tuple(_kind(n, int) for n in _kind(value, list))
+    if annotation in ("dict[str, int]", "dict[str, float]"):
+        kind = plain[annotation[10:-1]]
+        return lambda value: {_text(k): _kind(v, kind) for k, v in _kind(value, dict).items()}
+    raise TypeError(f"accelsim.sim.cache cannot read an OpResult field of type {annotation}")  # a new field's type
+
+
+OP_FIELDS = {field.name: _checker(field.type) for field in dataclasses.fields(OpResult)}
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Equal as JSON text: every field there, nothing extra, and 1 is not 1.0 (as == would have it)."""
+    return json.dumps(a) == json.dumps(b)
+
+
+def _kind(value, kind: type):
+    if type(value) is not kind:
+        raise TypeError(f"{value!r} is not a {kind.__name__}")
+    return value
+
+
+def _text(value) -> str:
+    return _kind(value, str)
+
+
+def _zoo_name(model) -> bool:
+    """Whether accelsim.sim.model.load_model builds `model` from the zoo (a name, not a Graph or a file): then its
+    graph follows from the name, the options and compiler.zoo's sources, which the key holds."""
+    if not isinstance(model, str) or model.lower().endswith((".csv", ".onnx")) or "/" in model or "\\" in model:
+        return False
+    return not Path(model).exists()
+
+
+def _plain(value) -> str | None:
+    """`value` as text that names it in any process: plain numbers, strings, None, and lists, tuples and dicts of
+    them; None for anything else (an object whose state its text may not show)."""
+    if type(value) in (bool, int, float, str, type(None)):
+        return repr(value)
+    if type(value) in (tuple, list):
+        inner = [_plain(item) for item in value]
+        return None if None in inner else f"{type(value).__name__}({','.join(inner)})"
+    if type(value) is dict:
+        pairs = [(_plain(k), _plain(v)) for k, v in value.items()]
+        if any(None in pair for pair in pairs):
+            return None
+        return "dict(" + ",".join(f"{k}:{v}" for k, v in sorted(pairs)) + ")"      # in any order given
+    return None
+
+
+def source_digest() -> str:
+    """A hash of every .py and .json file of accelsim and compiler as they are now (and the Python version): an
+    edited model, pass, mapper, pricer or engine never reads a Result an older one wrote (~10 ms)."""
+    files = sorted(path for package in SOURCES for path in (ROOT / package).rglob("*")
+                   if path.suffix in (".py", ".json") and "__pycache__" not in path.parts)
+    digest = hashlib.sha256(f"{sys.version_info[:2]}".encode())
+    for file in files:
+        digest.update(str(file.relative_to(ROOT)).encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()[:32]
+
+
+# The sources as this process imports them: hashed once, as this module is imported. The pipeline is imported
+# later, where a run computes, so `store` hashes them again: a run computed after any file changed keeps nothing
+# (the code it ran may be older than the files the key would name).
+LOADED = source_digest()

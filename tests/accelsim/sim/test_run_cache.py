@@ -1,0 +1,243 @@
+"""The on-disk run cache (accelsim.sim.cache) never changes a result: a Result read back, in this process or a
+fresh one, equals the one computed with the cache off, field by field; anything the run reads (the arch file,
+an option, the sources) changes the key; a corrupt file is computed again, never a traceback; concurrent writers
+leave a whole file; ACCELSIM_CACHE=off reads and writes nothing. Every test has a cache folder of its own."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import accelsim
+from accelsim.sim import build as pipeline
+from accelsim.sim import cache
+from compiler.map import CACHE, disk
+
+ROOT = Path(__file__).resolve().parents[3]
+SMALL = {"resnet18": {"image": 32}, "gpt2": {"layers": 1, "seq": 8}, "bitnet_b158": {"layers": 1, "seq": 8}}
+ARCHS = ("tpu_v1", "a100", "xeon_spr", "fpga_ternary")
+
+# Runs what argv[2] names (JSON: model, arch, options) and prints the Result, its mappings and whether numba (the
+# engine) was imported; with argv[1] "read" the build is forbidden, so the Result must come from the disk. Each side
+# of a comparison runs in a fresh process: the tree may have changed since this one imported it.
+SCRIPT = """
+import json, sys
+import accelsim
+import accelsim.sim.build
+
+def refuse(*args, **kwargs):
+    raise AssertionError("built, though the disk holds the run")
+
+if sys.argv[1] == "read":
+    accelsim.sim.build.build = refuse
+model, arch, options = json.loads(sys.argv[2])
+result = accelsim.run(model, arch, **options)
+print(json.dumps({"result": result.to_dict(), "mappings": {k: repr(m) for k, m in result.mappings.items()},
+                  "numba": "numba" in sys.modules}))
+"""
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    """An empty cache folder of this test's own, and empty in-memory mapping caches. The sources hold still: a
+    run stores nothing when a source file changed since the import (checked by a test of its own), and other
+    work may edit the tree while the suite runs. (A test in a fresh process needs the tree as it was imported.)"""
+    monkeypatch.setattr(cache, "source_digest", lambda: cache.LOADED)
+    monkeypatch.setenv("ACCELSIM_CACHE", str(tmp_path / "cache"))
+    CACHE.clear()
+    yield tmp_path / "cache" / "runs"
+    CACHE.clear()
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """How many times accelsim.run built a model (0: the Result came from the disk)."""
+    calls = []
+    build = pipeline.build
+    monkeypatch.setattr(pipeline, "build", lambda *a, **k: calls.append(1) or build(*a, **k))
+    return calls
+
+
+def computed(model, arch, monkeypatch, **options):
+    """The Result with every cache off: what the cached one must equal."""
+    with monkeypatch.context() as patch:
+        patch.setenv("ACCELSIM_CACHE", "off")
+        return accelsim.run(model, arch, **options)
+
+
+def assert_same(cached, fresh):
+    """Field by field, every op, with types: JSON text tells 1 from 1.0 where == does not."""
+    assert cached is not fresh and len(cached.ops) == len(fresh.ops) > 0
+    for mine, theirs in zip(cached.ops, fresh.ops):
+        for name in mine.__dataclass_fields__:
+            assert json.dumps(getattr(mine, name)) == json.dumps(getattr(theirs, name)), (mine.name, name)
+            assert type(getattr(mine, name)) is type(getattr(theirs, name)), (mine.name, name)
+    assert json.dumps(cached.to_dict()) == json.dumps(fresh.to_dict())
+    assert cached.mappings == fresh.mappings and list(cached.mappings) == list(fresh.mappings)
+    assert cached.loop_nests() == fresh.loop_nests()
+
+
+@pytest.mark.parametrize("fidelity", ["tile", "roofline"])
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("model", sorted(SMALL))
+def test_a_run_read_back_equals_one_computed(model, arch, fidelity, folder, builds, monkeypatch):
+    first = accelsim.run(model, arch, fidelity=fidelity, **SMALL[model])
+    assert builds == [1] and len(list(folder.rglob("*.json"))) == 1
+    again = accelsim.run(model, arch, fidelity=fidelity, **SMALL[model])
+    assert builds == [1], "the second run was built again"
+    fresh = computed(model, arch, monkeypatch, fidelity=fidelity, **SMALL[model])
+    assert_same(first, fresh)
+    assert_same(again, fresh)
+
+
+def in_fresh_process(mode: str, model: str, arch: str, options: dict, cache_folder: str | None = None) -> dict:
+    env = {**os.environ, **({"ACCELSIM_CACHE": cache_folder} if cache_folder else {})}
+    done = subprocess.run([sys.executable, "-c", SCRIPT, mode, json.dumps([model, arch, options])], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("model, arch", [("resnet18", "tpu_v1"), ("gpt2", "a100"), ("bitnet_b158", "fpga_ternary")])
+def test_a_fresh_process_reads_the_run_without_the_engine(model, arch, folder):
+    written = in_fresh_process("compute", model, arch, SMALL[model])
+    read = in_fresh_process("read", model, arch, SMALL[model])
+    fresh = in_fresh_process("compute", model, arch, SMALL[model], cache_folder="off")
+    assert written["numba"] and fresh["numba"] and not read["numba"]
+    assert json.dumps(read["result"]) == json.dumps(fresh["result"]) == json.dumps(written["result"])
+    assert read["mappings"] == fresh["mappings"] == written["mappings"]
+
+
+@pytest.mark.parametrize("change", [{"fidelity": "roofline"}, {"batch": 2}, {"dtype": "fp16"}, {"fuse": "none"},
+                                    {"launch": "graph"}, {"image": 64}, {"width": 0.5}])
+def test_each_option_is_in_the_key(change, folder, builds, monkeypatch):
+    base = {"image": 32}
+    accelsim.run("resnet18", "a100", **base)
+    changed = accelsim.run("resnet18", "a100", **{**base, **change})
+    assert builds == [1, 1], f"{change} read the run made without it"
+    assert_same(changed, computed("resnet18", "a100", monkeypatch, **{**base, **change}))
+
+
+def test_an_edited_arch_file_misses_and_a_moved_copy_names_its_own_file(folder, builds, tmp_path, monkeypatch):
+    preset = ROOT / "archs" / "tpu_v1.yaml"
+    mine = tmp_path / "mine.yaml"
+    shutil.copy(preset, mine)
+    before = accelsim.run("resnet18", str(mine), image=32)
+    text = preset.read_text()
+    assert "\nclock: 700 MHz\n" in text, "the edit below needs the preset's clock line"
+    mine.write_text(text.replace("\nclock: 700 MHz\n", "\nclock: 350 MHz\n"))
+    after = accelsim.run("resnet18", str(mine), image=32)
+    assert builds == [1, 1] and after.arch["clock_hz"] == 350e6 and after.seconds > before.seconds
+    moved = tmp_path / "moved.yaml"
+    shutil.copy(preset, moved)               # the same content elsewhere: read back, naming the file it was given
+    elsewhere = accelsim.run("resnet18", str(moved), image=32)
+    assert builds == [1, 1] and elsewhere.arch["file"] == str(moved.resolve())
+    assert_same(after, computed("resnet18", str(mine), monkeypatch, image=32))
+    assert_same(elsewhere, computed("resnet18", str(moved), monkeypatch, image=32))
+
+
+def test_edited_sources_miss(folder, builds, monkeypatch):
+    accelsim.run("gpt2", "tpu_v1", **SMALL["gpt2"])
+    monkeypatch.setattr(cache, "LOADED", "another version of the code")
+    monkeypatch.setattr(cache, "source_digest", lambda: "another version of the code")
+    accelsim.run("gpt2", "tpu_v1", **SMALL["gpt2"])
+    assert builds == [1, 1]
+
+
+def test_sources_edited_since_they_were_imported_keep_nothing(folder, builds, monkeypatch):
+    """The code that ran is the imported one; the key would name the code on disk: nothing is written."""
+    monkeypatch.setattr(cache, "source_digest", lambda: "the code on disk, edited since")
+    accelsim.run("gpt2", "tpu_v1", **SMALL["gpt2"])
+    accelsim.run("gpt2", "tpu_v1", **SMALL["gpt2"])
+    assert builds == [1, 1] and not folder.exists()
+
+
+def test_the_source_digest_follows_every_source(tmp_path, monkeypatch):
+    """Copies of the two packages: editing any one file, a pass or an engine kernel, changes the digest."""
+    for package in cache.SOURCES:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache, "ROOT", tmp_path)
+    digests = [cache.LOADED]
+    for edited in (None, "compiler/passes/fuse.py", "accelsim/engine/tile/schedule.py", "accelsim/data/rtl_area.json"):
+        if edited:
+            (tmp_path / edited).write_text((tmp_path / edited).read_text() + "\n")
+        digests.append(cache.source_digest())
+    assert len(set(digests[1:])) == 4
+
+
+@pytest.mark.parametrize("damage", ["", "{", "not json", "[]", '{"key": 1}', "truncate", "wrong type", "extra field",
+                                    "wrong mapping", "extra result field"])
+def test_a_damaged_file_is_computed_again(damage, folder, builds, monkeypatch):
+    accelsim.run("gpt2", "xeon_spr", **SMALL["gpt2"])
+    (file,) = folder.rglob("*.json")
+    text = file.read_text()
+    data = json.loads(text)
+    if damage == "truncate":
+        damaged = text[:len(text) // 2]
+    elif damage == "wrong type":
+        data["result"]["ops"][0]["cycles"] = float(data["result"]["ops"][0]["cycles"])
+        damaged = json.dumps(data)
+    elif damage == "extra field":
+        data["result"]["ops"][0]["surprise"] = 1
+        damaged = json.dumps(data)
+    elif damage == "extra result field":
+        data["result"]["surprise"] = 1
+        damaged = json.dumps(data)
+    elif damage == "wrong mapping":
+        next(iter(data["mappings"].values()))["loops"] = "nonsense"
+        damaged = json.dumps(data)
+    else:
+        damaged = damage
+    file.write_text(damaged)
+    result = accelsim.run("gpt2", "xeon_spr", **SMALL["gpt2"])
+    assert builds == [1, 1]
+    assert_same(result, computed("gpt2", "xeon_spr", monkeypatch, **SMALL["gpt2"]))
+    assert json.loads(file.read_text())["key"] == data["key"]       # written again, whole
+
+
+def test_concurrent_writers_leave_one_whole_file(folder):
+    """Four processes run the same model at once, each writing the file: it is whole, and reads back right."""
+    command = [sys.executable, "-c", SCRIPT, "compute", json.dumps(["gpt2", "a100", SMALL["gpt2"]])]
+    runs = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(4)]
+    assert all(run.wait(timeout=300) == 0 for run in runs), [run.stderr.read() for run in runs]
+    assert len(list(folder.rglob("*.json"))) == 1 and not list(folder.rglob(".*.tmp"))
+    read = in_fresh_process("read", "gpt2", "a100", SMALL["gpt2"])
+    fresh = in_fresh_process("compute", "gpt2", "a100", SMALL["gpt2"], cache_folder="off")
+    assert json.dumps(read["result"]) == json.dumps(fresh["result"]) and read["mappings"] == fresh["mappings"]
+
+
+def test_off_reads_and_writes_nothing(tmp_path, monkeypatch, builds):
+    monkeypatch.setenv("ACCELSIM_CACHE", "off")
+    monkeypatch.chdir(tmp_path)
+    CACHE.clear()
+    first = accelsim.run("gpt2", "tpu_v1", **SMALL["gpt2"])
+    second = accelsim.run("gpt2", "tpu_v1", **SMALL["gpt2"])
+    assert builds == [1, 1] and list(tmp_path.iterdir()) == []
+    assert disk.root() is None and cache.key("gpt2", accelsim.load_arch("tpu_v1"), batch=None, dtype=None,
+                                             fidelity="tile", compat=None, fuse="runtime", launch=None,
+                                             options={}) is None
+    assert first.to_dict() == second.to_dict()
+    CACHE.clear()
+
+
+def test_what_cannot_be_named_is_not_cached(folder, builds, tmp_path):
+    """A Graph, a model file and a traced run are computed each time: the key cannot hold what they read."""
+    graph = accelsim.load_model("gpt2", **SMALL["gpt2"])
+    for _ in range(2):
+        accelsim.run(graph, "tpu_v1")
+        accelsim.run("gpt2", "tpu_v1", trace=True, **SMALL["gpt2"])
+        accelsim.run("tests/golden/scalesim_gemm.csv", "tpu_v1")
+    assert builds == [1] * 6 and not folder.exists()
+
+
+def test_the_command_line_reads_its_run_back(folder, capsys):
+    from accelsim.cli import main
+
+    assert main(["run", "gpt2", "--opt", "layers=1", "--seq", "8", "--arch", "h100", "--json", "-"]) == 0
+    written = capsys.readouterr().out
+    assert len(list(folder.rglob("*.json"))) == 1
+    assert main(["run", "gpt2", "--opt", "layers=1", "--seq", "8", "--arch", "h100", "--json", "-"]) == 0
+    assert capsys.readouterr().out == written
