@@ -5,6 +5,7 @@ ccache when it is installed. A simulator or tool that is missing is a RTLError t
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -38,9 +39,16 @@ def sources() -> list[Path]:
 
 
 def cache_dir() -> Path:
+    """Where simulator builds are kept; with ACCELSIM_CACHE=off (compiler.map.disk), a folder of this process's own,
+    so nothing built is reused by a later run and no folder named "off" appears."""
     root = os.environ.get("ACCELSIM_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"),
                                                              "accelsim")
-    return Path(root) / "rtl"
+    return (_scratch() if root == "off" else Path(root)) / "rtl"
+
+
+@functools.lru_cache(maxsize=1)
+def _scratch() -> Path:
+    return Path(tempfile.mkdtemp(prefix="accelsim-"))
 
 
 def build_folder(sim: str, params: dict, waves: bool) -> Path:

@@ -101,3 +101,14 @@ def test_a_build_is_kept_per_toolchain_so_two_checkouts_never_share_one(monkeypa
     assert first.name.startswith("verilator_rows2_cols2_ternary0_acc_depth64_")
     assert build_folder("verilator", params, waves=True).name.startswith("verilator_rows2_cols2_ternary0_acc_depth64_waves_")
     assert build_folder("verilator", params, waves=False) == second       # the same toolchain: the same build
+
+
+def test_cache_off_builds_in_a_folder_of_the_process_own(monkeypatch, tmp_path):
+    """ACCELSIM_CACHE=off keeps no mapping or run (compiler.map.disk); the simulator builds go to a scratch folder,
+    not to a folder named "off" in the working directory."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ACCELSIM_CACHE", "off")
+    folder = runner.cache_dir()
+    assert "off" not in folder.parts and folder == runner.cache_dir() and not (tmp_path / "off").exists()
+    monkeypatch.setenv("ACCELSIM_CACHE", str(tmp_path / "kept"))
+    assert runner.cache_dir() == tmp_path / "kept" / "rtl"
