@@ -21,7 +21,10 @@ def refill(arch, program: np.ndarray, dep: np.ndarray, occupancy: np.ndarray
     without one, share and lead are None (all 0), which the tile engine's common path takes without the memory."""
     n, width = dep.shape
     kind = program["kind"]
-    on_release = (kind[:, None] == LOAD) & (dep >= 0) & (kind[np.maximum(dep, 0)] == COMPUTE)
+    on_release = np.zeros(dep.shape, bool)
+    loads = np.flatnonzero(kind == LOAD)
+    waits = dep[loads]
+    on_release[loads] = (waits >= 0) & (kind[np.maximum(waits, 0)] == COMPUTE)
     fifo = np.array([lv.refill_per_tile for lv in arch.memory] + [False])    # level -1: none
     if n == 0 or not fifo.any():
         return dep, on_release, None, None             # nothing refilled by parts: no shares, nothing early

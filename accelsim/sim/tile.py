@@ -101,13 +101,12 @@ def simulate(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pricing 
     sides = output_stage.beside(ir, arch, mappings)
     op_of = program["op"].astype(np.int64)
     if shares is None and not sides.any():
-        # nothing refilled by parts, nothing beside its array (every GPU and CPU): the rows in program order, each
-        # dependency done at its end or, for a load into a buffer slot, when the compute leaves its unit
+        # nothing refilled by parts, nothing beside its array (every GPU and CPU): the rows in program order, a load
+        # into a buffer slot free once the compute that read it leaves its unit; a stall is blamed on the
+        # dependency that ended last
         start, end = schedule(prices.resource, prices.occupancy, prices.latency, dep, op_of, prices.resources,
                               on_release)
-        d = np.maximum(dep, 0)
-        let_go = np.where(dep >= 0, np.where(on_release, start[d] + prices.occupancy[d], end[d]), -1)
-        span, busy, other, stall = attribute(kind, level, start, end, dep, code.op_rows, n_levels, let_go)
+        span, busy, other, stall = attribute(kind, level, start, end, dep, code.op_rows, n_levels)
         return _results(ir, arch, code, prices, (span, span), busy, stall, start, end, sides)
     if shares is None:
         shares, lead = np.zeros(dep.shape), np.zeros(dep.shape, np.int64)
