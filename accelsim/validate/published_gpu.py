@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from accelsim.validate.sourced import is_published, sourced_rows
+from accelsim.validate.sourced import agreeing, figures, is_published, sourced_rows
 from compiler.errors import UserError
 
 DATA = Path(__file__).resolve().parents[2] / "validation" / "published"
@@ -77,20 +77,11 @@ def read(path: str | os.PathLike = DATA / "published.csv") -> list[Measurement]:
     for where, raw in sourced_rows(path, COLUMNS):
         if raw["reported_unit"] not in UNITS:
             raise UserError(f"{where}: reported_unit {raw['reported_unit']!r}; known: {', '.join(UNITS)}")
-        try:
-            reported, measured = float(raw["reported"]), float(raw["measured_s"])
-        except ValueError:
-            raise UserError(f"{where}: reported and measured_s must be numbers") from None
-        if not (reported > 0 and measured > 0):
-            raise UserError(f"{where}: reported and measured_s must be positive")
+        reported, measured = figures(where, raw)
         cases.parse(raw["key"])   # a UserError naming the key when accelsim cannot build it
         row = Measurement(raw["case"], raw["suite"], raw["arch"], raw["key"], reported, raw["reported_unit"],
                           measured)
-        derived = row.seconds_from_report()
-        if not math.isclose(derived, measured, rel_tol=AGREE):
-            raise UserError(f"{where}: measured_s {measured:g} but {reported:g} {row.reported_unit} means "
-                            f"{derived:.6g} s")
-        rows.append(row)
+        rows.append(agreeing(where, row, AGREE))
     if not rows:
         raise UserError(f"{path}: no rows")
     return rows

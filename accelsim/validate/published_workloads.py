@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accelsim.validate.published_gpu import Prediction, _every
-from accelsim.validate.sourced import is_published, sourced_rows
+from accelsim.validate.sourced import agreeing, figures, is_published, sourced_rows
 from compiler.dtypes import DType
 from compiler.errors import UserError
 
@@ -119,23 +119,14 @@ def read(path: str | os.PathLike = DATA / CSV) -> list[Measurement]:
             raise UserError(f"{where}: status {raw['status']!r}; expected {SCORED!r} or 'unscored: <why>'")
         if raw["causal"] not in (("yes", "no") if raw["kind"] == "attention" else ("",)):
             raise UserError(f"{where}: causal {raw['causal']!r}; yes or no for attention rows, empty otherwise")
-        try:
-            reported, measured = float(raw["reported"]), float(raw["measured_s"])
-        except ValueError:
-            raise UserError(f"{where}: reported and measured_s must be numbers") from None
-        if not (reported > 0 and measured > 0):
-            raise UserError(f"{where}: reported and measured_s must be positive")
+        reported, measured = figures(where, raw)
         try:
             workload = parse_workload(raw["workload"], raw["kind"])
         except UserError as e:
             raise UserError(f"{where}: {e}") from None
         row = Measurement(raw["case"], raw["suite"], raw["kind"], raw["arch"], workload, raw["causal"] == "yes",
                           reported, raw["reported_unit"], measured, raw["status"])
-        derived = row.seconds_from_report()
-        if not math.isclose(derived, measured, rel_tol=AGREE):
-            raise UserError(f"{where}: measured_s {measured:g} but {reported:g} {row.reported_unit} means "
-                            f"{derived:.6g} s")
-        rows.append(row)
+        rows.append(agreeing(where, row, AGREE))
     if not rows:
         raise UserError(f"{path}: no rows")
     return rows

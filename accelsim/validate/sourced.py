@@ -1,5 +1,6 @@
-"""Published rows, each citing where it comes from: a CSV's rows read with their columns and sources checked, and a
-folder of them (published.csv beside its dataset.yaml) told apart by its columns.
+"""Published rows, each citing where it comes from: a CSV's rows read with their columns and sources checked, their
+printed figures and the seconds derived from them held to agree, and a folder of them (published.csv beside its
+dataset.yaml) told apart by its columns.
 
 Invariant: no row is read without an https source and where in it (a table, a figure, a line), so a score never
 rests on a figure nobody can look up.
@@ -7,6 +8,7 @@ rests on a figure nobody can look up.
 from __future__ import annotations
 
 import csv
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,3 +44,24 @@ def is_published(path: str | os.PathLike, columns, csv_name: str = "published.cs
         return False
     with open(csv_path, newline="") as f:
         return set(columns) <= set(next(csv.reader(f), []))
+
+
+def figures(where: str, raw: dict) -> tuple[float, float]:
+    """(reported, measured_s) of a row: both positive numbers, or a UserError naming the row."""
+    try:
+        reported, measured = float(raw["reported"]), float(raw["measured_s"])
+    except ValueError:
+        raise UserError(f"{where}: reported and measured_s must be numbers") from None
+    if not (reported > 0 and measured > 0):
+        raise UserError(f"{where}: reported and measured_s must be positive")
+    return reported, measured
+
+
+def agreeing(where: str, row, rel_tol: float):
+    """`row` once the seconds its printed figure means (row.seconds_from_report()) agree with its measured_s, so a
+    hand edit of one without the other is caught; a UserError naming the row otherwise."""
+    derived = row.seconds_from_report()
+    if not math.isclose(derived, row.measured_s, rel_tol=rel_tol):
+        raise UserError(f"{where}: measured_s {row.measured_s:g} but {row.reported:g} {row.reported_unit} means "
+                        f"{derived:.6g} s")
+    return row
