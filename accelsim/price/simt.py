@@ -97,14 +97,13 @@ def kernel(m, n, k, unit, arch, mapping, dtype) -> Kernel:
     # 3 stages: max(2 x 512, (212 + 512) / 3) = 1,024: compute-bound; one stage: 724 per block.
     t_k = (bm * bn * bk) / unit.peak_per_cycle(dtype)
     latency = outside.latency_cycles * unit.clock_hz / arch.clock_hz if outside is not None else 0.0
-    def step(resident):
-        return np.maximum(resident * t_k, (latency + t_k) / stages)
+    def step(resident, t=t_k):
+        return np.maximum(resident * t, (latency + t) / stages)
 
     whole = gemm_sizes(mapping) if tile else None
     if whole:
-        t_block = BM * BN * BK / unit.peak_per_cycle(dtype)
-        loop = _dealt(whole, (BM, BN, BK), k_split(mapping), sms, occupancy,
-                      lambda resident: max(resident * t_block, (latency + t_block) / stages), (m, n, k))
+        t_block = BM * BN * BK / unit.peak_per_cycle(dtype)     # a whole block's K-tile: the grid's blocks are whole
+        loop = _dealt(whole, (BM, BN, BK), k_split(mapping), sms, occupancy, lambda r: step(r, t_block), (m, n, k))
     else:
         loop = (groups - 1) * k_tiles * step(occupancy) + k_tiles * step(last)
 

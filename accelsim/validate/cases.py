@@ -146,14 +146,15 @@ def parse(key: str):
     return case
 
 
-def predict(case, arch) -> float:
-    """Seconds accelsim's tile-level engine predicts for the case on `arch` (an Arch, preset name or YAML path);
-    for a TrainCase, its phase of the simulated training step."""
+def predict(case, arch, fuse: str = "runtime") -> float:
+    """Seconds accelsim's tile-level engine predicts for the case on `arch` (an Arch, preset name or YAML path), its
+    ops formed into kernels as `fuse` says (compiler.passes.fuse.FUSIONS); for a TrainCase, its phase of the
+    simulated training step."""
     from accelsim.sim.api import run
     from accelsim.validate import train_cases
 
     if isinstance(case, train_cases.TrainCase):
         return train_cases.predict(case, arch)
 
-    result = run(case.graph(), arch=arch, dtype=case.dtype)
+    result = run(case.graph(), arch=arch, dtype=case.dtype, fuse=fuse)
     return float(math.fsum(op.seconds for op in result.ops))

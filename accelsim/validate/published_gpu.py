@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from accelsim.validate.sourced import agreeing, figures, is_published, sourced_rows
+from accelsim.validate.sourced import agreeing, figures, is_published, settings, sourced_rows
 from compiler.errors import UserError
 
 DATA = Path(__file__).resolve().parents[2] / "validation" / "published"
@@ -114,12 +114,9 @@ def harness(path: Path) -> dict[str, float]:
     eager PyTorch op between time.time() and torch.cuda.synchronize()), as the source itself states it. It stands in
     for the one launch accelsim prices per kernel; a suite without one is scored on its kernels alone. UserError
     naming the file and suite for a time that is not one."""
-    from accelsim.arch.load import bounded_yaml
     from accelsim.arch.units import UnitError, parse_time
 
-    if not path.is_file():
-        return {}
-    table = (bounded_yaml(path.read_text()) or {}).get("harness") or {}
+    table = settings(path).get("harness") or {}
     if not isinstance(table, dict):
         raise UserError(f"{path}: harness must map suites to times ('21 us')")
     found = {}

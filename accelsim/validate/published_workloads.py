@@ -9,13 +9,12 @@ holds measurements only.
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from accelsim.validate.published_gpu import Prediction, _every
-from accelsim.validate.sourced import agreeing, figures, is_published, sourced_rows
+from accelsim.validate.sourced import agreeing, figures, is_published, settings, sourced_rows
 from compiler.dtypes import DType
 from compiler.errors import UserError
 
@@ -140,8 +139,7 @@ def predict(workload: Workload, arch, fuse: str = "runtime") -> float:
     from accelsim.validate import cases
 
     if workload.model == "attention":
-        case = cases.parse(workload.key)
-        return math.fsum(op.seconds for op in run(case.graph(), arch=arch, dtype=case.dtype, fuse=fuse).ops)
+        return cases.predict(cases.parse(workload.key), arch, fuse)
     options = dict(workload.options)   # a zoo model's run is read back from accelsim.sim.cache when it is there
     return run(workload.model, arch=arch, dtype=workload.dtype, batch=options.pop("batch", 1), fuse=fuse,
                **options).seconds
@@ -151,12 +149,9 @@ def builds(path: Path) -> dict[str, str]:
     """{suite: fusion} from dataset.yaml's `builds`: how the source's implementation formed kernels where it is
     not accelsim's default for the target (PyTorch's unfused attention writes its scores to memory: `none`).
     UserError naming the file and suite for a fusion accelsim does not know."""
-    from accelsim.arch.load import bounded_yaml
     from compiler.passes.fuse import FUSIONS
 
-    if not path.is_file():
-        return {}
-    table = (bounded_yaml(path.read_text()) or {}).get("builds") or {}
+    table = settings(path).get("builds") or {}
     if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
         raise UserError(f"{path}: builds must map suites to {{fusion: ...}}")
     for suite, options in table.items():

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import yaml
 
-from accelsim.arch.load import YamlTooLarge, bounded_yaml
+from accelsim.validate.sourced import settings
 from compiler.errors import UserError
 
 COLUMNS = ("suite", "case", "measured_s", "predicted_s")   # required; "threads" is optional (1 without it)
@@ -135,14 +134,7 @@ def load(folder_or_csv: str | os.PathLike) -> Dataset:
     yaml_path = folder / "dataset.yaml"
     if not yaml_path.is_file():
         raise UserError(f"{yaml_path}: no such file (the dataset's provenance and targets)")
-    try:
-        meta = bounded_yaml(yaml_path.read_text()) or {}
-    except YamlTooLarge as e:
-        raise UserError(f"{yaml_path}: {e}") from None
-    except yaml.YAMLError as e:
-        raise UserError(f"{yaml_path}: YAML syntax error: {e}") from None
-    if not isinstance(meta, dict):
-        raise UserError(f"{yaml_path}: expected a mapping of keys")
+    meta = settings(yaml_path)
     return Dataset(str(path), folder, _rows(csv_path), _targets(meta.get("targets") or {}, yaml_path), meta)
 
 
@@ -256,10 +248,7 @@ def _published(path, source, csv_name: str = "published.csv") -> DatasetScore:
     dataset.yaml; the rows' seconds, measured and predicted, are kept for the plot."""
     path = Path(path)
     folder = path if path.is_dir() else path.parent
-    try:
-        meta = bounded_yaml((folder / "dataset.yaml").read_text()) or {}
-    except YamlTooLarge as e:
-        raise UserError(f"{folder / 'dataset.yaml'}: {e}") from None
+    meta = settings(folder / "dataset.yaml")
     targets = _targets(meta.get("targets") or {}, folder / "dataset.yaml")
     found = source.predictions(folder / csv_name)
     rows = tuple(Row(p.row.suite, p.key, 1, p.measured_s, p.seconds) for p in found)

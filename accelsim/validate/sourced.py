@@ -1,6 +1,6 @@
 """Published rows, each citing where it comes from: a CSV's rows read with their columns and sources checked, their
-printed figures and the seconds derived from them held to agree, and a folder of them (published.csv beside its
-dataset.yaml) told apart by its columns.
+printed figures and the seconds derived from them held to agree, a folder of them (published.csv beside its
+dataset.yaml) told apart by its columns, and the dataset.yaml of any validation folder read as one bounded mapping.
 
 Invariant: no row is read without an https source and where in it (a table, a figure, a line), so a score never
 rests on a figure nobody can look up.
@@ -65,3 +65,23 @@ def agreeing(where: str, row, rel_tol: float):
         raise UserError(f"{where}: measured_s {row.measured_s:g} but {row.reported:g} {row.reported_unit} means "
                         f"{derived:.6g} s")
     return row
+
+
+def settings(path: Path) -> dict:
+    """The mapping in the dataset.yaml at `path` ({} where there is none): targets, provenance, and how published rows
+    are predicted (`harness`, `builds`); a UserError naming the file for one that is not a bounded YAML mapping."""
+    import yaml
+
+    from accelsim.arch.load import YamlTooLarge, bounded_yaml
+
+    if not path.is_file():
+        return {}
+    try:
+        data = bounded_yaml(path.read_text()) or {}
+    except YamlTooLarge as e:
+        raise UserError(f"{path}: {e}") from None
+    except yaml.YAMLError as e:
+        raise UserError(f"{path}: YAML syntax error: {e}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping of keys")
+    return data
