@@ -211,10 +211,11 @@ def test_arch_is_the_only_yaml_reader():
     readers = [p.relative_to(root).as_posix() for p in sources if "import yaml" in p.read_text()]
     # Hardware YAML is read by accelsim/arch/load.py alone; the validation datasets' provenance (dataset.yaml, not a
     # hardware description) is written by validate/cpu.py and validate/cuda_dataset.py and read by
-    # validate/score.py; a sweep spec (axes over an arch, not an arch) is read by sweep/spec.py, which takes
-    # the base arch's mapping from accelsim/arch/load.py (arch_document) and hands every arch it derives back to it.
+    # validate/sourced.py (settings, for score.py and the published readers); a sweep spec (axes over an arch, not
+    # an arch) is read by sweep/spec.py, which takes the base arch's mapping from accelsim/arch/load.py
+    # (arch_document) and hands every arch it derives back to it.
     assert sorted(readers) == ["accelsim/arch/load.py", "accelsim/sweep/spec.py", "accelsim/validate/cpu.py",
-                               "accelsim/validate/cuda_dataset.py", "accelsim/validate/score.py"]
+                               "accelsim/validate/cuda_dataset.py", "accelsim/validate/sourced.py"]
     for reader in readers:
         assert "yaml.load(" not in (root / reader).read_text()  # safe_load only
 
