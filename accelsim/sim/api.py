@@ -30,21 +30,26 @@ def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike |
     `fuse` says how ops form kernels (compiler.passes.fuse.FUSIONS); `launch` is "eager" or "graph".
     An .onnx file's symbolic dimensions take `batch`, `seq=` and `shapes=` (input or dimension name -> sizes,
     as --shape gives them: shapes={"input_ids": (1, 128)} or {"sequence_length": (128,)}).
-    A zoo model's untraced run is kept on disk and read back when asked for again (accelsim.sim.cache).
+    An untraced run of a zoo model or a Graph is kept on disk and read back when asked for again
+    (accelsim.sim.cache).
     """
     hw = load_arch(arch)             # always read: its warnings and errors are the user's whether or not cached
+
+    def compute() -> Result:
+        from accelsim.sim.build import FIDELITIES, build, simulate
+
+        if fidelity not in FIDELITIES:
+            raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
+        compiled = build(model, hw, batch=batch, dtype=dtype, compat=compat, mapped=fidelity == "tile", fuse=fuse,
+                         launch=launch, **dict(model_options))
+        return simulate(compiled, fidelity, trace=trace and fidelity == "tile")
+
     stored = None if trace else cache.key(model, hw, batch=batch, dtype=dtype, fidelity=fidelity, compat=compat,
                                           fuse=fuse, launch=launch, options=model_options)
-    found = cache.load(stored, hw) if stored is not None else None
+    found = cache.load(stored, hw, compute) if stored is not None else None
     if found is not None:            # stored by a run that took these arguments, fidelity included
         return found
-    from accelsim.sim.build import FIDELITIES, build, simulate
-
-    if fidelity not in FIDELITIES:
-        raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
-    compiled = build(model, hw, batch=batch, dtype=dtype, compat=compat, mapped=fidelity == "tile", fuse=fuse,
-                     launch=launch, **model_options)
-    result = simulate(compiled, fidelity, trace=trace and fidelity == "tile")
+    result = compute()
     if stored is not None:
         cache.store(stored, result)
     return result

@@ -2,17 +2,25 @@
 compiler.map.disk's mappings, so a run asked for again builds nothing and imports no engine (numba).
 
 Invariant: a Result read back equals the one simulating would give now. The key holds everything a run reads: the
-zoo model's name and options, the arch's content, dtype, fidelity, compat, fuse and launch, and a hash of every
-source of accelsim and compiler. A whole run is the unit, as no op's result can then depend on context the key
-misses (what ran before, its neighbours, fusion, launch). Files are replaced whole (compiler.map.disk.write); an
-unreadable, malformed or mismatched file is ignored and the run computed again.
+zoo model's name and options (or a hash of everything a Graph holds), the arch's content, dtype, fidelity, compat,
+fuse and launch, and a hash of every source of accelsim and compiler. A whole run is the unit, as no op's result
+can then depend on context the key misses (what ran before, its neighbours, fusion, launch). Files are replaced
+whole (compiler.map.disk.write); an unreadable, malformed, mismatched or altered file (its body's SHA-256 is in its
+first line) is ignored and the run computed again.
+
+A file is three lines: a header (format, key, the SHA-256 of the rest), the Result with its ops as rows, and the
+mappings. `store` checks, field by field, that the Result reads back exactly before writing it, so `load` checks
+the hash and the layout, not every value again; the mappings are decoded when first asked for (a score of many
+runs needs their seconds only).
 """
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -20,18 +28,27 @@ import numpy as np
 from accelsim.arch import Arch
 from accelsim.out.result import OpResult, Result
 from compiler.dtypes import DType
+from compiler.graph import Graph
 from compiler.map import disk
 
-FORMAT = 1           # the file layout below; a change bumps it, and old files are never read again
+FORMAT = 2           # the file layout below; a change bumps it, and old files are never read again
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("accelsim", "compiler")     # every module a run may import, and their data (accelsim/data)
+GRAPH_BYTES = 64 << 20                 # a Graph holding more weight and constant bytes than this is not hashed
 
 
 def key(model, arch: Arch, *, batch, dtype, fidelity: str, compat, fuse: str, launch, options: dict) -> list | None:
     """What `accelsim.run(model, arch, ...)` depends on, as JSON values; None where it cannot be named in another
-    process (a Graph or a model file, whose content the build reads; a Pricing object; an option that is no plain
-    value) or the cache is off: then nothing is read or written."""
-    if disk.root() is None or not _zoo_name(model):
+    process (a model file, whose content the build reads; a Graph holding an importer, a value of no plain type or
+    over GRAPH_BYTES of arrays; a Pricing object; an option that is no plain value) or the cache is off: then
+    nothing is read or written."""
+    if disk.root() is None:
+        return None
+    if isinstance(model, Graph):
+        model = graph_digest(model)
+    elif not _zoo_name(model):
+        return None
+    if model is None:
         return None
     arch_content = disk.arch_digest(arch)
     named = [_plain(value) for value in (batch, compat, fuse, launch, options)]
@@ -43,23 +60,61 @@ def key(model, arch: Arch, *, batch, dtype, fidelity: str, compat, fuse: str, la
     return [FORMAT, model, *named, given, fidelity, arch_content, LOADED, np.__version__]
 
 
-def load(entry_key: list, arch: Arch) -> Result | None:
+def load(entry_key: list, arch: Arch, recompute) -> Result | None:
     """The Result stored under `entry_key`, naming `arch`'s file (the key holds the arch's content, not where it
-    lies); None if absent, unreadable or malformed."""
+    lies); None if absent, unreadable, altered or malformed. Its mappings are decoded when first asked for; should
+    they not decode then, `recompute()` (the run, computed) gives them."""
     try:
-        data = json.loads(disk.path(entry_key, folder()).read_text())
-        if data["key"] != entry_key:            # a (40-hex-digit) name clash, or a file edited by hand
+        head, _, body = disk.path(entry_key, folder()).read_bytes().partition(b"\n")
+        header = json.loads(head)
+        if header["key"] != entry_key:          # a (40-hex-digit) name clash, or a file edited by hand
             return None
-        result, mappings = decode(data["result"]), data["mappings"]
-        if type(mappings) is not dict:
+        if header["sha256"] != hashlib.sha256(body).hexdigest():
             return None
-        decoded = {_text(name): disk.decode(m) for name, m in mappings.items()}
-        if any(disk.encode(m) != mappings[name] for name, m in decoded.items()):
-            return None
+        result_text, _, mappings_text = body.partition(b"\n")
+        result = _rows_to_result(json.loads(result_text))
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
         return None
     return Result(model=result.model, arch={**result.arch, "file": str(arch.source_file)}, fidelity=result.fidelity,
-                  ops=result.ops, notes=result.notes, mappings=decoded)
+                  ops=result.ops, notes=result.notes, mappings=StoredMappings(mappings_text, recompute))
+
+
+class StoredMappings(Mapping):
+    """A stored run's mappings (op name -> compiler.mapping.Mapping), decoded and checked on first use; if they
+    do not read back exactly, the ones of the run computed again."""
+
+    def __init__(self, text: bytes, recompute):
+        self._text, self._recompute, self._mappings = text, recompute, None
+
+    def _decoded(self) -> dict:
+        if self._mappings is None:
+            self._mappings = _decode_mappings(self._text)
+            if self._mappings is None:
+                self._mappings = dict(self._recompute().mappings)
+            self._text = b""
+        return self._mappings
+
+    def __getitem__(self, name):
+        return self._decoded()[name]
+
+    def __iter__(self):
+        return iter(self._decoded())
+
+    def __len__(self):
+        return len(self._decoded())
+
+
+def _decode_mappings(text: bytes) -> dict | None:
+    try:
+        stored = json.loads(text)
+        if type(stored) is not dict:
+            return None
+        decoded = {_text(name): disk.decode(m) for name, m in stored.items()}
+        if any(disk.encode(m) != stored[name] for name, m in decoded.items()):
+            return None
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
+        return None
+    return decoded
 
 
 def store(entry_key: list, result: Result) -> None:
@@ -72,12 +127,32 @@ def store(entry_key: list, result: Result) -> None:
     try:
         if not _same(encode(decode(json.loads(json.dumps(data)))), data):
             return
-        text = json.dumps({"key": entry_key, "result": data,
-                           "mappings": {name: disk.encode(m) for name, m in result.mappings.items()}},
-                          separators=(",", ":"))
+        body = "\n".join(json.dumps(part, separators=(",", ":")) for part in (
+            _result_to_rows(data), {name: disk.encode(m) for name, m in result.mappings.items()}))
     except (TypeError, ValueError, KeyError):
         return
-    disk.write(disk.path(entry_key, folder()), text)
+    header = json.dumps({"format": FORMAT, "key": entry_key, "sha256": hashlib.sha256(body.encode()).hexdigest()})
+    disk.write(disk.path(entry_key, folder()), f"{header}\n{body}")
+
+
+def _result_to_rows(data: dict) -> dict:
+    """`encode`'s dict with each op as a row of OP_FIELDS' values, in order (the names are written once)."""
+    return {**data, "ops": [[op[name] for name in OP_FIELDS] for op in data["ops"]]}
+
+
+def _rows_to_result(data: dict) -> Result:
+    """The Result `_result_to_rows` wrote. The body's hash vouches for the values (`store` checked them); this checks
+    the layout, so a file of another one raises a KeyError or TypeError rather than giving a wrong Result."""
+    if type(data) is not dict or set(data) != {"model", "arch", "fidelity", "notes", "ops"}:
+        raise KeyError(f"a result with fields {sorted(data)}")
+    count = len(OP_FIELDS)
+    if any(type(row) is not list or len(row) != count for row in data["ops"]):
+        raise KeyError(f"an op row of other than {count} fields")
+    ops = [OpResult(*row) for row in data["ops"]]
+    for op in ops:
+        object.__setattr__(op, "shape", tuple(op.shape))        # frozen; JSON has no tuple
+    return Result(model=_kind(data["model"], dict), arch=_kind(data["arch"], dict), fidelity=_text(data["fidelity"]),
+                  ops=ops, notes=[_text(note) for note in data["notes"]])
 
 
 def folder() -> Path:
@@ -136,6 +211,55 @@ def _kind(value, kind: type):
 
 def _text(value) -> str:
     return _kind(value, str)
+
+
+def graph_digest(graph: Graph) -> str | None:
+    """A hash of every field of `graph`, its nodes and tensors, and its arrays' bytes; None where one cannot be
+    named in another process (the ONNX importer a graph with control flow carries, an object of no plain type), or
+    its arrays hold over GRAPH_BYTES. Fields kept out of comparison (a node's `resolved`) follow from the rest."""
+    arrays = [a for table in (graph.weights, graph.constants) for a in table.values() if a is not None]
+    if graph.import_body is not None or sum(getattr(a, "nbytes", 0) for a in arrays) > GRAPH_BYTES:
+        return None
+    digest = hashlib.sha256()
+    try:
+        _describe(graph, digest)
+    except TypeError:
+        return None
+    return "graph:" + digest.hexdigest()
+
+
+def _describe(value, digest) -> None:
+    """Feeds `value` to `digest` as text that tells apart any two values of the types a Graph holds; a TypeError
+    for any other type."""
+    if type(value) in (bool, int, float, str, type(None)):
+        digest.update(f"{type(value).__name__}:{value!r};".encode())
+    elif type(value) in (list, tuple):
+        digest.update(f"{type(value).__name__}[{len(value)}".encode())
+        for item in value:
+            _describe(item, digest)
+        digest.update(b"]")
+    elif type(value) is dict:
+        digest.update(f"dict[{len(value)}".encode())
+        for name, item in value.items():        # in order: a graph's tables keep the order it was built in
+            _describe(name, digest)
+            _describe(item, digest)
+        digest.update(b"]")
+    elif isinstance(value, np.ndarray):
+        digest.update(f"array{value.dtype.str}{value.shape}".encode())
+        digest.update(np.ascontiguousarray(value).tobytes())
+    elif isinstance(value, np.generic):
+        digest.update(f"scalar{value.dtype.str}:".encode() + value.tobytes())
+    elif isinstance(value, enum.Enum):
+        digest.update(f"{type(value).__qualname__}.{value.name};".encode())
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        digest.update(f"{type(value).__qualname__}(".encode())
+        for field in dataclasses.fields(value):
+            if field.compare:
+                _describe(field.name, digest)
+                _describe(getattr(value, field.name), digest)
+        digest.update(b")")
+    else:
+        raise TypeError(f"no digest for a {type(value).__name__}")
 
 
 def _zoo_name(model) -> bool:

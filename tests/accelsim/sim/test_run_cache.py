@@ -2,6 +2,9 @@
 fresh one, equals the one computed with the cache off, field by field; anything the run reads (the arch file,
 an option, the sources) changes the key; a corrupt file is computed again, never a traceback; concurrent writers
 leave a whole file; ACCELSIM_CACHE=off reads and writes nothing. Every test has a cache folder of its own."""
+import copy
+import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -17,6 +20,7 @@ from accelsim.sim import cache
 from compiler.map import CACHE, disk
 
 ROOT = Path(__file__).resolve().parents[3]
+OP_FIELDS = list(cache.OP_FIELDS)
 SMALL = {"resnet18": {"image": 32}, "gpt2": {"layers": 1, "seq": 8}, "bitnet_b158": {"layers": 1, "seq": 8}}
 ARCHS = ("tpu_v1", "a100", "xeon_spr", "fpga_ternary")
 
@@ -168,34 +172,69 @@ def test_the_source_digest_follows_every_source(tmp_path, monkeypatch):
     assert len(set(digests[1:])) == 4
 
 
-@pytest.mark.parametrize("damage", ["", "{", "not json", "[]", '{"key": 1}', "truncate", "wrong type", "extra field",
-                                    "wrong mapping", "extra result field"])
+def read_file(file: Path) -> tuple[dict, dict, dict]:
+    """A run file's header, Result and mappings, its three lines."""
+    header, result, mappings = file.read_text().split("\n")
+    return json.loads(header), json.loads(result), json.loads(mappings)
+
+
+def write_file(file: Path, header: dict, result: dict, mappings: dict, rehash: bool) -> None:
+    """The three lines written back; `rehash` puts the new body's hash in the header, as a forger would."""
+    body = json.dumps(result) + "\n" + json.dumps(mappings)
+    if rehash:
+        header = {**header, "sha256": hashlib.sha256(body.encode()).hexdigest()}
+    file.write_text(json.dumps(header) + "\n" + body)
+
+
+DAMAGES = ["", "{", "not json", "[]", '{"key": 1}', "truncate", "wrong type", "extra field", "wrong mapping",
+           "extra result field", "wrong hash", "no hash"]
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
 def test_a_damaged_file_is_computed_again(damage, folder, builds, monkeypatch):
+    """Any change to a file's bytes is caught by its hash; a file of another layout by the reader."""
     accelsim.run("gpt2", "xeon_spr", **SMALL["gpt2"])
     (file,) = folder.rglob("*.json")
     text = file.read_text()
-    data = json.loads(text)
+    header, result, mappings = read_file(file)
     if damage == "truncate":
-        damaged = text[:len(text) // 2]
+        file.write_text(text[:len(text) // 2])
     elif damage == "wrong type":
-        data["result"]["ops"][0]["cycles"] = float(data["result"]["ops"][0]["cycles"])
-        damaged = json.dumps(data)
+        result["ops"][0][OP_FIELDS.index("cycles")] = float(result["ops"][0][OP_FIELDS.index("cycles")])
+        write_file(file, header, result, mappings, rehash=False)
     elif damage == "extra field":
-        data["result"]["ops"][0]["surprise"] = 1
-        damaged = json.dumps(data)
+        result["ops"][0].append(1)
+        write_file(file, header, result, mappings, rehash=True)
     elif damage == "extra result field":
-        data["result"]["surprise"] = 1
-        damaged = json.dumps(data)
+        result["surprise"] = 1
+        write_file(file, header, result, mappings, rehash=True)
     elif damage == "wrong mapping":
-        next(iter(data["mappings"].values()))["loops"] = "nonsense"
-        damaged = json.dumps(data)
+        next(iter(mappings.values()))["loops"] = "nonsense"
+        write_file(file, header, result, mappings, rehash=False)
+    elif damage == "wrong hash":
+        write_file(file, {**header, "sha256": "0" * 64}, result, mappings, rehash=False)
+    elif damage == "no hash":
+        write_file(file, {k: v for k, v in header.items() if k != "sha256"}, result, mappings, rehash=False)
     else:
-        damaged = damage
-    file.write_text(damaged)
-    result = accelsim.run("gpt2", "xeon_spr", **SMALL["gpt2"])
+        file.write_text(damage)
+    again = accelsim.run("gpt2", "xeon_spr", **SMALL["gpt2"])
     assert builds == [1, 1]
-    assert_same(result, computed("gpt2", "xeon_spr", monkeypatch, **SMALL["gpt2"]))
-    assert json.loads(file.read_text())["key"] == data["key"]       # written again, whole
+    assert_same(again, computed("gpt2", "xeon_spr", monkeypatch, **SMALL["gpt2"]))
+    assert read_file(file)[0]["key"] == header["key"]       # written again, whole
+
+
+def test_mappings_that_do_not_read_back_are_computed_again(folder, builds, monkeypatch):
+    """Mappings are decoded when first asked for: ones that pass the hash but not the reader (a forged file) give
+    way to the run's own, computed again."""
+    accelsim.run("gpt2", "xeon_spr", **SMALL["gpt2"])
+    (file,) = folder.rglob("*.json")
+    header, result, mappings = read_file(file)
+    next(iter(mappings.values()))["loops"] = "nonsense"
+    write_file(file, header, result, mappings, rehash=True)
+    again = accelsim.run("gpt2", "xeon_spr", **SMALL["gpt2"])
+    assert builds == [1], "the Result was read back"
+    assert_same(again, computed("gpt2", "xeon_spr", monkeypatch, **SMALL["gpt2"]))
+    assert builds == [1, 1, 1]          # the mappings, computed again; then `computed`
 
 
 def test_concurrent_writers_leave_one_whole_file(folder):
@@ -224,13 +263,51 @@ def test_off_reads_and_writes_nothing(tmp_path, monkeypatch, builds):
 
 
 def test_what_cannot_be_named_is_not_cached(folder, builds, tmp_path):
-    """A Graph, a model file and a traced run are computed each time: the key cannot hold what they read."""
-    graph = accelsim.load_model("gpt2", **SMALL["gpt2"])
+    """A model file and a traced run are computed each time: the key cannot hold what they read."""
     for _ in range(2):
-        accelsim.run(graph, "tpu_v1")
         accelsim.run("gpt2", "tpu_v1", trace=True, **SMALL["gpt2"])
         accelsim.run("tests/golden/scalesim_gemm.csv", "tpu_v1")
-    assert builds == [1] * 6 and not folder.exists()
+    assert builds == [1] * 4 and not folder.exists()
+
+
+def test_a_graph_is_named_by_its_content(folder, builds, monkeypatch):
+    """A Graph built in Python is kept under a hash of all it holds: the same graph built again reads the run back;
+    one that differs in any node, shape, attribute or weight byte does not."""
+    graph = accelsim.load_model("gpt2", **SMALL["gpt2"])
+    first = accelsim.run(graph, "tpu_v1")
+    again = accelsim.run(accelsim.load_model("gpt2", **SMALL["gpt2"]), "tpu_v1")
+    assert builds == [1] and len(list(folder.rglob("*.json"))) == 1
+    assert_same(again, computed(graph, "tpu_v1", monkeypatch))
+    assert_same(first, again)
+    digest = cache.graph_digest(graph)
+    wider = accelsim.load_model("gpt2", **SMALL["gpt2"])
+    name = next(iter(wider.tensors))
+    wider.tensors[name] = dataclasses.replace(wider.tensors[name], shape=(*wider.tensors[name].shape, 1))
+    node = accelsim.load_model("gpt2", **SMALL["gpt2"])
+    node.nodes[-1].attrs["surprise"] = 1
+    shapes = accelsim.load_model("resnet18", **SMALL["resnet18"])          # 47 MB of weights: under GRAPH_BYTES
+    weighted = accelsim.load_model("resnet18", weights=True, **SMALL["resnet18"])
+    nudged = copy.deepcopy(weighted)
+    array = next(a for a in nudged.weights.values() if a is not None and a.size)
+    array.reshape(-1)[-1] += 1
+    assert cache.graph_digest(copy.deepcopy(weighted)) == cache.graph_digest(weighted)
+    digests = [cache.graph_digest(g) for g in (graph, wider, node, shapes, weighted, nudged)]
+    assert digests[0] == digest and None not in digests and len(set(digests)) == 6
+
+
+def test_a_graph_that_cannot_be_named_is_not_cached(folder, builds, monkeypatch):
+    """A Graph carrying the ONNX importer (control flow), an attribute of no plain type, or arrays too large to
+    hash quickly, is computed each time."""
+    carrying = accelsim.load_model("gpt2", **SMALL["gpt2"])
+    carrying.import_body = print
+    odd = accelsim.load_model("gpt2", **SMALL["gpt2"])
+    odd.nodes[0].attrs["object"] = object()
+    assert cache.graph_digest(carrying) is None and cache.graph_digest(odd) is None
+    monkeypatch.setattr(cache, "GRAPH_BYTES", 0)
+    assert cache.graph_digest(accelsim.load_model("resnet18", weights=True, **SMALL["resnet18"])) is None
+    for _ in range(2):
+        accelsim.run(carrying, "tpu_v1")
+    assert builds == [1, 1] and not folder.exists()
 
 
 def test_the_command_line_reads_its_run_back(folder, capsys):
