@@ -100,6 +100,9 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                      "of its own")
     run.add_argument("--launch", choices=["eager", "graph"], help="eager: a launch per kernel; graph: one for a "
                      "captured graph, as CUDA graphs run it (default: graph for a decode step, else eager)")
+    run.add_argument("--caches", default="warm", choices=["warm", "cold"], help="warm: the model's inputs and "
+                     "outputs stay where activations live, as a repeated call finds them (the default); cold: they "
+                     "are read from and written to DRAM, as a first call or a timing that flushes the caches")
     run.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (works offline)")
     many_devices(run)
     run.add_argument("--plot", metavar="DIR", help="write the report's figures as PNG files into DIR")
@@ -210,11 +213,12 @@ def _run(args) -> int:
     positive("seq", args.seq)
     positive("devices", args.devices)
     if on_many_devices(args, {"arch": "tpu_v1", "fidelity": "tile", "compat": None,
-                              "plot": None, "limit": None, "wide": False, "fusion": "runtime", "launch": None}):
+                              "plot": None, "limit": None, "wide": False, "fusion": "runtime", "launch": None,
+                              "caches": "warm"}):
         return _run_many(args)
     result = run(args.model, arch=args.arch, batch=args.batch, dtype=args.dtype, fidelity=args.fidelity,
                  compat=args.compat, trace=bool(args.trace), fuse=args.fusion, launch=args.launch,
-                 **model_options(args))
+                 caches=args.caches, **model_options(args))
     if args.json:
         write(args.json, result.to_json())
     if args.csv:

@@ -45,6 +45,7 @@ class Operand:
     dtype: DType
     role: Role
     fused: bool = False          # passed inside one kernel (compiler.passes.fuse): it never leaves the chip
+    external: bool = False       # a model input or output (compiler.passes.boundary): it lies off chip
 
     @property
     def elements(self) -> int:

@@ -138,14 +138,18 @@ def gemm_view(op: Einsum) -> GemmView:
     return GemmView(*(tuple(parts[p]) for p in "bmnk"), extents=dict(op.loops))
 
 
+def _lies(operand) -> str:
+    """Where an operand lies, as far as its mapping depends on it: ~ fused (on chip), ^ external (off chip)."""
+    return "~" * operand.fused + "^" * operand.external
+
+
 def op_signature(op: IROp) -> str:
     """Ops with equal signatures map the same way (ResNet's repeated blocks share one search)."""
-    operands = ";".join(f"{o.role.value}:{o.dtype.value}:{'x'.join(map(str, o.shape))}{'~' * o.fused}"
-                        for o in op.inputs)
+    operands = ";".join(f"{o.role.value}:{o.dtype.value}:{'x'.join(map(str, o.shape))}{_lies(o)}" for o in op.inputs)
     extra = ""
     if isinstance(op, Einsum):
         extra = op.describe().split("+=", 1)[1] + "|" + ",".join(f"{d}{e}" for d, e in op.loops)
         for name in [o.tensor for o in op.inputs] + [op.output.tensor]:
             extra = extra.replace(name + "[", "[")
-    out = f"{op.output.dtype.value}:{'x'.join(map(str, op.output.shape))}{'~' * op.output.fused}"
+    out = f"{op.output.dtype.value}:{'x'.join(map(str, op.output.shape))}{_lies(op.output)}"
     return f"{op.kind.value}|{op.op}|{operands}|{out}|{extra}"

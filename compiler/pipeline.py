@@ -10,6 +10,7 @@ from compiler.dtypes import DType
 from compiler.graph import Graph
 from compiler.ir import IR
 from compiler.ops.lower import lower
+from compiler.passes.boundary import boundary
 from compiler.passes.fuse import fuse
 from compiler.passes.qdq import fold_qdq
 from compiler.passes.quantize import quantize
@@ -21,10 +22,12 @@ class Options:
     arch: object | None = None      # the target (an Arch): kernels form per target; None forms none
     fuse: str = "runtime"           # how kernels form (compiler.passes.fuse.FUSIONS: runtime, chains, none)
     launch: str = "eager"           # "eager": a launch per kernel; "graph": one for the captured graph
+    caches: str = "warm"            # where the model's inputs and outputs lie (compiler.passes.boundary.CACHES)
 
 
-# fold_qdq after quantize: the model's quantized tensors keep their dtypes; fuse last, over the ops as they run
-PIPELINE = [quantize, fold_qdq, fuse]
+# fold_qdq after quantize: the model's quantized tensors keep their dtypes; fuse over the ops as they run; boundary
+# last, over the operands as kernels pass them
+PIPELINE = [quantize, fold_qdq, fuse, boundary]
 
 
 def compile_graph(graph: Graph, options: Options = Options()) -> IR:

@@ -21,13 +21,15 @@ from compiler.graph import Graph
 def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike | Arch = "tpu_v1",
         batch: int | None = None, dtype: str | DType | None = None, fidelity: str = "tile",
         compat: str | None = None, trace: bool = False, fuse: str = "runtime", launch: str | None = None,
-        **model_options) -> Result:
+        caches: str = "warm", **model_options) -> Result:
     """Simulate `model` (zoo name, .onnx path or Graph) on `arch` (preset name, YAML path or Arch).
     `trace` keeps the whole timeline (Result.timeline, for accelsim.out.trace) at the cost of memory.
 
     `dtype` is the dtype the hardware computes in; by default the arch's native one (int8 on TPU v1).
     `compat="scalesim"` prices each Einsum's compute cycles as SCALE-Sim v3 does (accelsim.price.compat).
     `fuse` says how ops form kernels (compiler.passes.fuse.FUSIONS); `launch` is "eager" or "graph".
+    `caches="cold"` reads the model's inputs from DRAM and writes its outputs there, as a first call or a timing that
+    flushes the caches does; "warm" (the default) keeps them where activations live, as a repeated call finds them.
     An .onnx file's symbolic dimensions take `batch`, `seq=` and `shapes=` (input or dimension name -> sizes,
     as --shape gives them: shapes={"input_ids": (1, 128)} or {"sequence_length": (128,)}).
     An untraced run of a zoo model or a Graph is kept on disk and read back when asked for again
@@ -41,11 +43,11 @@ def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike |
         if fidelity not in FIDELITIES:
             raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
         compiled = build(model, hw, batch=batch, dtype=dtype, compat=compat, mapped=fidelity == "tile", fuse=fuse,
-                         launch=launch, **dict(model_options))
+                         launch=launch, caches=caches, **dict(model_options))
         return simulate(compiled, fidelity, trace=trace and fidelity == "tile")
 
     stored = None if trace else cache.key(model, hw, batch=batch, dtype=dtype, fidelity=fidelity, compat=compat,
-                                          fuse=fuse, launch=launch, options=model_options)
+                                          fuse=fuse, launch=launch, caches=caches, options=model_options)
     found = cache.load(stored, hw, compute) if stored is not None else None
     if found is not None:            # stored by a run that took these arguments, fidelity included
         return found

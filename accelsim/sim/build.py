@@ -54,16 +54,19 @@ class Compiled:
 
 def build(model: str | os.PathLike | Graph, arch: str | os.PathLike | Arch, *, batch: int | None = None,
           dtype: str | DType | None = None, compat: str | Pricing | None = None, budget: int | None = None,
-          mapped: bool = True, fuse: str = "runtime", launch: str | None = None, **model_options) -> Compiled:
+          mapped: bool = True, fuse: str = "runtime", launch: str | None = None, caches: str = "warm",
+          **model_options) -> Compiled:
     """Compile `model` for `arch`: Graph, IR and (unless `mapped` is False: a roofline needs none) a mapping
     per op. `dtype` defaults to the arch's native one; `compat` names how compute cycles are priced; `fuse`
     says how kernels form (runtime: as the target's inference runtimes fuse; chains; none); `launch` is "eager"
-    (a launch per kernel) or "graph" (one for the captured graph), by default `default_launch`'s."""
+    (a launch per kernel) or "graph" (one for the captured graph), by default `default_launch`'s; `caches` is
+    "warm" (the model's inputs and outputs where activations live, as on a repeated call) or "cold" (in DRAM)."""
     how = pricing(compat)
     hw = load_arch(arch)
     target = DType.parse(dtype) if isinstance(dtype, str) else dtype or hw.native_dtype
     graph = load_model(model, batch=batch, **model_options)
-    ir = compile_graph(graph, Options(dtype=target, arch=hw, fuse=fuse, launch=launch or default_launch(model_options)))
+    ir = compile_graph(graph, Options(dtype=target, arch=hw, fuse=fuse, launch=launch or default_launch(model_options),
+                                      caches=caches))
     return place(graph, ir, hw, target, how, batch=batch, budget=budget, mapped=mapped)
 
 

@@ -3,8 +3,8 @@ compiler.map.disk's mappings, so a run asked for again builds nothing and import
 
 Invariant: a Result read back equals the one simulating would give now. The key holds everything a run reads: the
 zoo model's name and options (or a hash of everything a Graph holds), the arch's content, dtype, fidelity, compat,
-fuse and launch, and a hash of every source of accelsim and compiler. A whole run is the unit, as no op's result
-can then depend on context the key misses (what ran before, its neighbours, fusion, launch). Files are replaced
+fuse, launch and caches, and a hash of every source of accelsim and compiler. A whole run is the unit, as no op's
+result can then depend on context the key misses (what ran before, its neighbours, fusion, launch). Files are replaced
 whole (compiler.map.disk.write); an unreadable, malformed, mismatched or altered file (its body's SHA-256 is in its
 first line) is ignored and the run computed again.
 
@@ -37,7 +37,8 @@ SOURCES = ("accelsim", "compiler")     # every module a run may import, and thei
 GRAPH_BYTES = 64 << 20                 # a Graph holding more weight and constant bytes than this is not hashed
 
 
-def key(model, arch: Arch, *, batch, dtype, fidelity: str, compat, fuse: str, launch, options: dict) -> list | None:
+def key(model, arch: Arch, *, batch, dtype, fidelity: str, compat, fuse: str, launch, caches: str = "warm",
+        options: dict) -> list | None:
     """What `accelsim.run(model, arch, ...)` depends on, as JSON values; None where it cannot be named in another
     process (a model file, whose content the build reads; a Graph holding an importer, a value of no plain type or
     over GRAPH_BYTES of arrays; a Pricing object; an option that is no plain value) or the cache is off: then
@@ -51,7 +52,7 @@ def key(model, arch: Arch, *, batch, dtype, fidelity: str, compat, fuse: str, la
     if model is None:
         return None
     arch_content = disk.arch_digest(arch)
-    named = [_plain(value) for value in (batch, compat, fuse, launch, options)]
+    named = [_plain(value) for value in (batch, compat, fuse, launch, caches, options)]
     if arch_content is None or None in named:
         return None
     given = ["DType", dtype.value] if isinstance(dtype, DType) else _plain(dtype)

@@ -146,15 +146,15 @@ def parse(key: str):
     return case
 
 
-def predict(case, arch, fuse: str = "runtime") -> float:
+def predict(case, arch, fuse: str = "runtime", caches: str = "warm") -> float:
     """Seconds accelsim's tile-level engine predicts for the case on `arch` (an Arch, preset name or YAML path), its
-    ops formed into kernels as `fuse` says (compiler.passes.fuse.FUSIONS); for a TrainCase, its phase of the
-    simulated training step."""
+    ops formed into kernels as `fuse` says (compiler.passes.fuse.FUSIONS), its operands warm or cold as `caches`
+    says (compiler.passes.boundary); for a TrainCase, its phase of the simulated training step."""
     from accelsim.sim.api import run
     from accelsim.validate import train_cases
 
     if isinstance(case, train_cases.TrainCase):
         return train_cases.predict(case, arch)
 
-    result = run(case.graph(), arch=arch, dtype=case.dtype, fuse=fuse)
+    result = run(case.graph(), arch=arch, dtype=case.dtype, fuse=fuse, caches=caches)
     return float(math.fsum(op.seconds for op in result.ops))

@@ -20,6 +20,7 @@ from compiler.errors import UserError
 from accelsim.validate.cases import Case, parse, predict
 from accelsim.validate.torch_ops import TOLERANCE, precision, relative_error, torch_dtype, vendor
 
+COLD = "cold"     # where a case's operands are when timed: the clock flushes L2 first (cuda_device)
 COLUMNS = ("suite", "case", "count", "measured_s", "predicted_s", "triton_s", "triton_error", "triton_kernel",
            "library", "note")
 
@@ -96,7 +97,7 @@ class TritonCase:
 
 def measure(suite: str, case: Case, count: int, arch, clock, folder: Path) -> Row:
     """Vendor and Triton times for one case (a UserError from the vendor side propagates: the row has no truth)."""
-    predicted = predict(case, arch)
+    predicted = predict(case, arch, caches=COLD)    # the clock flushes L2 before each run
     with precision(case.dtype):
         lib = vendor(case, clock.device)
         measured = clock.median_s(lib.call)

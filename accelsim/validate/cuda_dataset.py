@@ -56,7 +56,7 @@ def validate_cuda(suite: str, arch: str, out_dir: str, repeats: int, budget_s: f
     """Measure, predict and write the dataset folder; returns 1 when a generated kernel disagrees with the vendor."""
     import yaml
 
-    from accelsim.validate.cuda import CsvOut, mape, run_cases
+    from accelsim.validate.cuda import COLD, CsvOut, mape, run_cases
     from accelsim.validate.cuda_device import CudaClock, InterpreterClock, device_info, has_fp8
 
     if repeats < 1:
@@ -85,6 +85,7 @@ def validate_cuda(suite: str, arch: str, out_dir: str, repeats: int, budget_s: f
     meta = {"device": device_info(clock), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "commit": git_commit(), "arch": "arch.yaml", "arch_source": source, "repeats": repeats,
             "timing": "CUDA events, median, L2 flushed before each run" if device == "cuda" else "perf_counter",
+            "caches": COLD,
             "measured_s": "the vendor library through PyTorch; triton_s: accelsim's generated kernels",
             "measurements": "measurements.csv", "targets": _targets(work), "cases_planned": len(work)}
     (folder / "dataset.yaml").write_text(yaml.safe_dump(meta, sort_keys=False, width=120))

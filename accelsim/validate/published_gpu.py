@@ -95,6 +95,7 @@ def predictions(path: str | os.PathLike = DATA / "published.csv", sample: int | 
 
     rows = read(path)
     host = harness(Path(path).parent / "dataset.yaml")
+    held = caches(Path(path).parent / "dataset.yaml")
     if sample:
         rows = [r for s in dict.fromkeys(r.suite for r in rows) for r in _every(
             [r for r in rows if r.suite == s], sample)]
@@ -103,7 +104,7 @@ def predictions(path: str | os.PathLike = DATA / "published.csv", sample: int | 
     for row in rows:
         if row.arch not in archs:
             archs[row.arch] = load_arch(row.arch)
-        kernel = cases.predict(cases.parse(row.key), archs[row.arch])
+        kernel = cases.predict(cases.parse(row.key), archs[row.arch], caches=held.get(row.suite, "warm"))
         extra = host[row.suite] - _launch(archs[row.arch]) if row.suite in host else 0.0
         found.append(Prediction(row, kernel + extra, kernel))
     return found
@@ -121,13 +122,25 @@ def harness(path: Path) -> dict[str, float]:
         raise UserError(f"{path}: harness must map suites to times ('21 us')")
     found = {}
     for suite, text in table.items():
-        if suite == "source":
+        if suite in ("source", "sources"):        # where the figures come from, for the reader
             continue
         try:
             found[suite] = parse_time(text)
         except UnitError as e:
             raise UserError(f"{path}: harness.{suite}: {e}") from None
     return found
+
+
+def caches(path: Path) -> dict[str, str]:
+    """{suite: "cold"} from dataset.yaml's `caches`: the suites whose source flushed the caches before each call, so
+    a row's operands come from DRAM (compiler.passes.boundary); the rest are timed warm, in a loop. UserError
+    naming the file and suite for another value."""
+    from compiler.passes.boundary import CACHES
+
+    table = settings(path).get("caches") or {}
+    if not isinstance(table, dict) or any(value not in CACHES for value in table.values()):
+        raise UserError(f"{path}: caches must map suites to one of {', '.join(CACHES)}; got {table!r}")
+    return dict(table)
 
 
 def _launch(arch) -> float:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from accelsim.validate.sourced import settings
+from compiler.passes.boundary import CACHES
 from compiler.errors import UserError
 
 COLUMNS = ("suite", "case", "measured_s", "predicted_s")   # required; "threads" is optional (1 without it)
@@ -191,10 +192,13 @@ def predicted_now(dataset: Dataset) -> tuple[float, ...]:
         raise UserError(f"{arch_path}: no such file (the preset the dataset was predicted for; "
                         f"--as-recorded scores the CSV's predicted_s without it)")
     arch = load_arch(arch_path)
+    held = dataset.meta.get("caches", "warm")       # "cold" where the timing flushed the caches (validate cuda)
+    if held not in CACHES:
+        raise UserError(f"{dataset.folder / 'dataset.yaml'}: caches {held!r}; choose from {', '.join(CACHES)}")
     seconds = {}
     for row in dataset.rows:
         if row.case not in seconds:
-            seconds[row.case] = cases.predict(cases.parse(row.case), arch)
+            seconds[row.case] = cases.predict(cases.parse(row.case), arch, caches=held)
     return tuple(seconds[row.case] for row in dataset.rows)
 
 

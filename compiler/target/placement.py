@@ -32,7 +32,11 @@ def role_path(arch, role: Role, home: int | None) -> list[int]:
 def operand_path(arch, op: IROp, index: int, home: int | None) -> list[int]:
     """The levels operand `index` of `op` (its inputs, then the output) crosses, from where it is served inward."""
     operand = op.output if index == len(op.inputs) else op.inputs[index]
-    role = Role.input if isinstance(op, Move) and index < len(op.inputs) else operand.role
+    copied = isinstance(op, Move) and index < len(op.inputs)
+    role = Role.input if copied else operand.role
+    if operand.external or (copied and operand.role == Role.weight and home is not None
+                            and arch.memory[home].capacity_total < operand.nbytes):
+        home = None     # a model input or output when cold; a weight a copy reads that its home cannot hold
     path = role_path(arch, role, home)
     if not operand.fused:
         return path
