@@ -114,14 +114,20 @@ def test_large_gemms_are_close(result):
     assert all(0.9 < r.measured_s / p < 1.1 for r, p in big)
 
 
-def test_the_harness_stands_in_for_the_launch(tmp_path):
-    """A suite's harness (the host time the source's timing adds, as dataset.yaml cites it) replaces the one launch
-    accelsim prices per kernel: 21 us for LLMCompass's matmuls where the A100 preset launches in 3 us."""
+def one_row(tmp_path: Path, case: str) -> Path:
+    """A folder whose published.csv holds the header and the row of `case` (its dataset.yaml is the test's)."""
     folder = tmp_path / "one"
     folder.mkdir()
     lines = (published_gpu.DATA / "published.csv").read_text().splitlines()
-    row = next(line for line in lines if line.startswith("llmcompass-a100-gemm-8192x64x64,"))
+    row = next(line for line in lines if line.startswith(case + ","))
     (folder / "published.csv").write_text(lines[0] + "\n" + row + "\n")
+    return folder
+
+
+def test_the_harness_stands_in_for_the_launch(tmp_path):
+    """A suite's harness (the host time the source's timing adds, as dataset.yaml cites it) replaces the one launch
+    accelsim prices per kernel: 21 us for LLMCompass's matmuls where the A100 preset launches in 3 us."""
+    folder = one_row(tmp_path, "llmcompass-a100-gemm-8192x64x64")
     (folder / "dataset.yaml").write_text("harness: {gemm_a100_bf16: 21 us}\n")
     [p] = published_gpu.predictions(folder / "published.csv")
     assert p.seconds == pytest.approx(p.kernel_s - 3e-6 + 21e-6, rel=1e-12)
@@ -134,11 +140,7 @@ def test_the_harness_stands_in_for_the_launch(tmp_path):
 def test_a_suite_timed_with_cold_caches_is_predicted_cold(tmp_path):
     """DeepGEMM flushed L2 before each call: dataset.yaml's `caches` says so, and the row is predicted with its
     activations in DRAM (slower than warm, where the 2 MiB and 14 MiB operands sit in the H100's 50 MB L2)."""
-    folder = tmp_path / "one"
-    folder.mkdir()
-    lines = (published_gpu.DATA / "published.csv").read_text().splitlines()
-    row = next(line for line in lines if line.startswith("deepgemm-h800-fp8-masked-1x1024x7168x2048,"))
-    (folder / "published.csv").write_text(lines[0] + "\n" + row + "\n")
+    folder = one_row(tmp_path, "deepgemm-h800-fp8-masked-1x1024x7168x2048")
     (folder / "dataset.yaml").write_text("caches: {gemm_h800_fp8_block: cold}\n")
     [cold] = published_gpu.predictions(folder / "published.csv")
     case = cases.parse(cold.key)
