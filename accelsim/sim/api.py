@@ -43,7 +43,7 @@ def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike |
         if fidelity not in FIDELITIES:
             raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
         compiled = build(model, hw, batch=batch, dtype=dtype, compat=compat, mapped=fidelity == "tile", fuse=fuse,
-                         launch=launch, caches=caches, **dict(model_options))
+                         launch=launch, caches=caches, **model_options)
         return simulate(compiled, fidelity, trace=trace and fidelity == "tile")
 
     stored = None if trace else cache.key(model, hw, batch=batch, dtype=dtype, fidelity=fidelity, compat=compat,

@@ -45,10 +45,7 @@ def key(model, arch: Arch, *, batch, dtype, fidelity: str, compat, fuse: str, la
     nothing is read or written."""
     if disk.root() is None:
         return None
-    if isinstance(model, Graph):
-        model = graph_digest(model)
-    elif not _zoo_name(model):
-        return None
+    model = graph_digest(model) if isinstance(model, Graph) else model if _zoo_name(model) else None
     if model is None:
         return None
     arch_content = disk.arch_digest(arch)
@@ -149,9 +146,7 @@ def _rows_to_result(data: dict) -> Result:
     count = len(OP_FIELDS)
     if any(type(row) is not list or len(row) != count for row in data["ops"]):
         raise KeyError(f"an op row of other than {count} fields")
-    ops = [OpResult(*row) for row in data["ops"]]
-    for op in ops:
-        object.__setattr__(op, "shape", tuple(op.shape))        # frozen; JSON has no tuple
+    ops = [OpResult(**{**dict(zip(OP_FIELDS, row)), "shape": tuple(row[SHAPE])}) for row in data["ops"]]
     return Result(model=_kind(data["model"], dict), arch=_kind(data["arch"], dict), fidelity=_text(data["fidelity"]),
                   ops=ops, notes=[_text(note) for note in data["notes"]])
 
@@ -197,6 +192,7 @@ def _checker(annotation: str):
 
 
 OP_FIELDS = {field.name: _checker(field.type) for field in dataclasses.fields(OpResult)}
+SHAPE = list(OP_FIELDS).index("shape")      # the one field JSON cannot give back as it was (a tuple)
 
 
 def _same(a: dict, b: dict) -> bool:

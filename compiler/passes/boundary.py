@@ -20,10 +20,9 @@ CACHES = ("warm", "cold")
 def boundary(ir: IR, options) -> IR:
     """With `options.caches` "cold", the IR with every operand that is a model input or output marked external;
     with "warm", the IR as it is."""
-    caches = getattr(options, "caches", "warm")
-    if caches not in CACHES:
-        raise UserError(f"caches {caches!r}: choose from {', '.join(CACHES)}")
-    if caches == "warm":
+    if options.caches not in CACHES:
+        raise UserError(f"caches {options.caches!r}: choose from {', '.join(CACHES)}")
+    if options.caches == "warm":
         return ir
     outside = set(ir.inputs) | set(ir.outputs)
 
