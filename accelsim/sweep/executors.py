@@ -68,6 +68,10 @@ class LocalPool:
         return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_worker_start, initargs=(os.getpid(),))
 
+    def _restart(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = self._start()
+
     def run(self, tasks: list[Task]) -> Iterator[dict]:
         pending, suspects = deque(tasks), deque()
         deaths: dict[str, int] = {}
@@ -79,7 +83,14 @@ class LocalPool:
                 source, limit = (suspects, 1) if suspects else (pending, 2 * self.workers)
                 while source and len(flight) < limit:
                     task = source.popleft()
-                    flight[self._pool.submit(evaluate, task)] = task
+                    try:
+                        flight[self._pool.submit(evaluate, task)] = task
+                    except BrokenProcessPool:    # a worker died since the last wait: its futures, below, say which
+                        source.appendleft(task)
+                        break
+                if not flight:                   # broken with nothing in flight to blame: a fresh pool
+                    self._restart()
+                    continue
                 done, _ = wait(flight, return_when=FIRST_COMPLETED)
                 lost = []
                 for future in done:
@@ -96,8 +107,7 @@ class LocalPool:
                 lost += flight.values()
                 alone = len(lost) == 1
                 flight.clear()
-                self._pool.shutdown(wait=False, cancel_futures=True)
-                self._pool = self._start()
+                self._restart()
                 for task in lost:
                     if alone:
                         deaths[task.key] = deaths.get(task.key, 0) + 1
