@@ -2,7 +2,8 @@
 
 - Einsum: a loop nest of multiply-accumulates (GEMM, conv, attention, ternary matmul). Operand axes are
   affine in the loop indices, so a convolution is one Einsum over its seven loops (n k p q c r s, plus g
-  for groups) with the input indexed h = stride*p + dilation*r - pad.
+  for groups) with the input indexed h = stride*p + dilation*r - pad. An axis may index blocks of its
+  loop range (k // 128): a block-scaled GEMM's scales are operands too, one value per block.
 - Map: element-wise over a broadcast output shape (activations, bias, residual adds, casts).
 - Reduce: reduces some axes of its first input (softmax, norms, pooling, means).
 - Move: copies or rearranges bytes without arithmetic (transpose, concat, slice, gather); a `view`
@@ -58,14 +59,31 @@ class Operand:
 
 @dataclass(frozen=True)
 class Axis:
-    """One operand axis indexed by sum(coeff * loop index) + offset; no terms means a fixed index."""
+    """One operand axis indexed by (sum(coeff * loop index) + offset) // block; no terms means a fixed index.
+    A block over 1 reads one value per block of the range: a block-scaled GEMM's activation scale sx[m, k // 128]."""
 
     terms: tuple[tuple[str, int], ...]
     offset: int = 0
+    block: int = 1
 
     @staticmethod
     def of(dim: str) -> "Axis":
         return Axis(((dim, 1),))
+
+
+def unblocked(array: np.ndarray, axes: tuple[Axis, ...]) -> tuple[np.ndarray, tuple[Axis, ...]]:
+    """An operand with blocked axes as the plain operand it stands for: each value repeated over its block
+    (sx[m, k // 128] as an [M, K] array indexed [m, k]); any other operand as it is."""
+    for i, axis in enumerate(axes):
+        if axis.block > 1:
+            array = np.repeat(array, axis.block, axis=i)
+    return array, tuple(Axis(a.terms, a.offset) if a.block > 1 else a for a in axes)
+
+
+def is_scale(axes: tuple[Axis, ...]) -> bool:
+    """An operand read per block (a block-scaled GEMM's scales): it scales the products, it is not a factor
+    the matrix unit multiplies, so the GEMM view and the compute dtype leave it out."""
+    return any(a.block > 1 for a in axes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,12 +152,33 @@ class Einsum(IROp):
     def reduction_dims(self) -> tuple[str, ...]:
         return tuple(d for d, _ in self.loops if d not in self.out_dims)
 
+    @property
+    def scale_block(self) -> int:
+        """The reduction range each scale covers in a block-scaled Einsum (128: the partial sums of each 128 k
+        are scaled and added, DeepGEMM's promotion); 0 for an Einsum without block scales."""
+        blocks = [a.block for axes in self.in_axes if is_scale(axes) for a in axes
+                  if a.block > 1 and any(d in self.reduction_dims for d, _ in a.terms)]
+        return min(blocks, default=0)
+
+    @property
+    def ops(self) -> int:
+        """A block-scaled Einsum's promotions: each output's partial sum of each block, scaled and added."""
+        block = self.scale_block
+        if not block:
+            return 0
+        extents = dict(self.loops)
+        reduced = math.prod(extents[d] for d in self.reduction_dims)
+        return self.output.elements * -(-reduced // block)
+
     def describe(self) -> str:
         """Einsum notation with affine indices, e.g. `o[n,k,p,q] += i[n,c,2p+r-3,2q+s-3] * w[k,c,r,s]`."""
         def index(axis: Axis) -> str:
             parts = [f"{c}{d}" if c != 1 else d for d, c in axis.terms]
             text = "+".join(parts) or "0"
-            return text + (f"{axis.offset:+d}" if axis.offset and axis.terms else "")
+            text += f"{axis.offset:+d}" if axis.offset and axis.terms else ""
+            if axis.block > 1:      # sx[m,k/128]; a sum is bracketed first: ((k+64)/128)
+                text = f"({text})/{axis.block}" if len(parts) > 1 or axis.offset else f"{text}/{axis.block}"
+            return text
         args = " * ".join(f"{o.tensor}[{','.join(index(a) for a in axes)}]"
                           for o, axes in zip(self.inputs, self.in_axes))
         return f"{self.output.tensor}[{','.join(self.out_dims)}] += {args}"
@@ -225,7 +264,9 @@ def _affine_einsum(op: Einsum, arrays: list[np.ndarray]) -> np.ndarray:
     extents = dict(op.loops)
     letters = {d: chr(ord("a") + i) for i, (d, _) in enumerate(op.loops)}
     work = np.int64 if not op.acc.is_float else np.float64 if op.acc == DType.fp64 else np.float32
-    plans = [_plan_operand(op, axes, extents) for axes in op.in_axes]
+    pairs = [unblocked(np.asarray(a), axes) for a, axes in zip(arrays, op.in_axes)]
+    arrays, in_axes = [a for a, _ in pairs], [axes for _, axes in pairs]
+    plans = [_plan_operand(op, axes, extents) for axes in in_axes]
     window_dims = sorted({d for plan in plans for d in plan.iterated})
     for d in window_dims:
         if d in op.out_dims:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from compiler.ir import Einsum, IROp, Role
+from compiler.ir import Einsum, IROp, Role, is_scale
 
 
 @dataclass(frozen=True)
@@ -120,8 +120,11 @@ class GemmView:
 
 
 def gemm_view(op: Einsum) -> GemmView:
-    weight_index = next((i for i, o in enumerate(op.inputs) if o.role == Role.weight), len(op.inputs) - 1)
-    dims_of = [{d for axis in axes for d, _ in axis.terms} for axes in op.in_axes]
+    # a block-scaled Einsum's scales (sx[m, k/128], sw[k/128, n]) index dims the factors do; they take no part
+    factors = [i for i, axes in enumerate(op.in_axes) if not is_scale(axes)]
+    weight_index = next((i for i in factors if op.inputs[i].role == Role.weight), factors[-1])
+    dims_of = [{d for axis in op.in_axes[i] for d, _ in axis.terms} for i in factors]
+    weight_index = factors.index(weight_index)
     w = dims_of[weight_index]
     x = set().union(*(dims for i, dims in enumerate(dims_of) if i != weight_index)) if len(dims_of) > 1 else set()
     out = set(op.out_dims)

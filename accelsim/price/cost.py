@@ -14,6 +14,7 @@ import numpy as np
 
 from accelsim.price.compat import NATIVE, Pricing
 from accelsim.price.roofline import bytes_by_level
+from accelsim.price.compute import with_promotion
 from compiler.dtypes import DType
 from compiler.ir import IR, Einsum, IROp, Role
 from compiler.codegen.nest import clipped_segments, clipped_shapes, loop_nest
@@ -129,6 +130,7 @@ def _compute_cycles(mapping: Mapping, op: Einsum, arch, unit, dtype, pricing: Pr
                for w, dims in zip(whole, groups)]
     m, n, k = (np.array([w, w] + c, np.int64) for w, c in zip(whole, clipped))
     rows, tail = pricing.matrix_split(m, n, k, unit, arch, mapping, dtype)
+    rows = with_promotion(rows, m, n, k, op, unit, arch, mapping)
     # steps issued back to back overlap each one's tail (a systolic array's skew and drain) with the next
     steady = np.dot(np.array(list(shapes.values()), np.float64), (rows - tail)[2:])
     return float(steady + tail[2:].max(initial=0)), float(rows[0] - rows[1])

@@ -13,7 +13,7 @@ import numpy as np
 
 from accelsim.arch import Arch
 from accelsim.price.compat import Pricing
-from accelsim.price.compute import vector_cycles
+from accelsim.price.compute import vector_cycles, with_promotion
 from compiler.codegen import Code
 from compiler.ir import IR, Einsum, IROp, Kind
 from compiler.mapping import Mapping
@@ -91,8 +91,11 @@ def compute_cycles(ir: IR, arch: Arch, code: Code, rates, pricing: Pricing) -> t
         rows = program[tiles.rows]
         unit, rate = rates[i]
         if op.kind == Kind.einsum:
+            mapping = code.mappings[op.name]
             cycles[tiles.rows], tail[tiles.rows] = pricing.matrix_split(
-                rows["m"], rows["n"], rows["k"], unit, arch, code.mappings[op.name], rate)
+                rows["m"], rows["n"], rows["k"], unit, arch, mapping, rate)
+            cycles[tiles.rows] = with_promotion(cycles[tiles.rows], rows["m"], rows["n"], rows["k"], op, unit, arch,
+                                                mapping)
         else:
             cycles[tiles.rows] = vector_cycles(rows["work"], unit, rate, arch)
         if not op.launch:

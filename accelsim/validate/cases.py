@@ -3,6 +3,9 @@ accelsim predicts for it.
 
     gemm 512 512 512 fp32                   C[M, N] = A[M, K] @ B[K, N]                 (gemm M N K DTYPE)
     bgemm 12 128 128 64 bf16                B independent GEMMs, as attention heads    (bgemm B M N K DTYPE)
+    scaledgemm 64 4096 7168 128 fp8         block-scaled: A scaled per row and BLOCK of K, B per BLOCK of K and
+                                            column, bf16 out (DeepGEMM, vLLM)          (scaledgemm M N K BLOCK DTYPE)
+    scaledbgemm 4 8192 4096 7168 128 fp8    B of them, each with its own weights (MoE experts, grouped GEMMs)
     conv 1 64 56 56 64 3 3 1 1 1 fp32       NCHW conv, K filters of R x S              (conv N C H W K R S STRIDE PAD GROUPS DTYPE)
     attention 1 12 128 128 64 bf16          softmax(Q K^T / sqrt D) V per head         (attention B H SQ SKV D DTYPE)
     softmax 1536 128 bf16                   along the last axis of [ROWS, COLS]        (softmax ROWS COLS DTYPE)
@@ -29,7 +32,8 @@ from compiler.graph import Graph
 ELEMENTWISE = {"gelu": ("Gelu", 1), "relu": ("Relu", 1), "sigmoid": ("Sigmoid", 1), "tanh": ("Tanh", 1),
                "add": ("Add", 2), "mul": ("Mul", 2)}
 ROW_BROADCAST = {"addrow": "Add", "mulrow": "Mul"}   # x[ROWS, COLS] with a [COLS] operand broadcast down the rows
-KINDS = {"gemm": ("m", "n", "k"), "bgemm": ("b", "m", "n", "k"),
+KINDS = {"gemm": ("m", "n", "k"), "bgemm": ("b", "m", "n", "k"), "scaledgemm": ("m", "n", "k", "block"),
+         "scaledbgemm": ("b", "m", "n", "k", "block"),
          "conv": ("n", "c", "h", "w", "k", "r", "s", "stride", "pad", "groups"),
          "attention": ("b", "h", "sq", "skv", "d"), "softmax": ("rows", "cols"), "layernorm": ("rows", "cols"),
          "batchnorm": ("n", "c", "h", "w"), **{kind: ("rows", "cols") for kind in (*ELEMENTWISE, *ROW_BROADCAST)}}
@@ -61,7 +65,7 @@ class Case:
     def macs(self) -> int:
         """Multiply-accumulates of the case's matrix work (0 for vector-only kinds)."""
         d = self.size
-        if self.kind in ("gemm", "bgemm"):
+        if self.kind in ("gemm", "bgemm", "scaledgemm", "scaledbgemm"):
             return d.get("b", 1) * d["m"] * d["n"] * d["k"]
         if self.kind == "attention":
             return 2 * d["b"] * d["h"] * d["sq"] * d["skv"] * d["d"]    # Q K^T, then P V
@@ -74,9 +78,12 @@ class Case:
         """The small model this case is: shape-only (the simulator needs no weight values). Input names are
         the operands' names in accelsim.validate.torch_ops, which feeds the same tensors to the vendor library."""
         d = self.size
-        b = Builder(self.key.replace(" ", "_"), dtype=self.dtype, weights=False)
+        opset = 21 if self.kind.startswith("scaled") else 17     # DequantizeLinear's block_size: opset 21
+        b = Builder(self.key.replace(" ", "_"), dtype=self.dtype, weights=False, opset=opset)
         if self.kind == "gemm":
             out = b.node("MatMul", [b.input("a", (d["m"], d["k"])), b.weight("b", (d["k"], d["n"]))], name="gemm")
+        elif self.kind in ("scaledgemm", "scaledbgemm"):
+            out = _scaled_gemm(b, d)
         elif self.kind == "bgemm":
             out = b.node("MatMul", [b.input("a", (d["b"], d["m"], d["k"])), b.input("b", (d["b"], d["k"], d["n"]))],
                          name="bgemm")
@@ -113,6 +120,23 @@ class Case:
             inputs = [b.input(name, (d["rows"], d["cols"])) for name in ("x", "y")[:arity]]
             out = b.node(op, inputs, name=self.kind)
         return b.build([out])
+
+
+def _scaled_gemm(b: Builder, d: dict[str, int]) -> str:
+    """C = dequantize(A) @ dequantize(B) in bf16: A [M, K] with an fp32 scale per row and BLOCK of K (a per-token
+    group, computed at run time), B [K, N] with one per BLOCK of K and column (ONNX's DequantizeLinear blocks one
+    axis; DeepSeek-V3 stores one per BLOCK x BLOCK tile: 0.02% of B's fp8 bytes where these are 3%); B of each
+    with its own weights for scaledbgemm."""
+    m, n, k, block = d["m"], d["n"], d["k"], d["block"]
+    batch = (d["b"],) if "b" in d else ()
+    blocks = -(-k // block)
+    a = b.node("DequantizeLinear", [b.input("a", (*batch, m, k)),
+                                    b.input("a_scale", (*batch, m, blocks), DType.fp32)],
+               name="a_dequantize", axis=len(batch) + 1, block_size=block)
+    w = b.node("DequantizeLinear", [b.weight("b", (*batch, k, n)),
+                                    b.weight("b_scale", (*batch, blocks, n), DType.fp32)],
+               name="b_dequantize", axis=len(batch), block_size=block)
+    return b.node("Cast", [b.node("MatMul", [a, w], name="gemm")], name="to_bf16", to=DType.bf16.onnx)
 
 
 def parse(key: str):

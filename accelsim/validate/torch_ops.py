@@ -80,6 +80,8 @@ def vendor(case: Case, device: str, seed: int = 0) -> Vendor:
          for name, shape in shapes.items()}
     if "var" in x:   # a variance is positive
         x["var"] = (x["var"].float().abs() + 0.5).to(x["var"].dtype)
+    if case.kind == "scaledgemm":
+        return _scaled_gemm(case, x, shapes, device, gen)
     if case.kind == "gemm" and dt == DType.fp8:
         if device == "cpu":   # no fp8 GEMM library on a CPU: the harness check multiplies the same values
             return Vendor(x, lambda: x["a"].float() @ x["b"].float(), "torch.matmul on fp8 values widened (CPU)")
@@ -113,6 +115,26 @@ def vendor(case: Case, device: str, seed: int = 0) -> Vendor:
           "add": torch.add, "mul": torch.mul}[case.kind]
     names = ("x", "y")[:ELEMENTWISE[case.kind][1]]
     return Vendor(x, lambda: fn(*(x[n] for n in names)), f"torch.{fn.__name__}")
+
+
+def _scaled_gemm(case: Case, x: dict, shapes: dict, device: str, gen) -> Vendor:
+    """A block-scaled GEMM's operands (scales positive fp32) and, on a CPU, its meaning: each operand times its
+    scales repeated over their blocks, multiplied, rounded to bf16. No block-scaled vendor kernel is wired up for
+    a GPU yet: its times come from published measurements (validation/published)."""
+    import torch
+
+    if device != "cpu":
+        raise UserError(f"validation case {case.key!r}: no block-scaled vendor kernel is wired up for {device}; "
+                        f"block-scaled GEMMs are scored against published times (validation/published)")
+    for name in ("a_scale", "b_scale"):
+        x[name] = torch.rand(shapes[name], device=device, generator=gen) + 0.5
+    d = case.size
+
+    def dequantized():
+        a_scale = x["a_scale"].repeat_interleave(d["block"], 1)[:, :d["k"]]
+        b_scale = x["b_scale"].repeat_interleave(d["block"], 0)[:d["k"]]
+        return ((x["a"].float() * a_scale) @ (x["b"].float() * b_scale)).to(torch.bfloat16)
+    return Vendor(x, dequantized, "fp8 values dequantized per block, then torch.matmul (CPU)")
 
 
 def relative_error(got, want) -> float:

@@ -21,7 +21,8 @@ def footprint(axes: tuple[Axis, ...], shape: tuple[int, ...], dims: tuple[str, .
     grouped conv's channels) the index range (a conv window's halo included) run to the end of its last stride,
     clipped to the array (zero padding is generated, not loaded). Running to the stride's end makes the boxes of
     consecutive tiles abut: a 1x1 stride-2 conv's tiles cover every input row, as the DMA fetches the skipped rows
-    with the burst, so the bytes never fall below the operand's size."""
+    with the burst, so the bytes never fall below the operand's size. A blocked axis (a scale's k // 128) counts
+    the blocks the range touches."""
     pos = {d: i for i, d in enumerate(dims)}
     count = np.ones(start.shape[1], np.int64)
     for axis, size in zip(axes, shape):
@@ -33,6 +34,7 @@ def footprint(axes: tuple[Axis, ...], shape: tuple[int, ...], dims: tuple[str, .
             a, b = c * start[pos[d]], c * (start[pos[d]] + extent[pos[d]] - 1)
             lo += np.minimum(a, b)
             hi += np.maximum(a, b)
+        lo, hi = lo // axis.block, hi // axis.block      # a scale's blocks (k // 128)
         count *= np.maximum(0, np.minimum(hi, size - 1) - np.maximum(lo, 0) + 1)
     return count
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.codegen import Tiles
-from compiler.ir import Axis, Einsum, IROp, Move, Operand
+from compiler.ir import Axis, Einsum, IROp, Move, Operand, unblocked
 from compiler.target import output_axis_to_input
 
 
@@ -39,6 +39,7 @@ def _tile(op: Einsum, args: list[np.ndarray], at: dict, size: dict):
     extent 1 in a sum of terms becomes a constant; an operand it thereby leaves keeps it as a new unit axis."""
     inputs, arrays, in_axes = [], [], []
     for operand, array, axes in zip(op.inputs, args, op.in_axes):
+        array, axes = unblocked(array, axes)     # a scale read per block: as the plain operand it stands for
         # (a term of extent 1 left in a sum would make p + r look like a mixed-radix index that the
         # reference reads unpadded)
         new = [Axis(tuple((d, c) for d, c in a.terms if size[d] > 1 or len(a.terms) == 1),

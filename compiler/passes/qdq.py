@@ -1,16 +1,19 @@
 """Fold QDQ: DequantizeLinear -> Conv / MatMul / Gemm (-> bias) (-> Relu) -> QuantizeLinear becomes one integer
 Einsum over the stored int8 (uint8, int4) values with an int32 accumulator (fp8 values: an fp32 one), and one
-requantising epilogue Map. DequantizeLinear -> a vector op (an Add, a pooling) -> QuantizeLinear becomes that
-op over the stored values, dequantizing and quantizing inside (the same float arithmetic, one pass over memory).
+requantising epilogue Map. DequantizeLinear per block of k on both operands -> MatMul (no QuantizeLinear after)
+becomes one block-scaled Einsum over the stored values and their scales. DequantizeLinear -> a vector op (an
+Add, a pooling) -> QuantizeLinear becomes that op over the stored values, dequantizing and quantizing inside
+(the same float arithmetic, one pass over memory).
 
 Invariant: the folded ops compute what onnxruntime's fused QLinearConv / QLinearMatMul / QGemm compute (exact
 integer sums, then float32(acc + bias) * (sx * sw / sy), rounded half to even, plus the output zero point,
 saturated), which differs from the unfolded float reference by at most one step of the output scale; fp8
-sums are scaled, biased and quantized as the float reference does, in another order of summation. The
-pass folds only what it can prove: per-tensor data scales, weights known at compile time with zero (or no)
-zero point, per-tensor or per-output-channel weight scales, an int32 bias whose scale is sx * sw. Anything
-else stays as it was and runs in float. Every tensor the model quantized keeps its own dtype, whatever dtype
-the quantize pass gave the float ones.
+sums are scaled, biased and quantized as the float reference does, in another order of summation; a
+block-scaled Einsum computes the MatMul of the dequantized operands (each product scaled by both its blocks'
+scales, summed in fp32). The pass folds only what it can prove: per-tensor data scales, weights known at
+compile time with zero (or no) zero point, per-tensor or per-output-channel weight scales, an int32 bias whose
+scale is sx * sw; blocks along the reduced axis only. Anything else stays as it was and runs in float. Every
+tensor the model quantized keeps its own dtype, whatever dtype the quantize pass gave the float ones.
 """
 from __future__ import annotations
 
@@ -37,6 +40,9 @@ def fold_qdq(ir: IR, options) -> IR:
             if fold is not None:
                 dropped |= {o.name for o in fold.replaced}
                 added[fold.replaced[-1].name] = _rewrite(fold, graph)
+            elif (scaled := _block_scaled(op, graph)) is not None:
+                dropped.add(op.name)
+                added[op.name] = [scaled]
     if not added:
         return _restore_dtypes(_fold_vector_ops(ir), graph)
     out: list[IROp] = []
@@ -240,6 +246,40 @@ def _rewrite(fold: _Fold, graph: _Index) -> list[IROp]:
     ops.append(Map(name=f"{node}:requantize", node=node, op=op.op, inputs=(as_input(acc), *inputs),
                    output=output, fn=fn, ops_per_element=fn.ops_per_element))
     return ops
+
+
+# -- DequantizeLinear with blocks along k on both operands -> MatMul: one block-scaled Einsum ----------------------
+
+def _block_scaled(op: Einsum, graph: _Index) -> Einsum | None:
+    """A MatMul of two operands dequantized per block along the reduced axis (fp8 activations with a scale per
+    token and 128 channels, fp8 weights with one per 128 input channels and output channel: DeepSeek-V3's
+    scheme in ONNX's DequantizeLinear, opset 21) as one Einsum over the stored values and both scales, read per
+    block (sx[m, k/128]); its float output is what the MatMul of the dequantized operands gives. None unless both
+    are blocked along a reduced loop, integer ones with no zero point, both narrow floats or both integers."""
+    if op.op == "Conv" or len(op.inputs) != 2:
+        return None
+    dqs = [graph.dequantize(o.tensor) for o in op.inputs]
+    if any(dq is None or not dq.fn.block for dq in dqs):
+        return None
+    floats = [dq.fn.source in NARROW_FLOATS for dq in dqs]
+    if floats[0] != floats[1]:
+        return None
+    scale_axes = []
+    for dq, axes in zip(dqs, op.in_axes):
+        axis = axes[dq.fn.axis]
+        zero = _zero_point(dq)
+        if len(axis.terms) != 1 or axis.offset or axis.terms[0] != (axis.terms[0][0], 1) \
+                or axis.terms[0][0] not in op.reduction_dims:
+            return None
+        if zero is not None and (graph.value(zero.tensor) is None or np.any(graph.value(zero.tensor))):
+            return None
+        scale_axes.append(tuple(replace(a, block=dq.fn.block) if i == dq.fn.axis else a for i, a in enumerate(axes)))
+    def role(dq: Map, index: int) -> Role:       # weights known at compile time, if not loaded (shape-only models)
+        return Role.weight if graph.constant(dq.inputs[index].tensor) else Role.input
+    stored = tuple(_operand(graph, dq, 0, role(dq, 0)) for dq in dqs)
+    # the scales as the model stored them (fp32), whatever dtype the quantize pass gave the float tensors
+    scales = tuple(replace(_operand(graph, dq, 1, role(dq, 1)), dtype=dq.fn.dtype) for dq in dqs)
+    return replace(op, inputs=stored + scales, in_axes=(*op.in_axes, *scale_axes), acc=DType.fp32)
 
 
 # -- DequantizeLinear -> a vector op (Add, pooling...) -> QuantizeLinear: one op over the stored values ------------

@@ -83,15 +83,15 @@ class Footprints:
         self.operands = operands(op)
         self.paths = operand_paths(op, arch)
         self.total = vector_extent(op) if not isinstance(op, Einsum) else 0
-        self.axes = []      # per operand: ((((dim, |coeff|), ...), size), ...) for an Einsum
+        self.axes = []      # per operand: ((((dim, |coeff|), ...), size, block), ...) for an Einsum
         extents = dict(op.loops) if isinstance(op, Einsum) else {}
         for i, operand in enumerate(self.operands):
             if not isinstance(op, Einsum):
                 self.axes.append(None)
             elif i == len(op.inputs):
-                self.axes.append(tuple((((d, 1),), e) for d, e in zip(op.out_dims, operand.shape)))
+                self.axes.append(tuple((((d, 1),), e, 1) for d, e in zip(op.out_dims, operand.shape)))
             else:
-                self.axes.append(tuple((tuple((d, abs(c)) for d, c in part.terms), part_size)
+                self.axes.append(tuple((tuple((d, abs(c)) for d, c in part.terms), part_size, part.block)
                                        for axis, size in zip(op.in_axes[i], operand.shape)
                                        for part, part_size in separable(axis, size, extents)))
         acc = op.acc if isinstance(op, Einsum) else op.output.dtype
@@ -112,10 +112,11 @@ class Footprints:
             share = min(1.0, operand.elements / self.total) if self.total else 0.0
             return min(operand.elements, math.ceil(tile["e"] * share))
         count = 1
-        for terms, size in axes:
+        for terms, size, block in axes:
             span = 1
             for d, c in terms:
                 span += c * (tile[d] - 1)
+            span = -(-span // block)        # a scale's blocks: tiles start on a block (k steps of 128)
             count *= span if span < size else size
         return count
 

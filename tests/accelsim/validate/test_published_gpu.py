@@ -57,7 +57,7 @@ def test_every_row_has_a_source_and_a_sane_value():
         assert raw[r.case]["where"] and raw[r.case]["variant"] and raw[r.case]["timing"], r.case
         case = cases.parse(r.key)
         assert r.key.split()[-1] in r.suite or r.suite == "gemm_peak", f"{r.case}: dtype does not match its suite"
-        if case.kind == "gemm":   # faster than the preset's peak is impossible; under 0.1% of it is a typo
+        if case.macs:             # faster than the preset's peak is impossible; under 0.1% of it is a typo
             rate = 2 * case.macs / r.measured_s
             assert 1e-3 < rate / peak_flops(r.arch, case.dtype.value) < 1, r.case
         else:                     # one read and one write of fp16 cannot beat the measured board's HBM

@@ -49,6 +49,7 @@ def test_bad_keys_are_named(key, words):
     ("batchnorm 1 64 56 56 bf16", 0, ["BatchNormalization"]),
     ("gemm 256 256 256 fp8", 256 ** 3, ["MatMul"]),
     ("gemm 256 256 256 tf32", 256 ** 3, ["MatMul"]),
+    ("scaledgemm 256 256 384 128 fp8", 256 * 256 * 384, ["MatMul", "Cast"]),   # DequantizeLinear folded
 ])
 def test_gpu_kinds_build_the_ops_they_name(key, macs, ops):
     import accelsim
@@ -68,6 +69,7 @@ def test_tf32_is_priced_between_fp32_and_bf16():
     ("conv 1 6 8 8 4 3 3 1 1 4 fp32", ["multiples of GROUPS"]),
     ("conv 1 4 2 2 4 5 5 1 0 1 fp32", ["larger than the padded image"]),
     ("attention 1 2 3 4 fp16", ["expected attention B H SQ SKV D DTYPE"]),
+    ("scaledgemm 64 64 64 fp8", ["expected scaledgemm M N K BLOCK DTYPE"]),
 ])
 def test_bad_gpu_keys_are_named(key, words):
     with pytest.raises(UserError) as e:
