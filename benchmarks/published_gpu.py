@@ -20,11 +20,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT / "validation" / "published" / "published.csv"
 # Run inside a tree: every row's kernel seconds, predicted by that tree's model, as JSON on stdout.
+# A tree older than the block-scaled keys prices `scaledgemm M N K BLOCK DTYPE` as the plain `gemm M N K DTYPE` it
+# knew (and `scaledbgemm` as `bgemm`).
 PREDICT = """
-import json, sys
-from accelsim.validate import cases, published_gpu
-rows = published_gpu.read(sys.argv[1])
-print(json.dumps({r.case: cases.predict(cases.parse(r.key), r.arch) for r in rows}))
+import csv, json, sys
+from accelsim.validate import cases
+from compiler.errors import UserError
+
+def case(key):
+    try:
+        return cases.parse(key)
+    except UserError:
+        words = key.split()
+        if not words[0].startswith("scaled"):
+            raise
+        return cases.parse(" ".join([words[0][len("scaled"):], *words[1:-2], words[-1]]))
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+print(json.dumps({r["case"]: cases.predict(case(r["key"]), r["arch"]) for r in rows}))
 """
 
 
