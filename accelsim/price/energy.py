@@ -1,6 +1,11 @@
 """Energy = actions x energy per action, in one place: MACs or vector ops on a unit, bytes read and written at
-each memory level (a level's read and write energy are per access of `access` bytes)."""
+each memory level (a level's read and write energy are per access of `access` bytes), and a block-scaled GEMM's
+promotions on the vector unit."""
 from __future__ import annotations
+
+from compiler.dtypes import DType
+from compiler.ir import Kind
+from compiler.target import widen
 
 
 def energy_j(unit, dtype, work: int, memory, read: dict[str, int], written: dict[str, int]) -> dict[str, float]:
@@ -14,3 +19,13 @@ def energy_j(unit, dtype, work: int, memory, read: dict[str, int], written: dict
         if joules:
             parts[lv.name] = joules
     return parts
+
+
+def with_promotion_j(parts: dict[str, float], op, arch) -> dict[str, float]:
+    """`parts` with a block-scaled Einsum's promotions (compiler.ir.Einsum.ops: one fused multiply-add per output and
+    block of k) charged to the vector unit at its fp32 energy; other ops' parts as they are."""
+    if op.kind != Kind.einsum or not op.ops:
+        return parts
+    lanes = arch.vector
+    joules = op.ops * lanes.energy_per_action(widen(lanes, DType.fp32))
+    return {**parts, lanes.name: parts.get(lanes.name, 0.0) + joules}

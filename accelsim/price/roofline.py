@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from accelsim.arch import Arch
 from accelsim.out.result import OpResult
-from accelsim.price.energy import energy_j
+from accelsim.price.energy import energy_j, with_promotion_j
 from compiler.dtypes import DType
 from compiler.ir import IR, IROp, Kind, Move, Role
 from compiler.target import compute_dtype, op_home, operand_path, pick_unit, role_path
@@ -65,7 +65,8 @@ def energy(op: IROp, arch: Arch, unit, dtype: DType, by_level: dict[str, int]) -
     stored = 0 if op.output.fused else op.output.nbytes
     written = {name: min(stored, n) if name in out_path else 0 for name, n in by_level.items()}
     read = {name: n - written[name] for name, n in by_level.items()}
-    return energy_j(unit, dtype, op.macs if op.kind == Kind.einsum else op.ops, arch.memory, read, written)
+    work = op.macs if op.kind == Kind.einsum else op.ops
+    return with_promotion_j(energy_j(unit, dtype, work, arch.memory, read, written), op, arch)
 
 
 def _view(op: IROp, unit: str, dtype: DType) -> OpResult:

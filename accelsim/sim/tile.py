@@ -15,7 +15,7 @@ import numpy as np
 from accelsim.arch import Arch
 from accelsim.out.result import OpResult
 from accelsim.price.compat import NATIVE, Pricing
-from accelsim.price.energy import energy_j
+from accelsim.price.energy import energy_j, with_promotion_j
 from accelsim.price.program import launch_cycles, price
 from accelsim.price.roofline import estimate_op
 from accelsim.sim import output_stage
@@ -191,7 +191,7 @@ def _op_result(i: int, op: IROp, arch: Arch, code: Code, rate, span, busy, stall
         latency_seconds=max((lv.latency_s for lv in arch.memory if lv.name in moved), default=0.0),
         seconds=seconds, cycles=cycles, bound=bound,
         utilisation=useful / (peak * (ran / clock)) if ran and useful else 0.0,
-        energy_j=energy_j(unit, dtype, useful, arch.memory, read, written),
+        energy_j=with_promotion_j(energy_j(unit, dtype, useful, arch.memory, read, written), op, arch),
         compute_cycles=busy_i, stall_cycles=cycles - busy_i, stall_cycles_by_level=stalls,
         bytes_read_by_level=read, bytes_written_by_level=written,
         accesses_by_level={lv.name: -(-moved[lv.name] // lv.access_bytes) for lv in arch.memory if lv.name in moved},

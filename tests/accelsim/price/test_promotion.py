@@ -3,6 +3,7 @@ after the block's MMAs on a GPU, beside the array on a systolic target, the boun
 import math
 
 import numpy as np
+import pytest
 
 import accelsim
 from accelsim.arch import load_arch
@@ -58,3 +59,15 @@ def test_scaled_gemm_reads_its_scales_and_pays_its_promotion(tmp_path):
     slow = accelsim.run(case.graph(), arch=_h100_with_lanes(tmp_path, 1), dtype=case.dtype, caches="cold").ops[0]
     floor = 64 * 7168 * 16 / 132 / 1.98e9
     assert floor <= slow.seconds < floor * 1.3 + plain.seconds
+
+
+def test_promotions_cost_the_vector_units_energy():
+    """Each promotion is one fp32 fused multiply-add on the CUDA cores: 64 x 7168 x 16 of them at 0.51 pJ, in the
+    tile engine's energy and the roofline's alike; a plain GEMM spends none there."""
+    case = parse("scaledgemm 64 7168 2048 128 fp8")
+    want = 64 * 7168 * 16 * 0.51e-12
+    for fidelity in ("tile", "roofline"):
+        gemm = accelsim.run(case.graph(), arch="h100", dtype=case.dtype, fidelity=fidelity).ops[0]
+        assert gemm.energy_j["cuda_cores"] == pytest.approx(want, rel=1e-9), fidelity
+    plain = accelsim.run(parse("gemm 64 7168 2048 fp8").graph(), arch="h100", dtype="fp8").ops[0]
+    assert "cuda_cores" not in plain.energy_j
