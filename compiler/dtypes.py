@@ -4,7 +4,7 @@
 and packed at 2 bits per weight on the hardware, which is what `bits` reports.
 Types narrower than numpy's (bf16, the fp8 and fp4 formats, 4- and 2-bit integers) are held by the reference in a
 wider numpy type (`numpy`); `narrow` is the ml_dtypes type that rounds or packs them, as onnx's own arrays use.
-ml_dtypes (~0.9 s to import) and onnx are imported on first use of `narrow`, `onnx`, `from_onnx` or `from_numpy`.
+ml_dtypes (~0.9 s to import) is imported on first use of `narrow` or `from_numpy`; the ONNX numbers are written out.
 """
 import enum
 from functools import cache
@@ -137,19 +137,16 @@ _NUMPY = {
 }
 
 
-@cache
 def _onnx() -> dict[DType, int]:
-    from onnx import TensorProto
+    """TensorProto.DataType's numbers, as onnx.proto fixes them (tests/compiler/test_dtypes.py holds them to the
+    installed onnx): written out, so that a model built in Python (a Cast's `to`) never waits for onnx's import."""
+    return _ONNX
 
-    return {
-        DType.fp64: TensorProto.DOUBLE, DType.fp32: TensorProto.FLOAT, DType.tf32: TensorProto.FLOAT,
-        DType.fp16: TensorProto.FLOAT16, DType.bf16: TensorProto.BFLOAT16, DType.fp8: TensorProto.FLOAT8E4M3FN,
-        DType.int64: TensorProto.INT64, DType.int32: TensorProto.INT32, DType.int16: TensorProto.INT16,
-        DType.int8: TensorProto.INT8, DType.uint64: TensorProto.UINT64, DType.uint32: TensorProto.UINT32,
-        DType.uint16: TensorProto.UINT16, DType.uint8: TensorProto.UINT8, DType.int4: TensorProto.INT4,
-        DType.uint4: TensorProto.UINT4, DType.int2: TensorProto.INT2, DType.uint2: TensorProto.UINT2,
-        DType.fp8_e4m3fnuz: TensorProto.FLOAT8E4M3FNUZ, DType.fp8_e5m2: TensorProto.FLOAT8E5M2,
-        DType.fp8_e5m2fnuz: TensorProto.FLOAT8E5M2FNUZ, DType.fp8_e8m0: TensorProto.FLOAT8E8M0,
-        DType.fp4: TensorProto.FLOAT4E2M1,
-        DType.ternary: TensorProto.INT8, DType.bool: TensorProto.BOOL,
-    }
+
+_ONNX = {
+    DType.fp64: 11, DType.fp32: 1, DType.tf32: 1, DType.fp16: 10, DType.bf16: 16, DType.fp8: 17,
+    DType.int64: 7, DType.int32: 6, DType.int16: 5, DType.int8: 3, DType.uint64: 13, DType.uint32: 12,
+    DType.uint16: 4, DType.uint8: 2, DType.int4: 22, DType.uint4: 21, DType.int2: 26, DType.uint2: 25,
+    DType.fp8_e4m3fnuz: 18, DType.fp8_e5m2: 19, DType.fp8_e5m2fnuz: 20, DType.fp8_e8m0: 24, DType.fp4: 23,
+    DType.ternary: 3, DType.bool: 9,
+}
