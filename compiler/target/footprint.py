@@ -54,9 +54,9 @@ def separable(axis: Axis, size: int, extents: dict[str, int]) -> tuple[tuple[Axi
     """An operand axis of `size` as independent (axis, size) parts whose boxes multiply. An axis that flattens
     loop dims as a reshape does (a grouped conv's channel g*C + c with c < C) is a box over each dim: 2 groups of
     3 channels are 6 channels, not the 131 the flat index spans when C is 128. Any other axis stays whole: a
-    window's h + r overlaps, a stride's 2p + r leaves gaps a DMA burst reads anyway."""
+    window's h + r overlaps, a stride's 2p + r leaves gaps a DMA burst reads anyway, a blocked one reads per block."""
     terms = sorted(axis.terms, key=lambda t: t[1])
-    if axis.offset or len(terms) < 2 or terms[0][1] < 1:
+    if axis.offset or axis.block > 1 or len(terms) < 2 or terms[0][1] < 1:
         return ((axis, size),)
     parts, group, radix, span = [], [], 1, 1      # span: of the flat index the terms in `group` reach
     for d, c in terms:

@@ -16,7 +16,7 @@ from compiler.ir import Axis, Einsum, Operand, Role, is_scale
 from compiler.mapping import gemm_view
 from compiler.ops.interpret import run_ir
 from compiler.pipeline import Options, compile_graph
-from compiler.target import Footprints, compute_dtype
+from compiler.target import Footprints, compute_dtype, separable
 
 RNG = np.random.default_rng(5)
 ONNX_TYPES = {"fp8": TensorProto.FLOAT8E4M3FN, "int8": TensorProto.INT8}
@@ -137,6 +137,13 @@ def test_a_scale_tile_holds_one_value_per_block():
     tile = {"m": 64, "n": 128, "k": 256}
     assert [sizes.elements(i, tile) for i in range(4)] == [64 * 256, 256 * 128, 64 * 2, 2 * 128]
     assert [sizes.bytes(i, tile, False) for i in range(4)] == [16384, 32768, 512, 1024]
+
+
+def test_a_blocked_axis_over_two_loops_stays_one_axis():
+    """k split into 128 * k1 + k2 and read per block of 128: one scale per k1, never the parts of a reshape (which
+    would drop the block and count 128 times the scales)."""
+    axis = Axis((("k1", 128), ("k2", 1)), 0, 128)
+    assert separable(axis, 4, {"k1": 4, "k2": 128}) == ((axis, 4),)
 
 
 @pytest.mark.parametrize("arch_name, source", [("h100", "fp8"), ("tpu_v1", "int8"), ("xeon_spr", "fp8")])
