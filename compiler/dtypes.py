@@ -61,7 +61,7 @@ class DType(enum.Enum):
 
     @property
     def onnx(self) -> int:
-        return _onnx()[self]
+        return _ONNX[self]
 
     def nbytes(self, elements: int) -> int:
         """Bytes for `elements` values, packed (2 ternary weights per nibble pair -> 4 per byte)."""
@@ -77,7 +77,7 @@ class DType(enum.Enum):
 
     @staticmethod
     def from_onnx(elem_type: int, where: str = "") -> "DType":
-        for dtype, code in _onnx().items():
+        for dtype, code in _ONNX.items():
             if code == elem_type and dtype not in (DType.ternary, DType.tf32):
                 return dtype
         from onnx import TensorProto
@@ -137,12 +137,8 @@ _NUMPY = {
 }
 
 
-def _onnx() -> dict[DType, int]:
-    """TensorProto.DataType's numbers, as onnx.proto fixes them (tests/compiler/test_dtypes.py holds them to the
-    installed onnx): written out, so that a model built in Python (a Cast's `to`) never waits for onnx's import."""
-    return _ONNX
-
-
+# TensorProto.DataType's numbers, as onnx.proto fixes them (tests/compiler/test_dtypes.py holds them to the installed
+# onnx): written out, so that a model built in Python (a Cast's `to`) never waits for onnx's import.
 _ONNX = {
     DType.fp64: 11, DType.fp32: 1, DType.tf32: 1, DType.fp16: 10, DType.bf16: 16, DType.fp8: 17,
     DType.int64: 7, DType.int32: 6, DType.int16: 5, DType.int8: 3, DType.uint64: 13, DType.uint32: 12,

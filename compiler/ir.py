@@ -153,6 +153,11 @@ class Einsum(IROp):
         return tuple(d for d, _ in self.loops if d not in self.out_dims)
 
     @property
+    def factors(self) -> tuple[int, ...]:
+        """Indices of the inputs the matrix unit multiplies: all but a block-scaled Einsum's scales."""
+        return tuple(i for i, axes in enumerate(self.in_axes) if not is_scale(axes))
+
+    @property
     def scale_block(self) -> int:
         """The reduction range each scale covers in a block-scaled Einsum (128: the partial sums of each 128 k
         are scaled and added, DeepGEMM's promotion); 0 for an Einsum without block scales."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from compiler.ir import Einsum, IROp, Role, is_scale
+from compiler.ir import Einsum, IROp, Role
 
 
 @dataclass(frozen=True)
@@ -121,10 +121,10 @@ class GemmView:
 
 def gemm_view(op: Einsum) -> GemmView:
     # a block-scaled Einsum's scales (sx[m, k/128], sw[k/128, n]) index dims the factors do; they take no part
-    factors = [i for i, axes in enumerate(op.in_axes) if not is_scale(axes)]
-    weight_index = next((i for i in factors if op.inputs[i].role == Role.weight), factors[-1])
-    dims_of = [{d for axis in op.in_axes[i] for d, _ in axis.terms} for i in factors]
-    weight_index = factors.index(weight_index)
+    factors = [op.in_axes[i] for i in op.factors]
+    roles = [op.inputs[i].role for i in op.factors]
+    weight_index = roles.index(Role.weight) if Role.weight in roles else len(factors) - 1
+    dims_of = [{d for axis in axes for d, _ in axis.terms} for axes in factors]
     w = dims_of[weight_index]
     x = set().union(*(dims for i, dims in enumerate(dims_of) if i != weight_index)) if len(dims_of) > 1 else set()
     out = set(op.out_dims)

@@ -61,7 +61,7 @@ def with_promotion(cycles: np.ndarray, m, n, k, op, unit, arch, mapping) -> np.n
     cycle = 512 cycles, then 16,384 promotions on 128 fp32 lanes = 128 cycles of the 1,980 MHz CUDA cores, 119 of
     the arch clock: 631. Elsewhere (a systolic array's output stage) the promotion runs beside the matrix unit and
     a row takes the longer of the two."""
-    block = getattr(op, "scale_block", 0)
+    block = op.scale_block
     if not block:
         return cycles
     lanes = arch.vector

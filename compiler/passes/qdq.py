@@ -261,19 +261,18 @@ def _block_scaled(op: Einsum, graph: _Index) -> Einsum | None:
     dqs = [graph.dequantize(o.tensor) for o in op.inputs]
     if any(dq is None or not dq.fn.block for dq in dqs):
         return None
-    floats = [dq.fn.source in NARROW_FLOATS for dq in dqs]
-    if floats[0] != floats[1]:
+    if (dqs[0].fn.source in NARROW_FLOATS) != (dqs[1].fn.source in NARROW_FLOATS):
         return None
     scale_axes = []
     for dq, axes in zip(dqs, op.in_axes):
         axis = axes[dq.fn.axis]
         zero = _zero_point(dq)
-        if len(axis.terms) != 1 or axis.offset or axis.terms[0] != (axis.terms[0][0], 1) \
-                or axis.terms[0][0] not in op.reduction_dims:
+        if len(axis.terms) != 1 or axis.offset or axis.terms[0][1] != 1 or axis.terms[0][0] not in op.reduction_dims:
             return None
         if zero is not None and (graph.value(zero.tensor) is None or np.any(graph.value(zero.tensor))):
             return None
         scale_axes.append(tuple(replace(a, block=dq.fn.block) if i == dq.fn.axis else a for i, a in enumerate(axes)))
+
     def role(dq: Map, index: int) -> Role:       # weights known at compile time, if not loaded (shape-only models)
         return Role.weight if graph.constant(dq.inputs[index].tensor) else Role.input
     stored = tuple(_operand(graph, dq, 0, role(dq, 0)) for dq in dqs)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from compiler.dtypes import DType
 from compiler.errors import MappingError
-from compiler.ir import Einsum, IROp, Kind, is_scale
+from compiler.ir import Einsum, IROp, Kind
 
 
 def compute_dtype(op: IROp) -> DType:
     """The dtype an op's arithmetic runs in: ternary if any operand is, else its widest data input (a
     block-scaled Einsum's fp32 scales are not data: its products are fp8)."""
-    inputs = [o for i, o in enumerate(op.inputs) if not (isinstance(op, Einsum) and is_scale(op.in_axes[i]))]
+    inputs = [op.inputs[i] for i in op.factors] if isinstance(op, Einsum) else op.inputs
     dtypes = [o.dtype for o in inputs if o.dtype not in (DType.int64, DType.bool)] or [op.output.dtype]
     if DType.ternary in dtypes:
         return DType.ternary
