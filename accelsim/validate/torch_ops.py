@@ -72,6 +72,9 @@ def vendor(case: Case, device: str, seed: int = 0) -> Vendor:
     def on(library: str) -> str:   # what PyTorch calls into for this op here
         return library if device != "cpu" else "PyTorch CPU"
 
+    if case.kind in ("scaledgemm", "scaledbgemm") and device != "cpu":    # said before the device is touched
+        raise UserError(f"validation case {case.key!r}: no block-scaled vendor kernel is wired up for {device}; "
+                        f"block-scaled GEMMs are scored against published times (validation/published)")
     gen = torch.Generator(device=device).manual_seed(seed)
     d, dt = case.size, case.dtype
     graph = case.graph()
@@ -80,7 +83,7 @@ def vendor(case: Case, device: str, seed: int = 0) -> Vendor:
          for name, shape in shapes.items()}
     if "var" in x:   # a variance is positive
         x["var"] = (x["var"].float().abs() + 0.5).to(x["var"].dtype)
-    if case.kind == "scaledgemm":
+    if case.kind in ("scaledgemm", "scaledbgemm"):
         return _scaled_gemm(case, x, shapes, device, gen)
     if case.kind == "gemm" and dt == DType.fp8:
         if device == "cpu":   # no fp8 GEMM library on a CPU: the harness check multiplies the same values
@@ -123,16 +126,13 @@ def _scaled_gemm(case: Case, x: dict, shapes: dict, device: str, gen) -> Vendor:
     a GPU yet: its times come from published measurements (validation/published)."""
     import torch
 
-    if device != "cpu":
-        raise UserError(f"validation case {case.key!r}: no block-scaled vendor kernel is wired up for {device}; "
-                        f"block-scaled GEMMs are scored against published times (validation/published)")
     for name in ("a_scale", "b_scale"):
         x[name] = torch.rand(shapes[name], device=device, generator=gen) + 0.5
     d = case.size
 
     def dequantized():
-        a_scale = x["a_scale"].repeat_interleave(d["block"], 1)[:, :d["k"]]
-        b_scale = x["b_scale"].repeat_interleave(d["block"], 0)[:d["k"]]
+        a_scale = x["a_scale"].repeat_interleave(d["block"], -1)[..., :d["k"]]      # [(B,) M, K]
+        b_scale = x["b_scale"].repeat_interleave(d["block"], -2)[..., :d["k"], :]   # [(B,) K, N]
         return ((x["a"].float() * a_scale) @ (x["b"].float() * b_scale)).to(torch.bfloat16)
     return Vendor(x, dequantized, "fp8 values dequantized per block, then torch.matmul (CPU)")
 

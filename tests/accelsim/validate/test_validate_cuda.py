@@ -130,3 +130,25 @@ def test_a_case_met_again_reuses_its_measurement(tmp_path):
     first, _, again = csv.DictReader((out / "measurements.csv").open())
     assert again["case"] == first["case"] and again["measured_s"] == first["measured_s"]
     assert again["triton_s"] == first["triton_s"]
+
+
+@pytest.mark.parametrize("key", ["scaledgemm 6 24 320 128 fp8", "scaledbgemm 2 6 24 320 128 fp8"])
+def test_block_scaled_cases_mean_dequantize_then_multiply_on_a_cpu(key):
+    """Each operand times its scales repeated over their blocks (K = 320: the last block is 64 long), written
+    out in numpy per batch; a GPU is refused by name, there being no block-scaled vendor kernel wired up."""
+    import numpy as np
+    pytest.importorskip("torch")
+    from accelsim.validate.torch_ops import vendor
+    from compiler.errors import UserError
+
+    case = parse(key)
+    lib = vendor(case, "cpu")
+    x = {name: t.float().numpy() for name, t in lib.inputs.items()}
+    a, b = x["a"].reshape(-1, 6, 320), x["b"].reshape(-1, 320, 24)
+    sa, sb = x["a_scale"].reshape(-1, 6, 3), x["b_scale"].reshape(-1, 3, 24)
+    want = np.stack([(a[i] * np.repeat(sa[i], 128, axis=1)[:, :320]) @ (b[i] * np.repeat(sb[i], 128, axis=0)[:320])
+                     for i in range(len(a))])
+    got = lib.call().float().numpy().reshape(want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2 * np.abs(want).max())
+    with pytest.raises(UserError, match="no block-scaled vendor kernel"):
+        vendor(case, "cuda")
