@@ -21,11 +21,20 @@ ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT / "validation" / "published" / "published.csv"
 # Run inside a tree: every row's kernel seconds, predicted by that tree's model, as JSON on stdout.
 # A tree older than the block-scaled keys prices `scaledgemm M N K BLOCK DTYPE` as the plain `gemm M N K DTYPE` it
-# knew (and `scaledbgemm` as `bgemm`).
+# knew (and `scaledbgemm` as `bgemm`); one older than the `a100_80gb` preset predicts its rows on the `a100` it had.
 PREDICT = """
 import csv, json, sys
+from accelsim.arch import load_arch
 from accelsim.validate import cases
 from compiler.errors import UserError
+
+def arch(name):
+    try:
+        return load_arch(name)
+    except UserError:
+        if name != "a100_80gb":
+            raise
+        return load_arch("a100")
 
 def case(key):
     try:
@@ -36,7 +45,7 @@ def case(key):
             raise
         return cases.parse(" ".join([words[0][len("scaled"):], *words[1:-2], words[-1]]))
 rows = list(csv.DictReader(open(sys.argv[1], newline="")))
-print(json.dumps({r["case"]: cases.predict(case(r["key"]), r["arch"]) for r in rows}))
+print(json.dumps({r["case"]: cases.predict(case(r["key"]), arch(r["arch"])) for r in rows}))
 """
 
 

@@ -25,7 +25,7 @@ DATA = published_workloads.DATA
 SAMPLE = 5
 PINNED = re.compile(r"^https://(github\.com/[^/]+/[^/]+/blob/[0-9a-f]{40}/|arxiv\.org/abs/\d{4}\.\d{5}v\d+$)")
 # Board memory bandwidths from the vendors' datasheets, for the decode rows' sanity bound.
-HBM_BYTES_PER_S = {"a100": 2039e9, "h100": 3352e9}   # A100 80GB SXM (the decode rows' board), H100 SXM
+HBM_BYTES_PER_S = {"a100_80gb": 2039e9, "h100": 3352e9}   # the decode rows' boards: A100 80GB SXM, H100 SXM
 LLAMA2_7B_PARAMS = 6.74e9                            # Touvron et al. 2023, table 1 ("7B"), as gpt-fast's table prints
 
 
