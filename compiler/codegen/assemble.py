@@ -1,7 +1,7 @@
 """Streams of tile transfers plus one compute per step -> Program rows in issue order, with dependencies.
 
-Invariant: every dependency points to an earlier row. Per step: loads (outer levels first), the compute,
-then stores (inner levels first). Data: a compute waits for its operands' innermost loads, an inner load for
+Invariant: every dependency points to an earlier row. Per step: loads (the streams marked `first` before the rest,
+each operand's outer levels first), the compute, then stores (inner levels first). Data: a compute waits for its operands' innermost loads, an inner load for
 the outer load it copies from, a store for the compute (or inner store) that produced it. Buffers: a load
 into a double-buffered slot waits for the last compute that used the tile two loads back (one back if single).
 """
@@ -28,6 +28,7 @@ class Stream:
     nbytes: np.ndarray            # per run: the tile's bytes (final output bytes for the output)
     partial_bytes: np.ndarray     # per run, output only: partial sums (accumulator dtype)
     double_buffered: bool
+    first: bool = False           # loaded before the others at its step and level: a block-scaled GEMM's scales
 
 
 def _latest(steps: np.ndarray, at: np.ndarray, strict: bool = False) -> np.ndarray:
@@ -58,8 +59,10 @@ def assemble(streams: list[Stream], steps: int, compute: dict[str, np.ndarray], 
         n = len(st)
         key_step[at:at + n] = st
         key_phase[at:at + n] = 0 if kind == LOAD else 2
-        # loads: outer levels first, inputs before output reloads; stores: inner levels first
-        key_order[at:at + n] = s.pos * 16 + (s.operand % 16) if kind == LOAD else -s.pos
+        # loads: the operands marked `first` before the rest (what the first compute needs is not queued behind a
+        # weight streaming on the same channel), then outer levels first, inputs before output reloads; stores:
+        # inner levels first
+        key_order[at:at + n] = (0 if s.first else 512) + s.pos * 16 + s.operand % 16 if kind == LOAD else -s.pos
         spans.append((at, at + n))
         at += n
     # (step, phase, order) packed into one int64: a stable argsort of it is lexsort's order, 9x faster on 1.5 M rows

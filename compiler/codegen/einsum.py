@@ -69,7 +69,7 @@ def einsum_streams(op: Einsum, mapping: Mapping, arch, nest: Nest) -> list[Strea
             runs = nest.runs(relevant, dest)
             start, extent = nest.tile(dest, runs.starts)
             moved = nbytes(footprint(part_axes, part_sizes, nest.dims, start, extent), operand.dtype.bits)
-            streams.append(Stream(i, level, j, runs, moved, moved, nest.double_buffered[dest]))
+            streams.append(Stream(i, level, j, runs, moved, moved, nest.double_buffered[dest], i not in op.factors))
     out_axes = tuple(Axis.of(d) for d in op.out_dims)
     path = operand_path(arch, op, len(op.inputs), home)
     copies = k_split(mapping)

@@ -163,6 +163,26 @@ def test_tiled_block_scaled_program_keeps_the_numbers(arch_name, source):
     check_every_op(ir, generate(ir, arch, mappings_for(ir, arch)), inputs)
 
 
+def test_the_scales_are_loaded_before_the_operands_at_each_level():
+    """At each step and level the scales (small, read by the first compute) are issued before the factors, so on a
+    GPU they are not queued behind a weight streaming from DRAM on the same channel."""
+    from accelsim.sim.build import mappings_for
+    from compiler.codegen import generate
+    from compiler.program import LOAD
+    from tests.compiler.codegen.test_codegen import compiled
+
+    arch, ir = compiled(from_model(block_scaled_matmul(m=64, n=1024, k=2048)), "h100", dtype=DType.fp8)
+    (einsum,) = [op for op in ir.ops if isinstance(op, Einsum)]
+    rows = generate(ir, arch, mappings_for(ir, arch)).program
+    rows = rows[rows["op"] == ir.ops.index(einsum)]
+    scales = set(range(len(einsum.inputs))) - set(einsum.factors)
+    assert scales == {2, 3}
+    for level in np.unique(rows["level"][rows["kind"] == LOAD]):
+        operands = list(rows["operand"][(rows["kind"] == LOAD) & (rows["level"] == level)])
+        first = {o: operands.index(o) for o in set(operands)}
+        assert max(first[o] for o in scales if o in first) < min(first[o] for o in einsum.factors if o in first)
+
+
 @pytest.mark.parametrize("case", ["per_tensor_weights", "blocked_along_m", "integer_zero_point"])
 def test_what_it_cannot_prove_stays_float(case):
     """Weights scaled per tensor, activations blocked along m (not the reduced axis), an int8 weight zero point
