@@ -20,7 +20,7 @@ from compiler.errors import UserError
 DATA = Path(__file__).resolve().parents[2] / "validation" / "published"
 COLUMNS = ("case", "suite", "arch", "variant", "key", "reported", "reported_unit", "measured_s", "conversion",
            "timing", "source", "where", "note")
-UNITS = ("ms", "us", "TFLOPS", "G elements/s")
+UNITS = ("ms", "us", "TFLOPS", "FLOP/s", "G elements/s")
 AGREE = 1e-4   # measured_s is written to 6 significant digits
 
 
@@ -36,7 +36,7 @@ class Measurement:
 
     def seconds_from_report(self) -> float:
         """The seconds the printed figure means, by this module's reading of its unit: a time as printed,
-        2 M N K / rate for TFLOPS, elements / rate for G elements/s."""
+        2 M N K / rate for TFLOPS and FLOP/s (2 B M N K for a batch), elements / rate for G elements/s."""
         from accelsim.validate import cases
 
         if self.reported_unit == "ms":
@@ -44,8 +44,8 @@ class Measurement:
         if self.reported_unit == "us":
             return self.reported * 1e-6
         case = cases.parse(self.key)
-        if self.reported_unit == "TFLOPS":
-            return 2 * case.macs / (self.reported * 1e12)
+        if self.reported_unit in ("TFLOPS", "FLOP/s"):
+            return 2 * case.macs / (self.reported * (1e12 if self.reported_unit == "TFLOPS" else 1.0))
         rows, cols = case.dims[:2]
         return rows * cols / (self.reported * 1e9)
 
