@@ -12,12 +12,22 @@ import pytest
 def _own_cache(tmp_path_factory):
     """ACCELSIM_CACHE points at a fresh folder for the session (subprocesses inherit it): no mapping an earlier
     checkout searched (compiler.map.disk) is read, and none is left behind. RTL builds, minutes each and keyed by
-    their toolchain, are still found where accelsim.rtl.runner keeps them: the folder links to them."""
+    their toolchain, are still found where accelsim.rtl.runner keeps them: the folder links to them.
+
+    Under pytest-xdist the workers of one run share its mappings and whole runs (a folder made to be shared:
+    compiler.map.disk), so a model searched or simulated by one worker is read back by the other, as it already
+    is by a later test of the same worker; simulator builds stay each worker's own (two builds of a shape at once
+    would write one folder)."""
     shared = Path(os.environ.get("ACCELSIM_CACHE") or os.path.join(          # as accelsim.rtl.runner.cache_dir
         os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"), "accelsim"))
     root = tmp_path_factory.mktemp("accelsim_cache")
     if (shared / "rtl").is_dir():
         (root / "rtl").symlink_to(shared / "rtl", target_is_directory=True)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        run = tmp_path_factory.getbasetemp().parent / "accelsim_cache"     # this run's, beside the workers' folders
+        for part in ("mappings", "runs"):
+            (run / part).mkdir(parents=True, exist_ok=True)
+            (root / part).symlink_to(run / part, target_is_directory=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ACCELSIM_CACHE", str(root))
         yield root
