@@ -91,7 +91,9 @@ class ComputeUnit:
     (an FMA counts once) for a vector unit; a dtype absent from it is unsupported.
     `energy` is joules per MAC (matrix) or per op (vector), per dtype. `launch_overhead_s` is paid
     once per kernel (a GPU launch); `pipeline_stages` is how many K-tiles a SIMT GEMM kernel stages in
-    shared memory (1: no overlap of loads with MMAs).
+    shared memory (1: no overlap of loads with MMAs). `sustained_clock_hz` is the clock the unit holds through a
+    long dense kernel under the board's power limit (0: `clock_hz`); work is priced at it, the peak is quoted at
+    `clock_hz`.
     """
 
     name: str
@@ -109,6 +111,12 @@ class ComputeUnit:
     # a vector unit that runs the fused epilogues of a systolic array's kernels beside it, on the results as they
     # leave the array (TPU v1's activation pipeline after the accumulators), rather than after the kernel's tiles
     output_stage: bool = False
+    sustained_clock_hz: float = 0.0
+
+    @property
+    def working_clock_hz(self) -> float:
+        """The clock work is priced at: the sustained clock where the YAML gives one, else the clock."""
+        return self.sustained_clock_hz or self.clock_hz
 
     @property
     def dtypes(self) -> tuple[DType, ...]:

@@ -28,7 +28,7 @@ class ArchWarning(UserWarning):
 _TOP = ("version", "name", "kind", "description", "clock", "compute", "memory", "power")
 _UNIT = ("name", "role", "count")
 _UNIT_OPTIONAL = ("clock", "macs_per_cycle", "mac_energy", "ops_per_cycle", "op_energy", "array", "dataflows", "limits",
-                  "launch_overhead", "pipeline_stages", "micro_kernel", "output_stage")
+                  "launch_overhead", "pipeline_stages", "micro_kernel", "output_stage", "sustained_clock")
 _BY_ROLE = {UnitRole.matrix: ("macs_per_cycle", "mac_energy"), UnitRole.vector: ("ops_per_cycle", "op_energy")}
 _ARRAY = ("rows", "cols", "accumulator_bits", "weight_buffers")
 _ARRAY_OPTIONAL = ("io_registers", "accumulator_rows")
@@ -188,11 +188,13 @@ def _unit(f: _File, value, path: str, kind: Kind, clock_hz: float) -> ComputeUni
         dataflows = tuple(_choice(f, v, _at(flows_path, i), Dataflow, "dataflow") for i, v in enumerate(flows))
         if len(set(dataflows)) != len(dataflows):
             raise f.error(_at(path, "dataflows"), f"{flows!r} lists a dataflow twice")
+    unit_clock = _quantity(f, d["clock"], _at(path, "clock"), units.parse_frequency) if "clock" in d else clock_hz
     return ComputeUnit(
         name=_text(f, d["name"], _at(path, "name")),
         role=role,
         count=_count(f, d["count"], _at(path, "count")),
-        clock_hz=_quantity(f, d["clock"], _at(path, "clock"), units.parse_frequency) if "clock" in d else clock_hz,
+        clock_hz=unit_clock,
+        sustained_clock_hz=_sustained(f, d, path, unit_clock),
         per_cycle=per_cycle,
         energy=energy,
         array=array,
@@ -204,6 +206,18 @@ def _unit(f: _File, value, path: str, kind: Kind, clock_hz: float) -> ComputeUni
         output_stage=_output_stage(f, d, path, kind, role),
         micro_kernel=_micro_kernel(f, d["micro_kernel"], _at(path, "micro_kernel")) if "micro_kernel" in d else None,
     )
+
+
+def _sustained(f: _File, d: dict, path: str, clock_hz: float) -> float:
+    """The clock a unit holds under load (0: its clock); above its clock it is refused."""
+    if "sustained_clock" not in d:
+        return 0.0
+    where = _at(path, "sustained_clock")
+    hz = _quantity(f, d["sustained_clock"], where, units.parse_frequency)
+    if hz > clock_hz:
+        raise f.error(where, f"{d['sustained_clock']!r} is above the unit's clock ({clock_hz / 1e6:g} MHz): a clock "
+                             f"under load is at most the boost clock")
+    return hz
 
 
 def _output_stage(f: _File, d: dict, path: str, kind: Kind, role: UnitRole) -> bool:

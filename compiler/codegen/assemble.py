@@ -1,7 +1,8 @@
 """Streams of tile transfers plus one compute per step -> Program rows in issue order, with dependencies.
 
-Invariant: every dependency points to an earlier row. Per step: loads (the streams marked `first` before the rest,
-each operand's outer levels first), the compute, then stores (inner levels first). Data: a compute waits for its operands' innermost loads, an inner load for
+Invariant: every dependency points to an earlier row (checked). Per step: loads (the streams marked `first` before the
+rest, each operand's outer levels first; with `ahead`, a GPU's double-buffered loads one step early), the compute,
+then stores (inner levels first). Data: a compute waits for its operands' innermost loads, an inner load for
 the outer load it copies from, a store for the compute (or inner store) that produced it. Buffers: a load
 into a double-buffered slot waits for the last compute that used the tile two loads back (one back if single).
 """
@@ -36,9 +37,19 @@ def _latest(steps: np.ndarray, at: np.ndarray, strict: bool = False) -> np.ndarr
     return np.searchsorted(steps, at, side="left" if strict else "right") - 1
 
 
-def assemble(streams: list[Stream], steps: int, compute: dict[str, np.ndarray], op: int, unit: int) -> np.ndarray:
+def assemble(streams: list[Stream], steps: int, compute: dict[str, np.ndarray], op: int, unit: int,
+             ahead: bool = False) -> np.ndarray:
+    """Program rows of one op. `ahead` issues each double-buffered input's loads one step early, before the
+    compute and stores of the step before theirs, as a GPU's copy engines (TMA, cp.async) fetch the next tile
+    while the current one is computed and stored: on a channel that loads and stores share, a tile's load is then
+    not queued behind the previous tile's store. An inner load moves only where the load it copies from moves."""
     inputs = [s for s in streams if s.operand != OUTPUT]
     outputs = sorted((s for s in streams if s.operand == OUTPUT), key=lambda s: s.pos)
+    early = set()     # the input streams issued a step ahead: each with every stream outside it on its path
+    for s in sorted(inputs, key=lambda s: s.pos):
+        outer = [o for o in inputs if o.operand == s.operand and o.pos == s.pos - 1]
+        if ahead and s.double_buffered and (not outer or id(outer[0]) in early):
+            early.add(id(s))
     # -- events: (step, phase, order) keys; rows filled after sorting --------------------------------
     events = []   # (kind, stream, step array, bytes array)
     for s in inputs:
@@ -57,7 +68,7 @@ def assemble(streams: list[Stream], steps: int, compute: dict[str, np.ndarray], 
     at = steps
     for kind, s, st, _ in events:
         n = len(st)
-        key_step[at:at + n] = st
+        key_step[at:at + n] = st - 1 if kind == LOAD and id(s) in early else st
         key_phase[at:at + n] = 0 if kind == LOAD else 2
         # loads: the operands marked `first` before the rest (what the first compute needs is not queued behind a
         # weight streaming on the same channel), then outer levels first, inputs before output reloads; stores:
@@ -142,5 +153,7 @@ def assemble(streams: list[Stream], steps: int, compute: dict[str, np.ndarray], 
                 if len(pst):
                     j = _latest(pst, lst)
                     add(lrow, np.where(j >= 0, prow[np.maximum(j, 0)], -1))
+    if np.any(deps >= np.arange(n_rows)[:, None]):
+        raise ValueError(f"op {op}: an instruction depends on one issued after it")
     rows["dep"] = deps
     return rows, compute_row

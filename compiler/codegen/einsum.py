@@ -99,5 +99,6 @@ def einsum_rows(op: Einsum, mapping: Mapping, arch, op_index: int, unit: int):
     padded = int(np.prod(np.minimum(nest.tiles[-1], nest.extents)))
     compute = {"m": size(view.b + view.m), "n": size(view.n), "k": size(view.k),
                "work": np.full(nest.steps, padded, np.int64), "useful": np.prod(extent, axis=0)}
-    rows, compute_rows = assemble(einsum_streams(op, mapping, arch, nest), nest.steps, compute, op_index, unit)
+    rows, compute_rows = assemble(einsum_streams(op, mapping, arch, nest), nest.steps, compute, op_index, unit,
+                                  ahead=arch.kind.value == "simt")
     return rows, compute_rows, nest.dims, start.T.copy(), extent.T.copy()

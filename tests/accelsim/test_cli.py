@@ -66,7 +66,7 @@ def test_json_to_stdout_is_only_json(capsys):
 def test_archs_and_models_list_everything(capsys):
     assert main(["archs"]) == 0
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert listed == preset_names() + system_names() and len(listed) == 12 + len(system_names())
+    assert listed == preset_names() + system_names() and len(listed) == 13 + len(system_names())
     assert main(["models"]) == 0
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert listed == list(MODELS) and len(listed) == 9

@@ -39,8 +39,17 @@ def gemm_mapping(arch, m, n, k, dtype="bf16", block=None, units=None, buffered=T
 
 
 def peak_cycles(m, n, k, unit, arch, dtype):
-    """The roofline's compute bound in arch cycles: MACs / (instances x MACs per cycle x unit clock)."""
-    return m * n * k / unit.peak_per_second(DType(dtype)) * arch.clock_hz
+    """The roofline's compute bound in arch cycles: MACs / (instances x MACs per cycle x the unit's clock under
+    load)."""
+    return m * n * k / unit.peak_per_second(DType(dtype)) * unit.clock_hz / unit.working_clock_hz * arch.clock_hz
+
+
+def at_boost(name):
+    """The preset with its units priced at their boost clocks: the worked examples below count cycles there (the
+    clock under load, `sustained_clock`, only rescales them: test_sustained_clock_rescales_the_work)."""
+    arch = load_arch(name)
+    return dataclasses.replace(arch, compute=tuple(dataclasses.replace(u, sustained_clock_hz=0.0)
+                                                   for u in arch.compute))
 
 
 # -- SIMT, by hand ---------------------------------------------------------------------------------
@@ -48,7 +57,7 @@ def peak_cycles(m, n, k, unit, arch, dtype):
 def test_a100_worked_example():
     # 4096^3 bf16, default 128x128x32 blocks: 1,024 blocks over 108 SMs, 2 resident (96 regs x 256 threads:
     # 65,536 // 24,576 = 2), so 5 waves of 216, the busiest SM running 10 blocks: efficiency 1,024 / 1,080.
-    arch = load_arch("a100")
+    arch = at_boost("a100")
     kernel = simt.kernel(4096, 4096, 4096, arch.matrix, arch, None, DType.bf16)
     assert kernel.block == (128, 128, 32) and (kernel.threads, kernel.registers) == (256, 96)
     assert (kernel.stages, kernel.shared_bytes, kernel.occupancy) == (3, 3 * 256 * 32 * 2, 2)
@@ -79,7 +88,7 @@ def test_a100_worked_example():
     ("h100", "fp32", 31_010 + 5_490),
 ])
 def test_small_gemm_by_hand(name, dtype, expected):
-    arch = load_arch(name)
+    arch = at_boost(name)
     unit = arch.matrix_for(DType(dtype))
     assert matrix_cycles([256], [256], [256 if name != "gtx580" else 64], unit, arch, None, dtype)[0] == expected
 
@@ -125,7 +134,7 @@ def test_a_clipped_away_step_costs_nothing_and_warns_nothing():
 
 
 def test_launch_paid_once_per_kernel():
-    arch = load_arch("a100")
+    arch = at_boost("a100")
     one = matrix_cycles([1024], [1024], [1024], arch.matrix, arch, None, "bf16")
     two = matrix_cycles([1024, 1024], [1024] * 2, [1024] * 2, arch.matrix, arch, None, "bf16")
     # 64 then 128 blocks: one wave either way (2 per SM), paid with the launch on the first row.
@@ -136,7 +145,7 @@ def test_launch_paid_once_per_kernel():
 def test_shared_memory_hog_runs_one_block_per_sm():
     # 128x128x128 bf16: a 64 KiB stage; 3 stages would need 192 KiB > 164 KiB, so 2 are kept and the
     # 128 KiB block leaves room for no second one. Each block then exposes its own latency and epilogue.
-    arch = load_arch("a100")
+    arch = at_boost("a100")
     m, n, k = 128 * 108 * 4, 128, 4096
     small = simt.kernel(m, n, k, arch.matrix, arch, gemm_mapping(arch, m, n, k, block=(128, 128, 32)), "bf16")
     hog = simt.kernel(m, n, k, arch.matrix, arch, gemm_mapping(arch, m, n, k, block=(128, 128, 128)), "bf16")
@@ -150,7 +159,7 @@ def test_shared_memory_hog_runs_one_block_per_sm():
 
 def test_one_stage_exposes_latency_every_k_tile():
     # Not double-buffered: each K-tile waits the 212-cycle L2 latency, 128 K-tiles x (512 + 212) per block.
-    arch = load_arch("a100")
+    arch = at_boost("a100")
     mapping = gemm_mapping(arch, 128, 128, 4096, block=(128, 128, 32), buffered=False)
     kernel = simt.kernel(128, 128, 4096, arch.matrix, arch, mapping, "bf16")
     assert kernel.stages == 1
@@ -290,6 +299,26 @@ def test_exact_tiles_without_overheads_meet_peak(name):
             m, n, k = 128 * unit.count * 2, 128, 32 * 16
             cycles = simt.matrix_cycles([m], [n], [k], unit, ideal, None, dtype)
             assert cycles[0] == math.ceil(peak_cycles(m, n, k, unit, ideal, dtype) - 1e-6), (unit.name, dtype)
+
+
+def test_sustained_clock_rescales_the_work():
+    """A unit's work is priced at its clock under load (the H100's tensor cores: 1,690 of 1,830 MHz), its peak
+    quoted at its boost clock; the launch, a time, is not rescaled."""
+    arch, boost = load_arch("h100"), at_boost("h100")
+    assert arch.matrix.working_clock_hz == 1.69e9 and boost.matrix.working_clock_hz == 1.83e9
+    assert arch.matrix.peak_per_second(DType.bf16) == boost.matrix.peak_per_second(DType.bf16)
+    hot, cool = (simt.kernel(8192, 8192, 8192, a.matrix, a, None, "bf16") for a in (boost, arch))
+    assert cool.ideal[0] == hot.ideal[0]                    # unit cycles: the same MMAs
+    work = (cool.cycles[0] - arch.cycles(LAUNCH), hot.cycles[0] - boost.cycles(LAUNCH))
+    assert work[0] / work[1] == pytest.approx(1830 / 1690, rel=1e-4)
+
+
+def test_sustained_clock_above_the_clock_is_refused(tmp_path):
+    text = load_arch("h100").source_file.read_text().replace("sustained_clock: 1690 MHz", "sustained_clock: 2 GHz")
+    path = tmp_path / "hot.yaml"
+    path.write_text(text)
+    with pytest.raises(ArchError, match=r"compute\[0\]\.sustained_clock.*above the unit's clock \(1830 MHz\)"):
+        load_arch(path)
 
 
 # -- schema keys the models read -------------------------------------------------------------------

