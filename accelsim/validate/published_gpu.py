@@ -21,6 +21,7 @@ DATA = Path(__file__).resolve().parents[2] / "validation" / "published"
 COLUMNS = ("case", "suite", "arch", "variant", "key", "reported", "reported_unit", "measured_s", "conversion",
            "timing", "source", "where", "note")
 UNITS = ("ms", "us", "TFLOPS", "FLOP/s", "G elements/s")
+FLOP_RATES = {"TFLOPS": 1e12, "FLOP/s": 1.0}   # FLOPs per second each rate unit means
 AGREE = 1e-4   # measured_s is written to 6 significant digits
 
 
@@ -44,8 +45,8 @@ class Measurement:
         if self.reported_unit == "us":
             return self.reported * 1e-6
         case = cases.parse(self.key)
-        if self.reported_unit in ("TFLOPS", "FLOP/s"):
-            return 2 * case.macs / (self.reported * (1e12 if self.reported_unit == "TFLOPS" else 1.0))
+        if self.reported_unit in FLOP_RATES:
+            return 2 * case.macs / (self.reported * FLOP_RATES[self.reported_unit])
         rows, cols = case.dims[:2]
         return rows * cols / (self.reported * 1e9)
 

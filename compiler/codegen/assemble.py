@@ -153,7 +153,7 @@ def assemble(streams: list[Stream], steps: int, compute: dict[str, np.ndarray], 
                 if len(pst):
                     j = _latest(pst, lst)
                     add(lrow, np.where(j >= 0, prow[np.maximum(j, 0)], -1))
-    if np.any(deps >= np.arange(n_rows)[:, None]):
+    if early and np.any(deps >= np.arange(n_rows)[:, None]):     # only moving loads ahead can break the order
         raise ValueError(f"op {op}: an instruction depends on one issued after it")
     rows["dep"] = deps
     return rows, compute_row
