@@ -25,6 +25,7 @@ SIMD_BLOCKS = ((64, 64, 64), (32, 64, 128), (128, 64, 32))
 SIMD_SHRINK = ("n", "m", "k")
 POLICIES = ("kmn", "mnk", "nmk")     # which group an outer level tiles first when it must shrink
 MIN_K_STEPS = 2     # split-K leaves each instance two steps of k at least: one loads while one computes
+STREAM_CUTS = (2, 4)   # a GPU level that holds the whole op is also offered cut along k so it pipelines (`_streamed`)
 # Steps of several array folds along k, tried after the one-fold step (`_targets`): 8 folds of 8 rows fill
 # a 3x3 conv's c*r*s as 7*3*3 = 63 of 64 rows. Larger steps gain little and leave the levels outside them
 # few tiles to pipeline, which the cost model underrates (systolic_32x32, ResNet-18's layer4 3x3 convs as
@@ -62,10 +63,11 @@ def candidates(op: Einsum, arch) -> Iterator[Mapping]:
                 if isinstance(tiles, Overflow):
                     problem = tiles if targets is None else problem or tiles
                     continue
-                key = (flow, tuple(tuple(t.values()) for t in tiles), tuple(spread.items()))
-                if key not in seen:
-                    seen.add(key)
-                    tilings.append((flow, tiles, spread))
+                for tiles in [tiles] + (_streamed(tiles, groups, extents) if unit.limits is not None else []):
+                    key = (flow, tuple(tuple(t.values()) for t in tiles), tuple(spread.items()))
+                    if key not in seen:
+                        seen.add(key)
+                        tilings.append((flow, tiles, spread))
     if not tilings:
         raise nothing_fits(op, arch, problem)
     # Round robin: every tiling's best-guess loop order before any tiling's second, so a small budget
@@ -255,6 +257,27 @@ def _outer_tiles(sizes, levels, step, spread, groups, policy, extents):
         tiles.append(tile)
     tiles.append(dict(step))
     return tiles if len(levels) > 1 else tiles[:1]
+
+
+def _streamed(tiles, groups, extents) -> list[list[dict[str, int]]]:
+    """A GPU's SMs read through its L2 as they go; they do not wait for it to fill. Where a level between DRAM and
+    the step holds the whole op in one tile (a weight that fits the L2), nothing overlaps that tile's fill: the
+    same tiling with the tile cut along k into STREAM_CUTS parts pipelines it, and the cost model chooses.
+    DeepGEMM's 64 x 7168 x 2048 fp8 on an H800 (14.7 MB of weight): 6.4 us measured, 9.9 us whole, 7.9 us cut."""
+    found = []
+    for i in range(1, len(tiles) - 1):
+        if tiles[i] != extents:
+            continue
+        for parts in STREAM_CUTS:
+            d = next((d for d in groups["k"] if math.ceil(extents[d] / tiles[-1][d]) >= parts), None)
+            if d is None:
+                continue
+            cut = [dict(t) for t in tiles]
+            cut[i][d] = tiles[-1][d] * math.ceil(math.ceil(extents[d] / tiles[-1][d]) / parts)
+            for inner in cut[i + 1:-1]:
+                inner[d] = min(inner[d], cut[i][d])
+            found.append(cut)
+    return found
 
 
 def shrink_dim(sizes, level, tile, d, outer, floor, spread) -> None:

@@ -72,3 +72,29 @@ def test_dealing_the_grid_by_hand():
     loop = 57 * 128 * 1024
     exposed = 57 * (212 + 256 * 128 * 4 / (180.5e9 / 1.41e9))
     assert kernel.cycles[0] == math.ceil(loop + exposed) + arch.cycles(3e-6)
+
+
+def test_a_weight_that_fits_l2_streams_through_it():
+    """64 x 7168 x 2048 fp8 on an H100: the whole op fits the L2, and staged as one L2 tile its 14.7 MB of weight
+    all arrived before the first multiply. The mapper is offered the L2 tile cut along k (`_streamed`) and takes
+    it, so the SMs compute on the first part while DRAM streams the rest."""
+    from accelsim.sim.api import run
+    from accelsim.validate import cases
+    from compiler.program import COMPUTE, LOAD
+
+    arch = load_arch("h100")
+    op = gemm(64, 7168, 2048, DType.fp8)
+    whole = dict(op.loops)
+    l2 = [c.levels[1] for c in candidates(op, arch)]
+    assert {lv.level for lv in l2} == {"l2"} and any(dict(lv.tile) == whole for lv in l2)
+    assert any(lv.extent("k") < 2048 and lv.extent("n") == 7168 for lv in l2)
+    best = map_op(op, arch, reporter(arch, [op]), cache=None)
+    assert best.levels[1].extent("k") < 2048, best.text()
+
+    case = cases.parse("gemm 64 7168 2048 fp8")
+    timeline = run(case.graph(), arch=arch, dtype=case.dtype, caches="cold", trace=True).timeline
+    rows = timeline.code.program
+    dram = [lv.name for lv in arch.memory].index("hbm3")
+    loads = (rows["kind"] == LOAD) & (rows["level"] == dram)
+    computes = rows["kind"] == COMPUTE
+    assert timeline.start[computes].min() < 0.7 * timeline.end[loads].max()
