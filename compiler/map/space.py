@@ -268,12 +268,13 @@ def _streamed(tiles, groups, extents) -> list[list[dict[str, int]]]:
     for i in range(1, len(tiles) - 1):
         if tiles[i] != extents:
             continue
+        steps = {d: math.ceil(extents[d] / tiles[-1][d]) for d in groups["k"]}    # the step's tiles along each k dim
         for parts in STREAM_CUTS:
-            d = next((d for d in groups["k"] if math.ceil(extents[d] / tiles[-1][d]) >= parts), None)
+            d = next((d for d in groups["k"] if steps[d] >= parts), None)
             if d is None:
                 continue
             cut = [dict(t) for t in tiles]
-            cut[i][d] = tiles[-1][d] * math.ceil(math.ceil(extents[d] / tiles[-1][d]) / parts)
+            cut[i][d] = tiles[-1][d] * math.ceil(steps[d] / parts)
             for inner in cut[i + 1:-1]:
                 inner[d] = min(inner[d], cut[i][d])
             found.append(cut)
