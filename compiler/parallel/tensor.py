@@ -20,10 +20,11 @@ the rank's own (BitNet's absmean of a weight shard, the absmax of a row-parallel
 this way computes close to, not exactly, what it computes whole. Graph outputs are gathered whole (the logits over
 the vocabulary, a pooler's features; a training step's cross-entropy reads the logits' shards instead and drops the
 gather, compiler/train/step.py), except per-head tensors [batch, heads, tokens, head_dim] (a decoder's KV
-cache): a rank keeps its own heads, as Megatron's inference keeps its cache. A head or classifier whose outputs tp
+cache): a rank keeps its own heads, as Megatron's inference keeps its cache, and a per-head input the ranks read split
+(the past keys and values) is given to each rank as its own heads, never whole. A head or classifier whose outputs tp
 does not divide stays whole; heads or an MLP width it does not divide are an error that names them.
 Invariant: the tp ranks' graphs (the same nodes, weights sliced by rank, the lookup's first row the rank's own), run
-together, compute the model's outputs, and their training steps compute its gradients, each parameter's sliced as
+together on the model's inputs (a per-head input sliced by rank), compute the model's outputs, and their training steps compute its gradients, each parameter's sliced as
 the parameter is (with `groups`, those of the model with each LRN applied to each rank's channels alone, as
 cuda-convnet ran AlexNet).
 """
@@ -104,6 +105,8 @@ class _Pass:
 
     # -- the walk ----------------------------------------------------------------------------------------------
     def run(self) -> "_Pass":
+        for name in self.src.inputs:
+            self._input(name, self.layouts.get(name, R))
         for name, value in self.src.weights.items():
             self._weight(name, value, self.layouts.get(name, R))
         for node in self.src.nodes:
@@ -124,9 +127,19 @@ class _Pass:
 
     def plan(self) -> dict[str, Layout]:
         """A weight is stored split when every node that reads it asks for the same split; else whole, and each
-        node asking for a split reads a Shard of it."""
-        return {w: next(iter(asked)) for w, asked in self.requests.items()
-                if len(asked) == 1 and next(iter(asked)).kind == "S"}
+        node asking for a split reads a Shard of it. A per-head input (a decoder's past keys and values) is held
+        split the same way: each rank is given its own heads of the cache, as it keeps them in its outputs."""
+        return {name: next(iter(asked)) for name, asked in self.requests.items()
+                if len(asked) == 1 and next(iter(asked)).kind == "S"
+                and (name in self.src.weights or self._per_head(name, next(iter(asked))))}
+
+    def _input(self, name: str, layout: Layout) -> None:
+        tensor = self.src.tensors[name]
+        shape = list(tensor.shape)
+        if layout.kind == "S":
+            shape[layout.axis] //= self.tp
+        self.out.tensors[name] = Tensor(name, tuple(shape), tensor.dtype)
+        self.env[name] = (name, layout)
 
     def _weight(self, name: str, value, layout: Layout) -> None:
         tensor = self.src.tensors[name]
@@ -169,6 +182,8 @@ class _Pass:
                 want = R           # a partial sum is made whole before anything not linear in it
             if name in self.static and node.outputs[0] not in self.static:
                 self._request(name, want or ins[i])
+            elif name in self.src.inputs:
+                self.requests.setdefault(name, set()).add(want or ins[i])
             inputs.append(self._convert(name, want or ins[i], sharded))
         outs = dict(zip([o for o in node.outputs if o], decision.outs))
         inputs = self._local_shapes(node, inputs, outs)

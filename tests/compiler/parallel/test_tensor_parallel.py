@@ -228,3 +228,26 @@ def test_bitnet_latent_splits_its_ternary_layers_with_per_shard_scales():
             for r in range(1, 4):
                 np.testing.assert_allclose(out[r][steps[r].grads[p]], out[0][steps[0].grads[p]], rtol=1e-12,
                                            atol=1e-14, err_msg=p)
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_a_decode_steps_kv_cache_is_given_to_each_rank_by_heads(name):
+    """Megatron's inference keeps each rank's heads of the cache: a rank is given its own heads of past keys and
+    values (never the whole cache, sliced on the device), and the ranks together compute the decode step."""
+    graph = zoo.build(name, dtype="fp64", mode="decode", **TEXT)
+    rng = np.random.default_rng(0)
+    feeds = {i: rng.standard_normal(graph.tensors[i].shape) if graph.tensors[i].dtype.is_float
+             else rng.integers(0, 50, graph.tensors[i].shape) for i in graph.inputs}
+    parts = [partition(graph, 2, rank=r) for r in range(2)]
+    heads = TEXT["heads"]
+    for i in graph.inputs:
+        if i.startswith("past_"):      # [batch, heads, past, head_dim] = [2, 4, 7, 8] whole
+            assert parts[0].tensors[i].shape == (2, heads // 2, TEXT["seq"] - 1, TEXT["hidden"] // heads)
+            assert not [n for n in parts[0].nodes if i in n.inputs and n.domain == COMM_DOMAIN]
+    mine = [{i: v[:, r * heads // 2:(r + 1) * heads // 2] if i.startswith("past_") else v for i, v in feeds.items()}
+            for r in range(2)]
+    want = run_graph(graph, feeds)
+    got = run_ranks(parts, mine)
+    for out in graph.outputs:
+        value = whole(out, [g[out] for g in got], want[out].shape)
+        np.testing.assert_allclose(value, want[out], rtol=0, atol=1e-12 * np.abs(want[out]).max())
