@@ -2,8 +2,11 @@
 on a memory level), its roofline point, and the ceilings it sits under.
 
 Invariant: an op's time split adds up to its seconds. At tile fidelity it is the engine's own account,
-cycles = compute_cycles + stall_cycles_by_level + `other` (idle time no transfer explains); at roofline
-fidelity the bound is all there is, so the time beyond compute is blamed on the bound.
+cycles = compute_cycles + stall_cycles_by_level + `other`; at roofline fidelity the bound is all there is, so
+the time beyond compute is blamed on the bound. `other` is idle time whose last dependency is a compute, not a
+transfer (an epilogue beside the array waiting for its results; a kernel's rows issued before its first op's): a
+small share. A wait on a level keeps that level even where the op is charged only part of its run
+(accelsim.sim.tile._charged_stalls).
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from accelsim.arch import Arch
 from accelsim.out.result import OpResult, Result
 
 COMPUTE = "compute"      # the key of the time spent computing, beside the level names
-OTHER = "other"          # tile: idle time no transfer explains
+OTHER = "other"          # tile: idle time waiting on a compute (see the module docstring)
 
 
 def time_split(op: OpResult) -> dict[str, float]:
