@@ -114,6 +114,19 @@ def _per_dtype(f: _File, value, path: str, parse_value) -> tuple:
     return tuple((_choice(f, k, _at(path, k), DType, "dtype"), parse_value(v, _at(path, k))) for k, v in value.items())
 
 
+# the most arch cycles one byte of a level, or one cycle of a unit, may take: a level that moves a byte per 2^32
+# cycles (0.16 B/s at 700 MHz) is no memory, and the engine's cycles are int64: far slower hardware would wrap them
+SLOWEST_CYCLES = 2 ** 32
+
+
+def _not_too_slow(f: _File, value, path: str, per_s: float, clock_hz: float, what: str) -> None:
+    """Refuse a rate of `per_s` (bytes or unit cycles per second) slower than one per SLOWEST_CYCLES arch cycles."""
+    cycles = clock_hz / per_s          # a float: 7e8 / 1e-320 is inf, not an error
+    if not cycles <= SLOWEST_CYCLES:
+        raise f.error(path, f"{value!r} is {cycles:.3g} arch cycles per {what} at the {clock_hz:.3g} Hz arch clock; "
+                            f"at most 2^32 (4.3e9) are allowed")
+
+
 def _latency(f: _File, value, path: str, clock_hz: float) -> tuple[float, int]:
     """(seconds, cycles at the arch clock) from `500 ns` or `28 cycles`."""
     if isinstance(value, str) and value.strip().endswith(("cycle", "cycles")):
@@ -189,12 +202,16 @@ def _unit(f: _File, value, path: str, kind: Kind, clock_hz: float) -> ComputeUni
         if len(set(dataflows)) != len(dataflows):
             raise f.error(_at(path, "dataflows"), f"{flows!r} lists a dataflow twice")
     unit_clock = _quantity(f, d["clock"], _at(path, "clock"), units.parse_frequency) if "clock" in d else clock_hz
+    sustained = _sustained(f, d, path, unit_clock)
+    for key, hz in (("clock", unit_clock), ("sustained_clock", sustained)):
+        if key in d:
+            _not_too_slow(f, d[key], _at(path, key), hz, clock_hz, "cycle of the unit")
     return ComputeUnit(
         name=_text(f, d["name"], _at(path, "name")),
         role=role,
         count=_count(f, d["count"], _at(path, "count")),
         clock_hz=unit_clock,
-        sustained_clock_hz=_sustained(f, d, path, unit_clock),
+        sustained_clock_hz=sustained,
         per_cycle=per_cycle,
         energy=energy,
         array=array,
@@ -252,10 +269,12 @@ def _level(f: _File, value, path: str, clock_hz: float) -> MemoryLevel:
         read_energy_j=_quantity(f, d["read_energy"], _at(path, "read_energy"), units.parse_energy),
         write_energy_j=_quantity(f, d["write_energy"], _at(path, "write_energy"), units.parse_energy),
     )
+    _not_too_slow(f, d["bandwidth"], _at(path, "bandwidth"), level.bandwidth_bytes_per_s, clock_hz, "byte")
     if level.access_bytes > level.capacity_bytes:
         raise f.error(_at(path, "access"), f"{d['access']!r} is larger than the level's capacity {d['capacity']!r}")
     if "write_port" in d:
         port = _quantity(f, d["write_port"], _at(path, "write_port"), units.parse_bandwidth)
+        _not_too_slow(f, d["write_port"], _at(path, "write_port"), port, clock_hz, "byte")
         if port >= level.bandwidth_bytes_per_s:
             raise f.error(_at(path, "write_port"), f"{d['write_port']!r} leaves no bandwidth for reads: the "
                           f"level's bandwidth {d['bandwidth']!r} is its reads and writes together")

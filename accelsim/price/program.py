@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.arch import Arch
+from accelsim.arch import Arch, ArchError
+from accelsim.price.clock import CYCLE_LIMIT, whole_cycles
 from accelsim.price.compat import Pricing
 from accelsim.price.compute import vector_cycles, with_promotion
 from compiler.codegen import Code
@@ -58,11 +59,38 @@ def price(ir: IR, arch: Arch, code: Code, pricing: Pricing) -> Prices:
     share = np.where(stored, port_share[safe], 1 - port_share[safe])
     bytes_per_cycle = bandwidths(ir, arch, code, rates)[program["op"], safe] * share
     # A compute holds its unit for its steady cycles; its tail (skew and drain) runs under the next compute
-    occupancy = np.where(transfer, np.ceil(program["bytes"] / bytes_per_cycle - 1e-9).astype(np.int64), cycles - tail)
+    occupancy = np.where(transfer, _transfer_cycles(program["bytes"], bytes_per_cycle, transfer, safe, stored, arch),
+                         cycles - tail)
     latency = np.where(transfer, latency_cycles[safe], tail)
+    _check_total(ir, arch, occupancy, latency)
     ports = n_levels + len(arch.compute)
     resource = np.where(transfer, np.where(stored, ports + safe, safe), n_levels + program["unit"].astype(np.int64))
     return Prices(rates, resource, occupancy, latency, ports + n_levels)
+
+
+def _transfer_cycles(nbytes, bytes_per_cycle, transfer, level, stored, arch: Arch) -> np.ndarray:
+    """Whole cycles each transfer holds its channel (0 for computes); an ArchError naming the level's key where
+    a count is out of the engine's range (1 GB at 1e-9 B/s, a write port of 1e-300 B/s)."""
+    with np.errstate(over="ignore", divide="ignore"):
+        cycles = np.where(transfer, nbytes / bytes_per_cycle - 1e-9, 0.0)
+    bad = transfer & ~(cycles < CYCLE_LIMIT)
+    if not bad.any():
+        return np.ceil(cycles).astype(np.int64)
+    i = int(np.argmax(bad))
+    key = "write_port" if stored[i] else "bandwidth"
+    lv = arch.memory[level[i]]
+    speed = lv.write_port_bytes_per_s if stored[i] else lv.bandwidth_bytes_per_s
+    return whole_cycles(cycles, f"{arch.source_file}: memory[{level[i]}].{key} ({lv.name}): "
+                                f"{int(nbytes[i]):,} B at {speed:.3g} B/s")
+
+
+def _check_total(ir: IR, arch: Arch, occupancy: np.ndarray, latency: np.ndarray) -> None:
+    """The rows priced together (one op, or an op and the epilogues beside it) must not add up past the
+    engine's range either: each row under 2^62 cycles can still sum past 2^63."""
+    total = float(occupancy.sum(dtype=np.float64) + latency.sum(dtype=np.float64))
+    if not total < CYCLE_LIMIT:
+        raise ArchError(f"{arch.source_file}: op {ir.ops[0].name!r} would take {total:.3g} cycles, more than the "
+                        f"2^62 the engine counts in 64-bit integers: check the file's bandwidths and clocks")
 
 
 def bandwidths(ir: IR, arch: Arch, code: Code, rates) -> np.ndarray:

@@ -174,6 +174,19 @@ MISTAKES = {
                                         ["memory[3].write_port", "'3.2 GB/s'", "no bandwidth for reads"]),
     "write port without a unit": ("bandwidth: 3.2 GB/s", "bandwidth: 3.2 GB/s\n    write_port: 1.6",
                                   ["memory[3].write_port", "1.6"]),
+    # systolic_8x8's 100 MHz clock: at most 2^32 arch cycles per byte or per unit cycle, i.e. at least
+    # 1e8 / 2^32 = 0.0233 B/s and 0.0233 Hz (the int64 cycles of the engine wrapped far slower hardware into fast)
+    "DRAM of 1e-9 B/s": ("bandwidth: 400 MB/s", "bandwidth: 1e-9 B/s",
+                         ["memory[0].bandwidth", "'1e-9 B/s'", "1e+17 arch cycles per byte", "2^32"]),
+    "DRAM just too slow": ("bandwidth: 400 MB/s", "bandwidth: 0.02 B/s", ["memory[0].bandwidth", "5e+09 arch cycles"]),
+    "write port of 1e-300 B/s": ("bandwidth: 3.2 GB/s", "bandwidth: 3.2 GB/s\n    write_port: 1e-300 B/s",
+                                 ["memory[3].write_port", "'1e-300 B/s'", "1e+308 arch cycles per byte"]),
+    "write port of 1e-320 B/s": ("bandwidth: 3.2 GB/s", "bandwidth: 3.2 GB/s\n    write_port: 1e-320 B/s",
+                                 ["memory[3].write_port", "inf arch cycles per byte"]),
+    "unit clock of 1e-30 Hz": ("    count: 1\n", "    count: 1\n    clock: 1e-30 Hz\n",
+                               ["compute[0].clock", "'1e-30 Hz'", "1e+38 arch cycles per cycle of the unit"]),
+    "sustained clock of 1e-30 Hz": ("    count: 1\n", "    count: 1\n    sustained_clock: 1e-30 Hz\n",
+                                    ["compute[0].sustained_clock", "'1e-30 Hz'", "1e+38 arch cycles"]),
     "unknown refill": ("bandwidth: 800 MB/s      # 8 B per cycle", "refill: tiles\n    bandwidth: 800 MB/s  #",
                        ["memory[1].refill", "'tiles'", "slot, tile"]),
     "output stage not a flag": ("ops_per_cycle: {int32: 8, int8: 8}\n    output_stage: true",
@@ -241,3 +254,12 @@ def test_an_array_beyond_any_chip_loads_with_a_warning(tmp_path, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_arch("tpu_v4")                        # a real chip: no warning
+
+
+def test_the_slowest_rates_allowed_still_load(tmp_path):
+    # 0.03 B/s and 0.03 Hz at a 100 MHz arch clock: 3.3e9 arch cycles per byte or unit cycle, under 2^32 = 4.3e9
+    text = BASE.read_text().replace("bandwidth: 400 MB/s", "bandwidth: 0.03 B/s", 1)
+    text = text.replace("    count: 1\n", "    count: 1\n    clock: 0.03 Hz\n", 1)
+    (tmp_path / "slow.yaml").write_text(text)
+    arch = load_arch(tmp_path / "slow.yaml")
+    assert arch.memory[0].bandwidth_bytes_per_s == 0.03 and arch.compute[0].clock_hz == 0.03
