@@ -186,8 +186,10 @@ def _protocols(f: _File, value) -> tuple[Protocol, ...]:
         path = f"protocols[{i}]"
         d = _mapping(f, raw, path, _PROTOCOL, _PROTOCOL_OPTIONAL)
         scale = d.get("latency_scale", 1.0)
-        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
-            raise f.error(_at(path, "latency_scale"), f"{scale!r} is not a positive number (hop latency multiplier)")
+        # `not 0 < scale < inf`, not `not scale > 0`: .inf passed that, and every time it scaled became nan
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
+            raise f.error(_at(path, "latency_scale"), f"{scale!r} is not a positive finite number (hop latency "
+                                                      f"multiplier)")
         out.append(Protocol(
             name=_text(f, d["name"], _at(path, "name")),
             overhead_s=_quantity(f, d["overhead"], _at(path, "overhead"), units.parse_time, positive=False),

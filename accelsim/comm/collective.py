@@ -11,6 +11,7 @@ terms, and collectives run together (`concurrent`) share channels first come, fi
 from __future__ import annotations
 
 import difflib
+import math
 import os
 
 import numpy as np
@@ -48,12 +49,18 @@ def concurrent(system, ops: list[tuple], devices: int | None = None, *, slice=No
     chunk_bytes = size_bytes(chunk, "chunk")
     asked = [(check_op(op), size_bytes(size, "bytes"), check_algorithm(op, base, algorithm))
              for op, size, algorithm in ops]
-    plans = []
+    plans, undefined = [], []
     for protocol in protocols(base.system):
         net = Network(base.system, base.slice, protocol)
         chosen = [choose(op, net, nbytes, algorithm, chunk_bytes) for op, nbytes, algorithm in asked]
         if all(chosen):
-            plans.append((sum(min(estimates.values()) for _, estimates in chosen), net, chosen))
+            total = sum(min(estimates.values()) for _, estimates in chosen)
+            # a nan total would win no comparison and so be kept by min(): a protocol without a time is dropped
+            (plans if math.isfinite(total) else undefined).append((total, net, chosen))
+    if not plans and undefined:
+        raise UserError(f"{base.system.name}: no protocol gives a defined time ("
+                        f"{', '.join(net.protocol.name for _, net, _ in undefined)} gives inf or nan: check its "
+                        f"latency_scale and efficiency)")
     if not plans:
         wanted = ", ".join(f"{op} by {algorithm or 'any usable algorithm'}" for op, _, algorithm in asked)
         names = "; ".join(f"{p.name} runs {', '.join(p.algorithms)}" for p in protocols(base.system))
@@ -129,11 +136,14 @@ def choose(op: str, net: Network, size: int, algorithm: str | None,
     if not usable:
         return None
     estimates = {name: estimate(op, net, size, name, chunk) for name in usable}
-    best = usable[0]
-    for name in usable[1:]:        # listed simplest first: a later one must win by TIE_MARGIN to be taken
+    defined = [name for name in usable if math.isfinite(estimates[name])]
+    if not defined:
+        return usable[0], estimates                 # no time at all: `concurrent` drops the protocol
+    best = defined[0]
+    for name in defined[1:]:       # listed simplest first: a later one must win by TIE_MARGIN to be taken
         if estimates[name] < estimates[best] * (1 - TIE_MARGIN):
             best = name
-    return best, estimates
+    return best, {name: estimates[name] for name in defined}
 
 
 def estimate(op: str, net: Network, size: int, algorithm: str, chunk: int) -> float:

@@ -262,3 +262,29 @@ def test_an_algorithm_no_protocol_runs_is_refused(tmp_path):
     assert collective("allreduce", path, 8, GiB).protocol == "ll"
     with pytest.raises(UserError, match=r"toy: no protocol runs alltoall by any usable algorithm \(ll runs ring\)"):
         collective("alltoall", path, 8, GiB)
+
+
+
+def test_an_undefined_time_never_wins_the_protocol_choice(monkeypatch):
+    # comparisons with nan are false, so a plain min() over (nan, 274 us) kept whichever came first: a
+    # latency_scale of .inf made every row of a 64 MiB..1 GiB sweep read "nan 0.00 0.00 nvls simple"
+    import sys
+    from dataclasses import replace
+    chooser = sys.modules["accelsim.comm.collective"]      # the package's `collective` is the function
+    system = load_system("dgx_h100")
+    ll, simple = system.protocols
+    simple_first = replace(system, protocols=(simple, ll))
+    real = chooser.estimate
+
+    def undefined_in(*names):
+        return lambda op, net, size, algorithm, chunk: (
+            float("nan") if net.protocol.name in names or algorithm in names else real(op, net, size, algorithm, chunk))
+    monkeypatch.setattr(chooser, "estimate", undefined_in("simple"))
+    result = collective("allreduce", simple_first, size=64 << 20)
+    assert result.protocol == "ll" and np.isfinite(result.seconds) and result.seconds > 0
+    monkeypatch.setattr(chooser, "estimate", undefined_in("ring"))     # LL's first-listed algorithm
+    result = collective("allreduce", replace(system, protocols=(ll,)), size=64 << 20)
+    assert result.algorithm != "ring" and "ring" not in result.estimates and np.isfinite(result.seconds)
+    monkeypatch.setattr(chooser, "estimate", undefined_in("simple", "ll"))
+    with pytest.raises(UserError, match="dgx_h100: no protocol gives a defined time"):
+        collective("allreduce", system, size=64 << 20)
