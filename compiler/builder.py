@@ -12,6 +12,8 @@ with `weights=False`: a shape-only model simulates just as well and builds in no
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -35,6 +37,15 @@ class Builder:
     def scope(self, name: str) -> "_Scope":
         """Prefix names made inside a `with b.scope("layer1"):` block, like a framework's module path."""
         return _Scope(self, name)
+
+    @contextmanager
+    def unscoped(self) -> Iterator[None]:
+        """Names made inside carry no scope prefix (a model output named by convention: present_key.0)."""
+        saved, self._scope = self._scope, []
+        try:
+            yield
+        finally:
+            self._scope = saved
 
     def fresh(self, base: str) -> str:
         full = "/".join(self._scope + [base])

@@ -229,6 +229,9 @@ class Reduce(IROp):
 class Move(IROp):
     fn: Callable[..., np.ndarray] = field(compare=False, repr=False)
     view: bool = False                      # a reshape: no byte moves on any hardware
+    # writes inputs[1] into inputs[0]'s buffer, which the output is (a KV-cache append, TensorScatter): only the
+    # update's bytes move, read once and written once; the rest of the buffer stays where it lies, untouched
+    in_place: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", Kind.move)
@@ -238,9 +241,14 @@ class Move(IROp):
             return {role: 0 for role in Role}
         # A copy reads what it writes (a gather or slice reads only the part it keeps).
         total = {role: 0 for role in Role}
-        total[Role.input] = self.output.nbytes
-        total[Role.output] = self.output.nbytes
+        total[Role.input] = self.written
+        total[Role.output] = self.written
         return total
+
+    @property
+    def written(self) -> int:
+        """Bytes the copy writes: its output, or an in-place write's update alone."""
+        return self.inputs[1].nbytes if self.in_place else self.output.nbytes
 
     def reference(self, arrays: list[np.ndarray]) -> np.ndarray:
         return self.fn(*arrays)

@@ -62,7 +62,7 @@ def energy(op: IROp, arch: Arch, unit, dtype: DType, by_level: dict[str, int]) -
     """Actions x per-action energy: the op's MACs or vector ops, and at each level its bytes: the output's written
     into the levels on the output's path, everything else read (as the tile engine's loads and stores count)."""
     out_path = {arch.memory[i].name for i in role_path(arch, Role.output, op_home(arch, op))}
-    stored = 0 if op.output.fused else op.output.nbytes
+    stored = 0 if op.output.fused else op.written if isinstance(op, Move) else op.output.nbytes
     written = {name: min(stored, n) if name in out_path else 0 for name, n in by_level.items()}
     read = {name: n - written[name] for name, n in by_level.items()}
     work = op.macs if op.kind == Kind.einsum else op.ops

@@ -39,10 +39,14 @@ def vector_rows(op: IROp, arch, mapping: Mapping, op_index: int, unit: int):
     share = extent[axis] / shape[axis]           # the fraction of the op each chunk is
     streams = []
     out_elements = np.prod(extent, axis=0)
+    # a copy reads what it writes (compiler.ir.Move), shared among its inputs by size; an in-place write leaves
+    # the buffer it writes into (input 0) where it lies and moves the update (input 1) alone, not its positions
+    in_place = move and op.in_place
+    sources = [o.nbytes if not in_place or i == 1 else 0 for i, o in enumerate(op.inputs)]
     for i, (operand, path) in enumerate(zip(op.inputs, paths)):
-        # a copy reads what it writes (compiler.ir.Move), shared among its inputs by size
-        total = -(-op.output.nbytes * operand.nbytes // max(1, sum(o.nbytes for o in op.inputs))) if move \
-            else operand.nbytes
+        if in_place and i != 1:
+            continue
+        total = -(-op.written * sources[i] // max(1, sum(sources))) if move else operand.nbytes
         runs = nest.runs({dims[axis]} if cut[i] else set(), 1)
         if cut[i] and not move:       # sliced like the output: exact elements per chunk
             moved = (operand.elements // shape[axis] * extent[axis][runs.starts] * operand.dtype.bits + 7) // 8
@@ -51,6 +55,8 @@ def vector_rows(op: IROp, arch, mapping: Mapping, op_index: int, unit: int):
         streams += [Stream(i, level, j, runs, moved, moved, True) for j, level in enumerate(path)]
     runs = nest.runs({dims[axis]}, 1)
     out_bytes = (out_elements * op.output.dtype.bits + 7) // 8
+    if in_place:
+        out_bytes = np.ceil(op.written * share).astype(np.int64)
     streams += [Stream(OUTPUT, level, j, runs, out_bytes, out_bytes, True) for j, level in enumerate(paths[-1])]
     per = getattr(op, "ops_per_element", 0)
     if op.kind == Kind.map:

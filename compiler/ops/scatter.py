@@ -4,12 +4,14 @@ TensorScatter (a KV-cache write): per batch entry, the update's steps written al
 wrapping around the cache in circular mode.
 
 Lowering: a plain scatter is one Move (the copy of data, the updates written over it); a reducing one is one Map
-whose work is one operation per update, spread over the output's elements.
+whose work is one operation per update, spread over the output's elements. TensorScatter is one in-place Move
+(compiler.ir.Move.in_place): the cache is aliased, and only the update's bytes are read and written.
 Invariant: the output has data's shape and dtype; updates have data's dtype and the shape indices imply.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -164,6 +166,8 @@ class TensorScatter(OpDef):
         return [tensor_scatter(node, np.asarray(args[0]), np.asarray(args[1]), starts)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
-        # in place on hardware; priced as the copy the reference makes (an upper bound on the bytes moved)
-        return [move_op(node, graph, lambda cache, update, starts=None:
-                        tensor_scatter(node, np.asarray(cache), np.asarray(update), starts))]
+        # in place, as runtimes run it (onnxruntime aliases past and present; vLLM and TensorRT-LLM append to the
+        # cache): the update's rows are read and written, the rest of the cache never moves
+        op = move_op(node, graph, lambda cache, update, starts=None:
+                     tensor_scatter(node, np.asarray(cache), np.asarray(update), starts))
+        return [replace(op, in_place=True)]

@@ -304,10 +304,21 @@ def expand(site: Site) -> Decision:
     return keep_split(site, lambda a: True, lambda a: a + shift)
 
 
+def tensor_scatter(site: Site) -> Decision:
+    """A KV-cache write: the cache and the update split alike on an axis other than the batch's and the one written
+    along (a decoder's heads) keep that split; the write positions are per batch entry, whole."""
+    axis = normalize_axis(site.node, int(site.node.attr("axis", -2)), len(site.out_shapes[0]))
+    update = site.ins[1]
+    if update.kind != "S" or update.axis in (0, axis):
+        return replicated(site)
+    wants: list[Layout | None] = [S(update.axis), S(update.axis)] + [R] * (len(site.ins) - 2)
+    return Decision(wants, [S(update.axis)])
+
+
 RULES: dict[str, Callable[[Site], Decision]] = {
     **{op: view for op in VIEWS}, "Softmax": softmax, "LogSoftmax": softmax, "LayerNormalization": layer_norm,
     **{op: reduction for op in REDUCTIONS}, "Gather": gather, "Concat": concat, "Slice": slice_, "Split": split,
-    "Expand": expand}
+    "Expand": expand, "TensorScatter": tensor_scatter}
 
 
 # -- products: MatMul, Gemm, two-operand Einsum, MatMulInteger -------------------------------------------------------

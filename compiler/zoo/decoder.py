@@ -1,7 +1,11 @@
 """Decoder-only transformers, GPT-2 and Llama style, in prefill (S tokens) or decode (1 token + KV cache).
 
-Decode reads past_key.i / past_value.i [B, H, past, Dh] per layer and writes present_key.i / present_value.i
-[B, H, past+S, Dh]; its logits equal the last row of a prefill over the same past+S tokens.
+Prefill writes present_key.i / present_value.i [B, H, S, Dh] per layer. Decode runs as serving engines do (vLLM,
+TensorRT-LLM, a static cache): per layer a cache buffer of the whole context, past_key.i [B, H, Dh, past+1] (keys
+stored transposed, as Q.K^T reads them, the layout vLLM's and FasterTransformer's key caches keep) and past_value.i
+[B, H, past+1, Dh], holding positions 0..past-1; the new token's key and value are written in place at position
+`past` (ONNX TensorScatter, opset 24), giving present_key.i / present_value.i (the same buffers), and attention reads
+each cache once. Its logits equal the last row of a prefill over the same past+1 tokens.
 """
 from __future__ import annotations
 
@@ -88,11 +92,11 @@ def rotate(b: Builder, x: str, cos: str, sin: str, name: str) -> str:
                               b.node("Mul", [rotated, sin], name="mul_sin")], name="add")
 
 
-def _attention(b: Builder, cfg: Config, x: str, layer: int, cached: int, mask: str | None, rope,
-               linear_fn: Linear) -> tuple[str, str, str]:
-    """Self-attention; returns (output, key, value) with the keys and values of all past+S positions."""
-    batch = b.shape(x)[0]
-    head_dim = cfg.hidden // cfg.heads
+def _attention(b: Builder, cfg: Config, x: str, layer: int, cache: tuple[str, int] | None, mask: str | None,
+               rope, linear_fn: Linear) -> tuple[str, str, str]:
+    """Self-attention; returns (output, key, value): this step's keys and values in prefill; in decode (`cache`:
+    the write position tensor and the context length T) the layer's cache buffers with the new token written in
+    (keys [B, H, Dh, T], values [B, H, T, Dh])."""
     bias = not cfg.llama
     with b.scope("attn"):
         q = split_heads(b, linear_fn(b, x, cfg.hidden, "q_proj", bias), cfg.heads, "q_heads")
@@ -100,13 +104,24 @@ def _attention(b: Builder, cfg: Config, x: str, layer: int, cached: int, mask: s
         v = split_heads(b, linear_fn(b, x, cfg.hidden, "v_proj", bias), cfg.heads, "v_heads")
         if rope is not None:
             q, k = rotate(b, q, *rope, "rope_q"), rotate(b, k, *rope, "rope_k")
-        if cached:
-            past_k = b.input(f"past_key.{layer}", (batch, cfg.heads, cached, head_dim))
-            past_v = b.input(f"past_value.{layer}", (batch, cfg.heads, cached, head_dim))
-            k = b.node("Concat", [past_k, k], name="concat_key", axis=2)
-            v = b.node("Concat", [past_v, v], name="concat_value", axis=2)
-        context = merge_heads(b, attention_core(b, q, k, v, mask))
+        if cache is not None:
+            k, v = _cache_write(b, cfg, b.node("Transpose", [k], name="k_column", perm=[0, 1, 3, 2]), v, layer,
+                                *cache)
+        context = merge_heads(b, attention_core(b, q, k, v, mask, k_transposed=cache is not None))
         return linear_fn(b, context, cfg.hidden, "o_proj", bias), k, v
+
+
+def _cache_write(b: Builder, cfg: Config, k_column: str, v: str, layer: int, position: str,
+                 context: int) -> tuple[str, str]:
+    """The new token's key column [B, H, Dh, 1] and value row [B, H, 1, Dh] written in place into the layer's
+    cache buffers at `position` (TensorScatter): present_key.i [B, H, Dh, T] and present_value.i [B, H, T, Dh]."""
+    batch = b.shape(v)[0]
+    head_dim = cfg.hidden // cfg.heads
+    past_k = b.input(f"past_key.{layer}", (batch, cfg.heads, head_dim, context))
+    past_v = b.input(f"past_value.{layer}", (batch, cfg.heads, context, head_dim))
+    with b.unscoped():
+        return (b.node("TensorScatter", [past_k, k_column, position], name=f"present_key.{layer}", axis=3),
+                b.node("TensorScatter", [past_v, v, position], name=f"present_value.{layer}", axis=2))
 
 
 def _mlp(b: Builder, cfg: Config, x: str, linear_fn: Linear) -> str:
@@ -129,7 +144,8 @@ def decoder(cfg: Config, batch: int, dtype, weights: bool, seq: int, mode: str, 
     tokens, cached = check_mode(cfg, mode, seq, past)
     from compiler.builder import Builder   # here, not at the top: see compiler.zoo
 
-    b = Builder(cfg.name, dtype=parse_dtype(dtype), weights=weights, seed=seed)
+    # decode writes its cache with TensorScatter, an opset-24 op; prefill stays at the zoo's opset 17
+    b = Builder(cfg.name, dtype=parse_dtype(dtype), weights=weights, seed=seed, opset=24 if mode == "decode" else 17)
     ids = b.input("input_ids", (batch, tokens), DType.int64)
     wte = b.weight("embed_tokens", (cfg.vocab, cfg.hidden), fan_in=1)
     x = b.node("Gather", [wte, ids], name="embed", axis=0)
@@ -142,14 +158,17 @@ def decoder(cfg: Config, batch: int, dtype, weights: bool, seq: int, mode: str, 
                      axis=0)
         x = b.node("Add", [x, pos], name="add_position")
     mask = causal_mask(b, tokens, cached)
+    # decode: each batch entry's new token goes to cache position `cached` (TensorScatter's write_indices)
+    cache = (ints(b, [cached] * batch), cached + tokens) if mode == "decode" else None
     presents: list[str] = []
     for i in range(cfg.layers):
         with b.scope(f"layers.{i}"):   # pre-norm residual blocks (GPT-2 sec. 2.3, Llama)
-            h, k, v = _attention(b, cfg, _norm(b, cfg, x, "norm1"), i, cached, mask, rope, linear_fn)
+            h, k, v = _attention(b, cfg, _norm(b, cfg, x, "norm1"), i, cache, mask, rope, linear_fn)
             x = b.node("Add", [x, h], name="residual1")
             x = b.node("Add", [x, _mlp(b, cfg, _norm(b, cfg, x, "norm2"), linear_fn)], name="residual2")
-        presents += [b.node("Identity", [k], name=f"present_key.{i}"),
-                     b.node("Identity", [v], name=f"present_value.{i}")]
+        if cache is None:
+            k, v = b.node("Identity", [k], name=f"present_key.{i}"), b.node("Identity", [v], name=f"present_value.{i}")
+        presents += [k, v]
     x = _norm(b, cfg, x, "norm_final")
     if cfg.llama:
         logits = b.node("MatMul", [x, b.weight("lm_head", (cfg.hidden, cfg.vocab), fan_in=cfg.hidden)],

@@ -42,6 +42,13 @@ def ints(b: Builder, values) -> str:
     return b.const(np.array(values, dtype=np.int64), dtype=DType.int64)
 
 
+def reduce_last(b: Builder, op: str, x: str, name: str) -> str:
+    """ReduceMean / ReduceMax over the last axis, keeping it; the axes an attribute before opset 18, input 1 after."""
+    if b.graph.opset >= 18:
+        return b.node(op, [x, ints(b, [-1])], name=name, keepdims=1)
+    return b.node(op, [x], name=name, axes=[-1], keepdims=1)
+
+
 def linear(b: Builder, x: str, features: int, name: str, bias: bool = True) -> str:
     """y = x W + b over the last axis; W is stored [in, out] so MatMul reads it without a transpose."""
     fan_in = b.shape(x)[-1]
@@ -67,7 +74,7 @@ def rms_norm(b: Builder, x: str, name: str, eps: float = 1e-5) -> str:
     with b.scope(name):
         gamma = b.weight("weight", (features,), init="uniform")
         square = b.node("Pow", [x, scalar(b, 2.0)], name="pow")
-        mean = b.node("ReduceMean", [square], name="mean", axes=[-1], keepdims=1)
+        mean = reduce_last(b, "ReduceMean", square, "mean")
         rms = b.node("Sqrt", [b.node("Add", [mean, scalar(b, eps)], name="add_eps")], name="sqrt")
         y = b.node("Div", [x, rms], name="div")
         return b.node("Mul", [y, gamma], name="scale")
@@ -103,10 +110,11 @@ def merge_heads(b: Builder, x: str, name: str = "merge_heads") -> str:
         return b.node("Reshape", [x, ints(b, [batch, seq, heads * head_dim])], name="reshape")
 
 
-def attention_core(b: Builder, q: str, k: str, v: str, mask: str | None) -> str:
-    """softmax(Q K^T / sqrt(Dh) + mask) V over [B, H, S, Dh] (Vaswani et al. 2017, eq. 1)."""
+def attention_core(b: Builder, q: str, k: str, v: str, mask: str | None, k_transposed: bool = False) -> str:
+    """softmax(Q K^T / sqrt(Dh) + mask) V over [B, H, S, Dh] (Vaswani et al. 2017, eq. 1); with `k_transposed`
+    K is given as K^T [B, H, Dh, S] (a decoder's key cache, stored as the product reads it)."""
     head_dim = b.shape(q)[-1]
-    k_t = b.node("Transpose", [k], name="k_transpose", perm=[0, 1, 3, 2])
+    k_t = k if k_transposed else b.node("Transpose", [k], name="k_transpose", perm=[0, 1, 3, 2])
     scores = b.node("MatMul", [q, k_t], name="qk")
     scores = b.node("Mul", [scores, scalar(b, 1.0 / math.sqrt(head_dim))], name="scale")
     if mask is not None:

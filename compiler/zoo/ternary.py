@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from compiler.dtypes import DType
-from compiler.zoo.layers import rms_norm, scalar
+from compiler.zoo.layers import reduce_last, rms_norm, scalar
 
 if TYPE_CHECKING:
     from compiler.builder import Builder
@@ -38,7 +38,7 @@ def fake_quantize(b: Builder, x: str, scale: str, low: float, high: float) -> st
 def quantize_activations(b: Builder, x: str) -> tuple[str, str]:
     """Per-token absmax to int8: (x_int8, 127 / absmax). The clamp at 1e-5 and the [-128, 127] clip
     follow the BitNet b1.58 reference code (1bitLLM/bitnet_b1_58, utils_quant.activation_quant)."""
-    absmax = b.node("ReduceMax", [b.node("Abs", [x], name="abs")], name="absmax", axes=[-1], keepdims=1)
+    absmax = reduce_last(b, "ReduceMax", b.node("Abs", [x], name="abs"), "absmax")
     absmax = b.node("Max", [absmax, scalar(b, 1e-5)], name="clamp")
     scale = b.node("Div", [scalar(b, 127.0), absmax], name="act_scale")
     q = b.node("Round", [b.node("Mul", [x, scale], name="mul_scale")], name="round")
@@ -80,7 +80,7 @@ def _latent_bitlinear(b: Builder, x: str, features: int, name: str, norm: bool) 
         if norm:
             x = rms_norm(b, x, "norm", eps=1e-8)
         with b.scope("act_quant"):     # per token: 127 / absmax, clamped as quantize_activations does
-            absmax = b.node("ReduceMax", [b.node("Abs", [x], name="abs")], name="absmax", axes=[-1], keepdims=1)
+            absmax = reduce_last(b, "ReduceMax", b.node("Abs", [x], name="abs"), "absmax")
             scale = b.node("Div", [scalar(b, 127.0), b.node("Max", [absmax, scalar(b, 1e-5)], name="clamp")],
                            name="scale")
             x_q = fake_quantize(b, x, scale, -128.0, 127.0)

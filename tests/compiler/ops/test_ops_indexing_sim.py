@@ -139,6 +139,21 @@ def test_work_counts_are_honest():
     assert scatter.kind == Kind.map and scatter.ops >= 16 * 96             # one add per update at least
 
 
+@pytest.mark.parametrize("positions", [64, 4096])
+def test_a_kv_cache_write_moves_the_update_alone(positions):
+    """TensorScatter writes in place (onnxruntime aliases past and present, as serving engines append): the new
+    token's rows are read once and written once, 2 x 4 x 1 x 32 fp32 = 1 KiB each way, however long the cache."""
+    b = Builder("kv", opset=24)
+    step = b.input("step", (2, 4, 1, 32))
+    cache = b.node("TensorScatter", [b.input("cache", (2, 4, positions, 32)), step, b.const(_ints(7, 63))])
+    graph = b.build([cache])
+    (move,) = lower(graph).ops
+    update = 2 * 4 * 32 * 4
+    assert move.kind == Kind.move and move.in_place and move.nbytes == 2 * update
+    (priced,) = run(graph, arch="a100", dtype="fp32", caches="cold").ops
+    assert priced.bytes == 2 * update and priced.bytes_by_level["hbm2"] == 2 * update
+
+
 @pytest.mark.parametrize("make,pattern", [
     (lambda b, x: b.node("NonZero", [x]), r"depends on how many elements of 'x' are non-zero"),
     (lambda b, x: b.node("Unique", [x]), r"depends on how many distinct values 'x' holds"),

@@ -67,7 +67,7 @@ def feeds_for(graph, seed=0):
     return feeds
 
 
-DECODE = dict(mode="decode")   # one token over seq - 1 cached ones: the KV-cache inputs and Concat
+DECODE = dict(mode="decode")   # one token over seq - 1 cached ones: the KV-cache buffers written by TensorScatter
 CASES = [(name, {}) for name in MODELS] + [(name, DECODE) for name in ("gpt2", "llama", "bitnet_b158")]
 
 
@@ -146,20 +146,26 @@ def test_decode_after_prefill_matches_prefill(name):
     prefix = run_graph(build(name, seq=seq - 1, **size), {"input_ids": ids[:, :-1]})
     step = build(name, seq=seq, mode="decode", **size)
     feeds = {"input_ids": ids[:, -1:]}
-    for i in range(size["layers"]):
-        feeds[f"past_key.{i}"] = prefix[f"present_key.{i}"]
-        feeds[f"past_value.{i}"] = prefix[f"present_value.{i}"]
+    stale = np.full((1, size["heads"], 1, size["hidden"] // size["heads"]), 1e3)   # the slot the step writes
+    for i in range(size["layers"]):   # the cache buffers: keys transposed [B, H, Dh, seq], values [B, H, seq, Dh]
+        feeds[f"past_key.{i}"] = np.concatenate([prefix[f"present_key.{i}"], stale], axis=2).transpose(0, 1, 3, 2)
+        feeds[f"past_value.{i}"] = np.concatenate([prefix[f"present_value.{i}"], stale], axis=2)
     got = run_graph(step, feeds)
     rtol, atol = TOLERANCES[DType.fp32]
     np.testing.assert_allclose(got["logits"][:, -1], full["logits"][:, -1], rtol=rtol, atol=atol)
-    np.testing.assert_allclose(got["present_key.0"], full["present_key.0"], rtol=rtol, atol=atol)
-    assert step.tensor("past_key.1").shape == (1, size["heads"], seq - 1, size["hidden"] // size["heads"])
+    np.testing.assert_allclose(got["present_key.0"], full["present_key.0"].transpose(0, 1, 3, 2), rtol=rtol,
+                               atol=atol)
+    np.testing.assert_allclose(got["present_value.1"], full["present_value.1"], rtol=rtol, atol=atol)
+    head_dim = size["hidden"] // size["heads"]
+    assert step.tensor("past_key.1").shape == (1, size["heads"], head_dim, seq)
+    assert step.tensor("past_value.1").shape == (1, size["heads"], seq, head_dim)
 
 
 def test_decoder_defaults_build_fast_and_shape_only():
     graph = build("llama", mode="decode", seq=2048, weights=False)
     assert graph.tensor("logits").shape == (1, 1, 32000)
-    assert graph.tensor("present_key.31").shape == (1, 32, 2048, 128)
+    assert graph.tensor("present_key.31").shape == (1, 32, 128, 2048)
+    assert graph.tensor("present_value.31").shape == (1, 32, 2048, 128)
     macs = sum(op.macs for op in lower(graph).ops)
     # one token: every weight but the embedding once, plus QK^T and PV over 2048 positions per layer
     assert macs == parameter_count(graph) - 32000 * 4096 - 65 * 4096 + 32 * 2 * 2048 * 4096
