@@ -1,30 +1,37 @@
 """Boundary: where a model's own inputs and outputs lie when it runs, as `caches` says.
 
-Activations between ops live in the innermost shared level with room for them (compiler.target.placement). A
-model's inputs and outputs are read and written there too when its caches are warm: a call repeated in a loop
-finds last call's operands still in L2. When they are cold (the first call, or a benchmark that flushes the caches
-before each call, as DeepGEMM's and `accelsim validate cuda`'s do) they come from and go back to the outermost
-level that holds activations, DRAM: each is marked external and placement serves it from there.
-Invariant: only operands named by the IR's inputs or outputs change, and only with caches "cold".
+Activations between ops live in the innermost shared level with room for them (compiler.target.placement). When the
+caches are warm, a call repeated in a loop finds last call's inputs and outputs still in that level, as many as fit
+there together: smallest first (ties in the order the program first touches them), while their sum fits the level's
+capacity; a tensor larger than the level is never resident, and a 1 GiB KV cache is not in a 40 MiB L2. The rest, and
+all of them when the caches are cold (the first call, or a benchmark that flushes the caches before each call, as
+DeepGEMM's and `accelsim validate cuda`'s do), come from and go back to the outermost level that holds activations,
+DRAM: each is marked external and placement serves it from there. An in-place write's output is its buffer (a KV
+cache's present is its past), one tensor to place.
+Invariant: only operands named by the IR's inputs or outputs change; the resident ones' bytes sum to at most the
+capacity of the level activations live in.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 from compiler.errors import UserError
-from compiler.ir import IR, Role
+from compiler.ir import IR, Move, Role
+from compiler.target import activation_home
 
 CACHES = ("warm", "cold")
 
 
 def boundary(ir: IR, options) -> IR:
-    """With `options.caches` "cold", the IR with every operand that is a model input or output marked external;
-    with "warm", the IR as it is."""
+    """The IR with every model input or output that does not stay resident marked external: all of them with
+    `options.caches` "cold", those that do not fit together in the activations' level with "warm"."""
     if options.caches not in CACHES:
         raise UserError(f"caches {options.caches!r}: choose from {', '.join(CACHES)}")
-    if options.caches == "warm":
+    buffers = _buffers(ir)
+    kept = resident(buffers, options.arch) if options.caches == "warm" else set()
+    outside = {name for name, buffer in _buffer_of(ir).items() if buffer in buffers and buffer not in kept}
+    if not outside:
         return ir
-    outside = set(ir.inputs) | set(ir.outputs)
 
     def mark(operand):
         if operand.tensor in outside and operand.role != Role.weight:
@@ -33,3 +40,44 @@ def boundary(ir: IR, options) -> IR:
 
     ops = [replace(op, inputs=tuple(mark(o) for o in op.inputs), output=mark(op.output)) for op in ir.ops]
     return replace(ir, ops=ops)
+
+
+def resident(buffers: dict[str, int], arch) -> set[str]:
+    """The buffers (name -> bytes, in the order the program first touches them) a repeated call finds in the level
+    activations live in: smallest first while their sum fits its capacity (all of them without an arch)."""
+    home = activation_home(arch, 0) if arch is not None else None
+    if home is None:
+        return set(buffers)
+    room = arch.memory[home].capacity_total
+    kept = set()
+    for order, (name, nbytes) in sorted(enumerate(buffers.items()), key=lambda item: (item[1][1], item[0])):
+        if nbytes <= room:
+            kept.add(name)
+            room -= nbytes
+    return kept
+
+
+def _buffer_of(ir: IR) -> dict[str, str]:
+    """Tensor -> the buffer it lies in: itself, or for an in-place write's output the buffer written into."""
+    buffer: dict[str, str] = {}
+    for op in ir.ops:
+        for operand in op.inputs:
+            buffer.setdefault(operand.tensor, operand.tensor)
+        if isinstance(op, Move) and op.in_place:
+            buffer[op.output.tensor] = buffer.get(op.inputs[0].tensor, op.inputs[0].tensor)
+        else:
+            buffer.setdefault(op.output.tensor, op.output.tensor)
+    return buffer
+
+
+def _buffers(ir: IR) -> dict[str, int]:
+    """The model's input and output buffers that are not weights, with their bytes, in the order of first touch."""
+    boundary = set(ir.inputs) | set(ir.outputs)
+    buffer = _buffer_of(ir)
+    found: dict[str, int] = {}
+    for op in ir.ops:
+        for operand in (*op.inputs, op.output):
+            if operand.tensor in boundary and operand.role != Role.weight:
+                name = buffer[operand.tensor]
+                found[name] = max(found.get(name, 0), operand.nbytes)
+    return found

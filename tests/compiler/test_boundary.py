@@ -7,7 +7,10 @@ import pytest
 import accelsim
 from accelsim.arch import load_arch
 from accelsim.validate import cases
+from compiler.builder import Builder
+from compiler.dtypes import DType
 from compiler.errors import UserError
+from compiler.ir import Move
 from compiler.ops.interpret import run_ir
 from compiler.pipeline import Options, compile_graph
 
@@ -77,3 +80,46 @@ def test_the_command_line_takes_caches(capsys):
     assert '"ops"' in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["run", "gpt2", "--arch", "h100", "--caches", "hot"])
+
+
+def resident_bytes(ir) -> tuple[int, list[int]]:
+    """(bytes of the model inputs and outputs left where activations live, each one's bytes), each buffer once: an
+    in-place write's output (a KV cache's present) is the buffer it writes into (its past)."""
+    aliases = {op.output.tensor for op in ir.ops if isinstance(op, Move) and op.in_place}
+    seen = {o.tensor: o for op in ir.ops for o in (*op.inputs, op.output)
+            if o.tensor in set(ir.inputs) | set(ir.outputs) and o.tensor not in aliases and not o.external}
+    sizes = [o.nbytes for o in seen.values()]
+    return sum(sizes), sizes
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_warm_keeps_resident_only_what_fits_the_level_together(seed):
+    """Random model inputs concatenated, together more or less than A100's 40 MiB L2 (archs/a100.yaml): warm, the
+    tensors left in L2 sum to at most its capacity, none alone exceeds it, and when everything fits nothing is sent
+    to DRAM (seeds 3 and 6)."""
+    arch = load_arch("a100")
+    l2 = next(level for level in arch.memory if level.name == "l2").capacity_total
+    assert l2 == 40 * 2 ** 20
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(1, 12, size=rng.integers(2, 6)) * 256      # 256 rows of 1024 fp32: 1 MiB (seed 7: 41 MiB out)
+    b = Builder("inputs", opset=17)
+    graph = b.build([b.node("Concat", [b.input(f"x{i}", (int(r), 1024)) for i, r in enumerate(rows)], axis=0)])
+    ir = compile_graph(graph, Options(dtype=DType.fp32, arch=arch, caches="warm"))
+    total, sizes = resident_bytes(ir)
+    assert total <= l2 and all(size <= l2 for size in sizes)
+    everything = sum(int(r) * 1024 * 4 for r in rows) * 2               # inputs, and the output as large
+    assert (total == everything) == (everything <= l2)
+
+
+def test_a_kv_cache_larger_than_l2_is_not_warm():
+    """Llama-2-7B's decode step at batch 1 over 2K positions, 4 layers: each layer's key and value buffers are
+    32 x 128 x 2048 fp16 = 16 MiB, 128 MiB in all, more than A100's 40 MiB L2 holds: at most two stay warm."""
+    arch = load_arch("a100")
+    graph = accelsim.load_model("llama", mode="decode", seq=2048, dtype="fp16", layers=4, weights=False)
+    ir = compile_graph(graph, Options(dtype=DType.fp16, arch=arch, caches="warm"))
+    total, _ = resident_bytes(ir)
+    assert total <= 40 * 2 ** 20
+    caches = {o.tensor: o.external for op in ir.ops for o in op.inputs if o.tensor.startswith("past_")}
+    assert len(caches) == 8 and sum(not external for external in caches.values()) <= 2
+    writes = [op for op in ir.ops if isinstance(op, Move) and op.in_place]
+    assert len(writes) == 8 and all(op.output.external == op.inputs[0].external for op in writes)
