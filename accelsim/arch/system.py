@@ -1,18 +1,19 @@
 """The typed, frozen objects a system description becomes: devices plus levels of links, innermost first.
 
 A System is what archs/systems/*.yaml says; a Slice is the part of it one run uses (`--devices 16`,
-`--slice 4x4x4`). Invariant: a Slice's participants per level multiply to its device count, and a torus
-level's shape multiplies to that level's participants.
+`--slice 4x4x4`), a box of a torus level that fits in the machine's torus (accelsim.arch.torus); `sliced` gives the
+system as that run sees it, its torus the slice. Invariant: a Slice's participants per level multiply to its device
+count, and a torus level's shape multiplies to that level's participants.
 """
 from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass
-from itertools import combinations_with_replacement
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from accelsim.arch.hardware import Arch
+from accelsim.arch.torus import balanced_shape, fits, nearest_counts
 from compiler.errors import UserError
 
 
@@ -97,11 +98,16 @@ class DeviceCount:
 @dataclass(frozen=True)
 class Slice:
     """The devices one run uses: `participants[i]` members of level i's group take part (innermost first;
-    1 where a level is not crossed), `shape[i]` the torus shape used at level i (() elsewhere)."""
+    1 where a level is not crossed), `shape[i]` the torus shape used at level i (() elsewhere). One group of a run's
+    ranks inside its slice (accelsim.parallel.groups) also has, per torus dimension, `step[i]`: the links from one
+    member to the next, shared by the groups interleaved between them (() : 1), and `closed[i]`: whether its members
+    go round a ring (() : as the level wraps a dimension of that length)."""
 
     devices: int
     participants: tuple[int, ...]
     shape: tuple[tuple[int, ...], ...]
+    step: tuple[tuple[int, ...], ...] = ()
+    closed: tuple[tuple[bool, ...], ...] = ()
 
     def groups(self, level: int) -> int:
         """Devices in one group of level `level`: 8 for a node of a 2-node DGX slice, 16 for the whole."""
@@ -134,6 +140,14 @@ class System:
     @property
     def torus_levels(self) -> tuple[int, ...]:
         return tuple(i for i, level in enumerate(self.levels) if level.topology.dims > 1)
+
+    def sliced(self, cut: Slice) -> System:
+        """The system as a run on `cut` sees it: each ring or torus level the slice's shape (a 4x4x4 slice of the
+        pod is a 4x4x4 torus, closing where its own dimensions do), and `cut.devices` as its only device count."""
+        levels = tuple(replace(level, shape=cut.shape[i], devices=cut.groups(i))
+                       if level.topology.dims and cut.shape[i] else level for i, level in enumerate(self.levels))
+        n = cut.devices
+        return replace(self, levels=levels, devices=DeviceCount(n, min(self.devices.minimum, n), n))
 
     def fit(self, devices: int | None = None, shape: tuple[int, ...] | None = None) -> Slice:
         """The slice for `--devices N` and/or `--slice AxBxC`; UserError naming the system when it does not fit."""
@@ -175,33 +189,29 @@ class System:
         dims = level.topology.dims
         if dims == 0:
             return ()
+        whole = f"level {level.name!r}, a {_text(level.shape)} {'ring' if dims == 1 else 'torus'}"
         if asked is not None:
             if len(asked) != dims:
                 raise UserError(f"{self.name}: --slice {_text(asked)} has {len(asked)} dimensions; level "
                                 f"{level.name!r} is a {level.topology.value} ({dims})")
+            if not fits(asked, level.shape):
+                over = next(a for a, m in zip(sorted(asked), sorted(level.shape)) if a > m)
+                raise UserError(f"{self.name}: --slice {_text(asked)} does not fit {whole}: a slice's dimensions, in "
+                                f"some order, are each at most the torus's ({over} is too long)")
             return asked
         if dims == 1:
             return (members,)
-        return balanced_shape(members, dims, level.wrap_multiple)
-
-
-def balanced_shape(members: int, dims: int, wrap_multiple: int = 1) -> tuple[int, ...]:
-    """The most cubic shape of `members` in `dims` dimensions, smallest first (4,096 in 3: 16x16x16), preferring
-    dimensions that are multiples of `wrap_multiple` (those close into rings on TPU v4)."""
-    best = None
-    for first in _factorisations(members, dims):
-        shape = tuple(sorted(first))
-        key = (max(shape), -sum(d % wrap_multiple == 0 for d in shape), shape)
-        best = key if best is None or key < best else best
-    return best[2]
-
-
-def _factorisations(n: int, dims: int):
-    divisors = [d for d in range(1, n + 1) if n % d == 0]
-    for combo in combinations_with_replacement(divisors, dims - 1):
-        rest = n // math.prod(combo) if n % math.prod(combo) == 0 else 0
-        if rest:
-            yield (*combo, rest)
+        if members == math.prod(level.shape):
+            return level.shape
+        shape = balanced_shape(members, dims, level.wrap_multiple, level.shape)
+        if shape is None:
+            below, above = nearest_counts(members, level.shape)
+            near = [f"{c * self._below(index)} ({_text(balanced_shape(c, dims, level.wrap_multiple, level.shape))})"
+                    for c in (below, above) if c is not None]
+            raise UserError(f"{self.name}: {members * self._below(index)} devices do not form a slice of {whole} (no "
+                            f"AxBxC of {members} fits it)" + (f"; the nearest counts that do: {', '.join(near)}"
+                                                              if near else ""))
+        return shape
 
 
 def parse_shape(text: str) -> tuple[int, ...]:

@@ -114,7 +114,7 @@ def _partner(net: Network, distance: int) -> tuple[int, float, int]:
             for d in net.dims[level]:
                 if local < span * d.size:
                     e = local // span
-                    hops = min(e, d.size - e) if d.wraps else e
+                    hops = (min(e, d.size - e) if d.wraps else e) * d.step
                     return d.plus, float(hops), hops
                 span *= d.size
     raise AssertionError(f"no level holds a partner {distance} ranks away")
@@ -122,15 +122,21 @@ def _partner(net: Network, distance: int) -> tuple[int, float, int]:
 
 def direct(job: Job) -> None:
     """All-to-all: S/n to every peer, each over the level that separates the pair (on a torus, along each
-    dimension in turn, the busiest link's flows as the share). Through a switch the peers are served one after
-    another (NCCL's point-to-point rounds), so a piece pays a hop per peer, the nearer level's first. Send/recv:
-    S to the next rank, over the outermost level the slice crosses (the one pair that crosses it sets the time)."""
+    dimension in turn, the busiest link's flows as the share, times the groups interleaved there). Through a
+    switch the peers are served one after another (NCCL's point-to-point rounds), so a piece pays a hop per peer,
+    the nearer level's first. Send/recv: S to the next rank, over the outermost level the slice crosses (the one
+    pair that crosses it sets the time)."""
     net = job.net
     n = net.slice.devices
     pieces = job.pieces(job.size / n if job.op == "alltoall" else job.size)
     b = job.size / pieces
     if job.op == "sendrecv":
-        c = net.first(net.active[-1])
+        level = net.active[-1]
+        c = net.first(level)
+        if level in net.dims:          # the next member `step` links on: every pair between shares those links
+            step = net.dims[level][0].step
+            job.tb.add((c,), np.full(pieces, b), share=step, hops=step)
+            return
         job.tb.add((c,), np.full(pieces, b), share=1.0 if len(net.active) > 1 else net.flows(c))
         return
     after = None
@@ -143,8 +149,8 @@ def direct(job: Job) -> None:
             continue
         for d in net.dims[level]:
             own = b * inside * (members - members // d.size) / n / 2     # this device's bytes leaving along d, per way
-            load = b * inside * inside / n * members / d.size * _busiest(d.size, d.wraps)   # bytes on the busiest link
-            far = d.size // 2 if d.wraps else d.size - 1
+            load = b * inside * inside / n * members / d.size * _busiest(d.size, d.wraps) * d.step   # busiest link
+            far = (d.size // 2 if d.wraps else d.size - 1) * d.step
             for c in (d.plus, d.minus):
                 job.tb.add((c,), np.full(pieces, own), share=load / own, hops=far)
 

@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from accelsim.arch.system import System, parse_shape
+from accelsim.arch.system import Slice, System, parse_shape
 from accelsim.arch.system_load import load_system
 from accelsim.arch.units import UnitError, parse_size
 from accelsim.comm.algorithms import ALGORITHMS, BY_OP, OPS, available, expand
@@ -33,7 +33,7 @@ TIE_MARGIN = 0.01
 
 
 def collective(op: str, system: str | os.PathLike | System, devices: int | None = None, size=1 << 20,
-               algorithm: str | None = None, *, slice: str | tuple | None = None,
+               algorithm: str | None = None, *, slice: str | tuple | Slice | None = None,
                chunk=DEFAULT_CHUNK) -> CollectiveResult:
     """Time `op` of `size` bytes (nccl-tests' size; a number or text with units) on `devices` devices or the
     torus `slice` (`4x4x4`) of `system` (a preset name, a YAML path or a System); `algorithm` None chooses."""
@@ -97,8 +97,11 @@ def sweep(op: str, system, devices: int | None = None, size="1 GiB", algorithm: 
 
 
 def network(system, devices: int | None, slice_) -> Network:
-    """The representative device of the slice: `devices`, or a torus shape (`4x4x4` or a tuple)."""
+    """The representative device of the slice: `devices`, a torus shape (`4x4x4` or a tuple), or a Slice as it is
+    (one group of a parallel plan inside its run's slice: accelsim.parallel.groups)."""
     system = load_system(system)
+    if isinstance(slice_, Slice):
+        return Network(system, slice_)
     shape = parse_shape(slice_) if isinstance(slice_, str) else (tuple(slice_) if slice_ is not None else None)
     if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int)):
         raise UserError(f"devices {devices!r}: give a whole number")

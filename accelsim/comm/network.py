@@ -33,12 +33,15 @@ class Channel:
 
 @dataclass(frozen=True)
 class Dim:
-    """One torus (or ring) dimension the slice spans: its size, whether it closes, its + and - channels."""
+    """One torus (or ring) dimension the slice spans: its members, whether they close into a ring, its + and -
+    channels, and `step`, the links from one member to the next (a data-parallel group whose members are 4 apart
+    along x: 4, each link then carrying the flows of the 4 groups interleaved there)."""
 
     size: int
     wraps: bool
     plus: int
     minus: int
+    step: int = 1
 
 
 def protocols(system: System) -> tuple[Protocol, ...]:
@@ -71,12 +74,15 @@ class Network:
                 continue
             per_direction = level.ports / (2 * level.topology.dims) * level.payload_bytes_per_s * rate
             self.dims[i] = []
-            for axis, size in zip("xyz", slice_.shape[i]):
+            shape = slice_.shape[i]
+            steps = slice_.step[i] if slice_.step else (1,) * len(shape)
+            closed = slice_.closed[i] if slice_.closed else tuple(level.wraps(size) for size in shape)
+            for axis, size, step, wraps in zip("xyz", shape, steps, closed):
                 if size > 1:
                     name = f"{level.name} {axis}" if level.topology.dims > 1 else level.name
                     plus = self._add(f"{name}+", i, per_direction, level.latency_s * hop, 1.0)
                     minus = self._add(f"{name}-", i, per_direction, level.latency_s * hop, 1.0)
-                    self.dims[i].append(Dim(size, level.wraps(size), plus, minus))
+                    self.dims[i].append(Dim(size, wraps, plus, minus, step))
 
     def _add(self, name: str, level: int, bandwidth: float, latency: float, flows: float) -> int:
         self.channels.append(Channel(name, level, bandwidth, latency, flows))

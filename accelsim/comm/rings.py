@@ -80,21 +80,26 @@ def ring_steps(tb: Transfers, lanes: list[Lane], successor: list[int], steps: in
 
 
 def level_lanes(net: Network, level: int) -> tuple[list[Lane], list[int]]:
-    """A ring over one level's members: through the switch on the device's egress, or around a torus both ways
-    (a Hamiltonian cycle of neighbour hops, one ring each direction)."""
+    """A ring over one level's members: through the switch on the device's egress, along the one dimension a
+    ring or torus slice spans (dim_lanes), or around a torus both ways (a Hamiltonian cycle of neighbour hops,
+    one ring each direction; members `step` links apart make each hop that many links, shared as many ways)."""
     if level in net.egress:
         c = net.egress[level]
         return [Lane(c, net.flows(c), 1, 1.0)], [0]
-    d = net.dims[level][0]
-    return [Lane(d.plus, 1.0, 1, 0.5), Lane(d.minus, 1.0, 1, 0.5)], [0, 1]
+    dims = net.dims[level]
+    if len(dims) == 1:
+        return dim_lanes(dims[0])
+    step = max(d.step for d in dims)
+    return [Lane(dims[0].plus, step, step, 0.5), Lane(dims[0].minus, step, step, 0.5)], [0, 1]
 
 
 def dim_lanes(d: Dim) -> tuple[list[Lane], list[int]]:
     """A ring along one torus dimension: both directions when it wraps; else one ring zig-zagging along the
-    line (0 -> 2 -> 4 ... -> 3 -> 1 -> 0: two hops per step, each directed link carrying one flow)."""
+    line (0 -> 2 -> 4 ... -> 3 -> 1 -> 0: two hops per step, each directed link carrying one flow). Members
+    `d.step` links apart: each hop is that many links, and the groups interleaved between them share each link."""
     if d.wraps:
-        return [Lane(d.plus, 1.0, 1, 0.5), Lane(d.minus, 1.0, 1, 0.5)], [0, 1]
-    return [Lane(d.plus, 1.0, 1 if d.size == 2 else 2, 1.0)], [0]
+        return [Lane(d.plus, d.step, d.step, 0.5), Lane(d.minus, d.step, d.step, 0.5)], [0, 1]
+    return [Lane(d.plus, d.step, (1 if d.size == 2 else 2) * d.step, 1.0)], [0]
 
 
 def rail_lanes(net: Network) -> tuple[list[Lane], list[int]]:
@@ -133,7 +138,9 @@ def _chain(job: Job) -> None:
     pieces = job.pieces(job.size)
     if len(net.active) == 1:
         c = net.first(net.active[0])
-        job.tb.add((c,), np.full(pieces, job.size / pieces), share=net.flows(c), hops=n - 1, stages=n - 1)
+        step = max((d.step for d in net.dims.get(net.active[0], ())), default=1)    # torus members that far apart
+        job.tb.add((c,), np.full(pieces, job.size / pieces), share=net.flows(c) * step, hops=(n - 1) * step,
+                   stages=n - 1)
         return
     inner, outer = net.active[0], net.active[1]
     members = net.participants(inner)
@@ -236,8 +243,8 @@ def torus(job: Job) -> None:
     dims = net.dims[level]
     if job.op == "broadcast":
         pieces = job.pieces(job.size)
-        job.tb.add(tuple(d.plus for d in dims), np.full(pieces, job.size / pieces), hops=[d.size - 1 for d in dims],
-                   stages=sum(d.size - 1 for d in dims))
+        job.tb.add(tuple(d.plus for d in dims), np.full(pieces, job.size / pieces), share=[d.step for d in dims],
+                   hops=[(d.size - 1) * d.step for d in dims], stages=sum(d.size - 1 for d in dims))
         return
     parts = len(dims)
     pieces = job.pieces(job.size / parts / dims[0].size)

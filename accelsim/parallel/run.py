@@ -12,7 +12,7 @@ import os
 from accelsim.arch.system import System
 from accelsim.arch.system_load import load_system
 from accelsim.out.parallel import ParallelTrainResult, Role
-from accelsim.parallel.groups import cost, groups, level_name
+from accelsim.parallel.groups import cost, groups_on, level_name
 from accelsim.parallel.plan import Plan, parse_plan
 from accelsim.parallel.schedule import simulate as schedule
 from accelsim.parallel.train import COLLECTIVE_OPS, _micro_batch, _partition, _shape, collective_size, places, transfer
@@ -31,13 +31,14 @@ def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | S
     """Simulate one batch of `model`'s inference on `devices` of `system` under `parallel` (tp, pp, dp, mb)."""
     sys_ = load_system(system)
     cut = sys_.fit(devices, _shape(slice))
+    sys_ = sys_.sliced(cut)        # a torus run's groups are priced on its slice (accelsim.parallel.groups)
     plan = parallel if isinstance(parallel, Plan) else parse_plan(parallel, cut.devices)
     hw = sys_.device
     target = DType.parse(dtype) if isinstance(dtype, str) else dtype or hw.native_dtype
     micro = _micro_batch(batch, plan)
     graph = load_model(model, batch=micro, **model_options)
     stages = split(graph, plan.pp * plan.chunks)
-    by_kind = groups(plan.tp, plan.dp, plan.pp)
+    by_kind = groups_on(sys_, plan.tp, plan.dp, plan.pp)
     tp = by_kind["tp"]
     simulated: dict[tuple, object] = {}
     roles, forward, sent = [], [], []

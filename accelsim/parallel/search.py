@@ -85,7 +85,8 @@ def search(model: str, system: str | os.PathLike | System, *, devices: int | Non
     `exhaustive`."""
     start = time.perf_counter()
     sys_ = load_system(system)
-    n = sys_.fit(devices).devices
+    sys_ = sys_.sliced(sys_.fit(devices))     # plans on a torus are priced on the slice they run on
+    n = sys_.fit().devices
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise UserError(f"batch {batch!r}: must be a positive integer")
     Optimizer(optimizer)                                     # an unknown one fails here, not in every worker

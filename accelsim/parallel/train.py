@@ -17,7 +17,7 @@ import os
 from accelsim.arch.system import System
 from accelsim.arch.system_load import load_system
 from accelsim.out.parallel import CATEGORIES, ParallelTrainResult, Role
-from accelsim.parallel.groups import Group, cost, groups, level_name
+from accelsim.parallel.groups import Group, cost, groups, groups_on, level_name
 from accelsim.parallel.plan import BUCKET, Plan, parse_plan
 from accelsim.parallel.schedule import simulate as schedule
 from accelsim.sim.model import load_model
@@ -48,6 +48,7 @@ def train_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike |
         raise UserError(f"unknown recompute mode {recompute!r}; allowed: {', '.join(MODES)}")
     sys_ = load_system(system)
     cut = sys_.fit(devices, _shape(slice))
+    sys_ = sys_.sliced(cut)        # a torus run's groups are priced on its slice (accelsim.parallel.groups)
     plan = parallel if isinstance(parallel, Plan) else parse_plan(parallel, cut.devices)
     if plan.devices != cut.devices:
         raise UserError(f"--parallel {plan.text()} uses {plan.devices} devices, the run has {cut.devices}")
@@ -62,7 +63,7 @@ def train_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike |
     total = _length(samples, epochs, dataset_size, tokens, per_sample)
     graph.outputs = graph.outputs[:1]           # the loss's input; a decoder's KV cache is not trained
     stages = split(graph, plan.pp * plan.chunks)
-    by_kind = groups(plan.tp, plan.dp, plan.pp)
+    by_kind = groups_on(sys_, plan.tp, plan.dp, plan.pp)
     update = Optimizer(optimizer, dict(settings or {}))
     simulated: set[tuple] = set()
     shards: dict[tuple, Graph] = {}             # a uniform model's middle stages are partitioned once
