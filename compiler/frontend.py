@@ -72,6 +72,7 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
     for init in g.initializer:
         where = f"{source}: initializer {init.name!r}"
         dtype = DType.from_onnx(init.data_type, where)
+        _check_inline_data(init, dtype, where)
         small = math.prod(init.dims) <= SHAPE_ONLY_KEEP_ELEMENTS
         value = _initializer_value(init, base_dir, where, read=values or small)
         if dtype == DType.int8 and init.doc_string == TERNARY_MARK:
@@ -264,6 +265,31 @@ def _initializer_value(init: onnx.TensorProto, base_dir: Path | None, where: str
     return held(value)
 
 
+_TYPED_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data")
+
+
+def _check_inline_data(init: onnx.TensorProto, dtype: DType, where: str) -> None:
+    """An initializer stored in the model holds as much data as its dims say, checked without decoding it: `run`
+    reads no weights, so a w of dims [2^36, 4] with 16 bytes of raw_data simulated as a 1 TiB tensor that `eval`
+    could not decode. raw_data holds dtype.nbytes(elements) bytes; a typed field (float_data, int32_data...)
+    one entry per element, or per byte for the types packed below a byte (int4: two to an entry)."""
+    if init.data_location == onnx.TensorProto.EXTERNAL:
+        return                                    # _external_extent checks it against its file
+    if any(d < 0 for d in init.dims):
+        raise ModelError(f"{where}: shape {list(init.dims)} has a negative dimension")
+    count = math.prod(int(d) for d in init.dims)
+    if init.HasField("raw_data"):
+        stored, need, unit = len(init.raw_data), dtype.nbytes(count), "bytes of raw_data"
+    else:
+        fields = [name for name in _TYPED_FIELDS if len(getattr(init, name))] or ["data"]
+        stored = sum(len(getattr(init, name, ())) for name in fields)
+        need = dtype.nbytes(count) if dtype.bits < 8 else count
+        unit = f"entries of {' and '.join(fields)}"
+    if stored != need:
+        raise ModelError(f"{where}: shape {list(init.dims)} of {dtype.value} needs {need:,} {unit}, but it holds "
+                         f"{stored:,}")
+
+
 def _external_file(info: dict, base_dir: Path | None, where: str) -> Path | None:
     """The external data file, resolved (links followed) and inside the model's folder, or None when absent."""
     text = info.get("location", "")
@@ -431,6 +457,7 @@ def from_subgraph(body: onnx.GraphProto, outer: Graph, input_tensors: list[Tenso
     tensors: dict[str, Tensor] = {}
     for init in body.initializer:
         dtype = DType.from_onnx(init.data_type, f"{source}: initializer {init.name!r}")
+        _check_inline_data(init, dtype, where)
         small = math.prod(init.dims) <= SHAPE_ONLY_KEEP_ELEMENTS
         weights[init.name] = _initializer_value(init, base_dir, f"{source}: initializer {init.name!r}",
                                                 read=read or small)

@@ -3,6 +3,8 @@
 Largest file tried: a hand-built ResNet-50 (25.6 M params, 97 MiB) imports in 0.2-0.4 s at 251 MiB peak RSS
 (154 MiB with external data); rerun with `.venv/bin/python benchmarks/import_onnx.py [--external]`.
 """
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -246,3 +248,50 @@ def test_declared_sizes_are_checked_before_memory_is_allocated(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 64 << 20          # 2 GiB declared; nothing near it allocated
+
+
+def _initializer(data_type, dims, **data) -> TensorProto:
+    init = TensorProto(name="w", data_type=data_type, dims=dims)
+    for field, value in data.items():
+        if field == "raw_data":
+            init.raw_data = value
+        else:
+            getattr(init, field).extend(value)
+    return init
+
+
+# (initializer, what the message says): dims [2^36, 4] with 16 bytes simulated as a 1 TiB weight (596 ms on
+# an H100) while `eval` could not decode it; fp32 needs 4 bytes an element, int4 half a byte (two to an entry)
+MISMATCHED = {
+    "raw_data short": (_initializer(TensorProto.FLOAT, [2 ** 36, 4], raw_data=bytes(16)),
+                       "shape [68719476736, 4] of fp32 needs 1,099,511,627,776 bytes of raw_data, but it holds 16"),
+    "raw_data long": (_initializer(TensorProto.FLOAT, [3, 4], raw_data=bytes(52)), "needs 48 bytes of raw_data"),
+    "float_data short": (_initializer(TensorProto.FLOAT, [3, 4], float_data=[1.0] * 11),
+                         "needs 12 entries of float_data, but it holds 11"),
+    "int64_data long": (_initializer(TensorProto.INT64, [2], int64_data=[1, 2, 3]), "needs 2 entries of int64_data"),
+    "fp16 in int32_data": (_initializer(TensorProto.FLOAT16, [2 ** 40], int32_data=[0]),
+                           "needs 1,099,511,627,776 entries of int32_data, but it holds 1"),
+    "int4 packed": (_initializer(TensorProto.INT4, [5], int32_data=[0, 0]), "needs 3 entries of int32_data"),
+    "no data": (_initializer(TensorProto.FLOAT, [3, 4]), "needs 12 entries of data, but it holds 0"),
+}
+
+
+@pytest.mark.parametrize("case", MISMATCHED)
+def test_inline_initializer_data_must_match_its_dims(case):
+    init, message = MISMATCHED[case]
+    proto = model([helper.make_node("Add", ["x", "w"], ["y"])], [("x", [1, 4])], [("y", None)], [init])
+    for weights in (False, True):           # `run` imports shapes only, `eval` the values: both refuse it
+        with pytest.raises(ModelError, match=r"initializer 'w': .*" + re.escape(message)):
+            from_model(proto, weights=weights)
+
+
+@pytest.mark.parametrize("data_type, dims, data", [
+    (TensorProto.FLOAT, [3, 4], dict(raw_data=bytes(48))),
+    (TensorProto.FLOAT, [3, 4], dict(float_data=[0.5] * 12)),
+    (TensorProto.INT4, [5], dict(int32_data=[0x21, 0x43, 0x05])),
+    (TensorProto.INT4, [5], dict(raw_data=bytes(3))),
+    (TensorProto.FLOAT, [0, 4], {}),
+])
+def test_initializers_whose_data_matches_still_import(data_type, dims, data):
+    proto = model([helper.make_node("Identity", ["w"], ["y"])], [], [("y", None)], [_initializer(data_type, dims, **data)])
+    assert from_model(proto).tensor("w").shape == tuple(dims)
