@@ -10,6 +10,9 @@ from compiler.graph import Graph
 from compiler.ops.base import COMM, COMM_DOMAIN, REGISTRY, TRAINING, TRAINING_DOMAIN
 
 FOLD_LIMIT_ELEMENTS = 1 << 16   # fold only small tensors: shape arithmetic, not whole layers
+# the most bits one tensor may hold (512 PiB, beyond any device or pod): codegen counts a tile's elements, bits
+# and bytes in int64, so a ConstantOfShape of [2^32, 2^32] (2^64 elements) wrapped to 0 and "ran" in 616 ns
+MAX_TENSOR_BITS = 1 << 62
 
 
 def opdef(graph: Graph, node):
@@ -53,6 +56,10 @@ def infer_node(graph: Graph, node) -> None:
         if any(d < 0 for d in tensor.shape):
             raise ModelError(f"{graph.source}: {node.where()}: output {tensor.name!r} has negative "
                              f"dimension in {list(tensor.shape)}")
+        if tensor.elements * tensor.dtype.bits > MAX_TENSOR_BITS:     # Python ints: elements never wrap
+            raise ModelError(f"{graph.source}: {node.where()}: output {tensor.name!r} of shape {list(tensor.shape)} "
+                             f"holds {tensor.elements:,} {tensor.dtype.value} elements, {tensor.nbytes / 2 ** 50:.3g}"
+                             f" PiB; accelsim takes tensors of at most 2^62 bits (512 PiB), more than any device holds")
         graph.tensors[tensor.name] = tensor
     _fold(graph, node, definition, ins, outs)
 
