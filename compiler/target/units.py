@@ -22,10 +22,16 @@ def compute_dtype(op: IROp) -> DType:
 
 def widen(unit, dtype: DType) -> DType:
     """The dtype whose rate a vector unit applies to `dtype`: itself if listed, else the narrowest listed
-    dtype at least as wide (int16 on {fp32, fp16} runs as fp16), else the narrowest listed at all."""
+    dtype at least as wide (int16 on {fp32, fp16} runs as fp16). A unit with nothing as wide refuses it: fp64 at
+    H100 CUDA cores' fp16 rate (twice their fp32 one) priced a type the hardware runs slower as a faster one."""
     if unit.supports(dtype):
         return dtype
-    wider = [d for d in unit.dtypes if d.bits >= dtype.bits] or list(unit.dtypes)
+    wider = [d for d in unit.dtypes if d.bits >= dtype.bits]
+    if not wider:
+        listed = ", ".join(d.value for d in unit.dtypes)
+        raise MappingError(f"compute unit {unit.name!r} has no {dtype.value} path and none as wide (it computes "
+                           f"{listed}); a narrower one would price {dtype.value} too fast: list {dtype.value} in the "
+                           f"unit's ops_per_cycle, or run in one of {listed}")
     return min(wider, key=lambda d: d.bits)
 
 
@@ -42,6 +48,10 @@ def pick_unit(op: IROp, arch):
     dtype = compute_dtype(op)
     if op.kind != Kind.einsum:
         return arch.vector, widen(arch.vector, dtype)
+    if dtype == DType.bool:     # a mask type: `--dtype bool` made every conv and matmul one, then run as int8
+        raise MappingError(f"{arch.source_file}: op {op.name!r} ({op.op}) would multiply in bool, which is no "
+                           f"arithmetic type; {arch.name} computes in {', '.join(d.value for d in arch.dtypes)}: "
+                           f"run with --dtype {arch.native_dtype.value}")
     units = [u for u in arch.matrix_units if u.supports(dtype)]
     if units:
         return max(units, key=lambda u: u.peak_per_second(dtype)), dtype

@@ -16,6 +16,7 @@ from compiler.target import gemm_parts, widen
 from compiler.target import pick_unit
 from compiler.builder import Builder
 from compiler.dtypes import DType
+from compiler.errors import MappingError
 from compiler.ir import Kind as OpKind
 from compiler.mapping import LevelTile, Mapping, Spatial, gemm_view, op_signature
 from compiler.pipeline import Options, compile_graph
@@ -262,6 +263,28 @@ def test_vector_widening_rule(name, dtype, widened):
     per_cycle = arch.vector.count * arch.vector.peak_per_cycle(widened)
     assert vector_cycles([per_cycle * 7], arch.vector, dtype)[0] == 7 + round(
         arch.vector.launch_overhead_s * arch.vector.clock_hz)
+
+
+
+def test_a_vector_unit_with_nothing_as_wide_refuses_the_dtype():
+    # archs/h100.yaml's cuda_cores list fp32, fp16, bf16, int32: fp64 ran at the fp16 rate, twice the fp32 one
+    h100 = load_arch("h100")
+    with pytest.raises(MappingError, match=r"'cuda_cores' has no fp64 path and none as wide \(it computes fp32, "
+                                           r"fp16, bf16, int32\)"):
+        widen(h100.vector, DType.fp64)
+    tpu_v1 = load_arch("tpu_v1")        # activation: int32, int8
+    with pytest.raises(MappingError, match="'activation' has no int64 path"):
+        widen(tpu_v1.vector, DType.int64)
+    assert widen(tpu_v1.vector, DType.fp8) is DType.int8      # as wide (8 bits): runs, with its note, as before
+
+
+def test_a_matmul_in_bool_is_refused_naming_the_dtypes_the_arch_computes():
+    b = Builder("gemm", dtype=DType.bool)
+    y = b.node("MatMul", [b.input("x", (8, 8)), b.weight("w", (8, 8))])
+    op = compile_graph(b.build([y]), Options(dtype=DType.bool)).ops[0]
+    with pytest.raises(MappingError, match=r"would multiply in bool.*tpu_v1 computes in int8, int16: run with "
+                                           r"--dtype int8"):
+        pick_unit(op, load_arch("tpu_v1"))
 
 
 # -- the roofline floor, over random shapes and mappings -------------------------------------------
