@@ -77,6 +77,9 @@ _BINARY = {
 _COMPARE = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}
 _LOGIC = {"And", "Or", "Xor"}
 _VARIADIC = {"Sum": np.add, "Max": np.maximum, "Min": np.minimum}
+# ops whose inputs ONNX types as one T: their references assume inputs of one dtype (a float 127.0 over an int8
+# 0 is a float division giving inf, where int8 / int8 is an integer one)
+ONE_INPUT_DTYPE = frozenset(set(_BINARY) - {"Pow"} | {"Mod", "Mean"} | set(_VARIADIC))
 
 
 def _same_dtype(node: Node, ins: list[Tensor]) -> DType:

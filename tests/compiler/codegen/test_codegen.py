@@ -13,18 +13,27 @@ from compiler.codegen.execute import einsum_tiled, vector_tiled
 from compiler.dtypes import DType
 from compiler.ir import Einsum, Kind
 from compiler.mapping import LevelTile, Mapping
+from compiler.ops.elementwise import ONE_INPUT_DTYPE
 from compiler.pipeline import Options, compile_graph
 from compiler.program import COMPUTE, LOAD, STORE
 
 
 def check_every_op(ir, code, feeds):
-    """Each op, fed the reference values of its inputs, computed tile by tile equals its reference."""
+    """Each op, fed the reference values of its inputs, computed tile by tile equals its reference.
+
+    An op whose inputs ONNX types as one dtype (Add, Div, Max...) computes in the dtype the IR gives them, as
+    every op's output is held: on an int8 target the MatMul-free LM's `127 / max(absmax, 1e-5)` is an int8
+    division (its clamp int8(1e-5) = 0, so 127 // 0), not a float 127.0 over an int8 0 giving inf and then a NaN
+    cast to int8. Other ops keep their weights as given: an Einsum's would all be int8 0, leaving nothing to
+    compare, and a QuantizeLinear's scale is a float the quantize pass retypes with the data."""
     env = {k: np.asarray(v) for k, v in ir.weights.items()}
     env.update(ir.constants)
     env.update(feeds)
     kinds = set()
     for op, tiles in zip(ir.ops, code.tiles):
         args = [env[o.tensor] for o in op.inputs]
+        if op.op in ONE_INPUT_DTYPE:
+            args = [np.asarray(a).astype(o.dtype.numpy) for a, o in zip(args, op.inputs)]
         want = np.asarray(op.reference(args)).astype(op.output.dtype.numpy)
         if tiles is not None:
             got = einsum_tiled(op, tiles, args) if isinstance(op, Einsum) else vector_tiled(op, tiles, args)
