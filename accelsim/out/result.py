@@ -60,6 +60,9 @@ class Result:
     fidelity: str
     ops: list[OpResult]
     notes: list[str] = field(default_factory=list)
+    # what the model holds on the device as it runs (accelsim.sim.memory.footprint): weights, activations, inputs,
+    # peak, against the device's capacity; empty where nobody asked (a sweep point's ops)
+    memory: dict = field(default_factory=dict)
     timeline: object | None = field(default=None, repr=False, compare=False)   # tile: for accelsim.out.trace
     # tile: op name -> the compiler.mapping.Mapping it was simulated with (not in the JSON: draw it with loop_nests)
     mappings: dict = field(default_factory=dict, repr=False, compare=False)
@@ -76,6 +79,11 @@ class Result:
     @property
     def macs(self) -> int:
         return sum(op.macs for op in self.ops)
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether the model's memory fits the device's (None: not measured)."""
+        return self.memory["peak"] <= self.memory["capacity"] if self.memory else None
 
     def totals(self) -> dict:
         by_level: dict[str, int] = {}
@@ -126,8 +134,9 @@ class Result:
 
     # -- views --------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
+        fit = {"memory": self.memory, "fits": self.fits} if self.memory else {}
         return {"version": SCHEMA_VERSION, "model": self.model, "arch": self.arch, "fidelity": self.fidelity,
-                "totals": self.totals(), "ops": [op.to_dict() for op in self.ops], "notes": self.notes}
+                "totals": self.totals(), **fit, "ops": [op.to_dict() for op in self.ops], "notes": self.notes}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)

@@ -90,6 +90,8 @@ def render(result, limit: int | None = None, width: int | None = WIDTH) -> str:
              "bytes by level: " + ", ".join(f"{lv} {si(n, 'B')}" for lv, n in totals["bytes_by_level"].items()),
              f"energy: {si(totals['energy_j'], 'J')} (average {si(totals['average_power_w'], 'W')} "
              f"against a {si(arch.get('tdp_w', 0), 'W')} TDP)"]
+    if result.memory:
+        lines.append(memory_line(result.memory))
     lines += [f"note: {note}" for note in result.notes]
     console.print("\n".join(lines))
     return buffer.getvalue()
@@ -101,3 +103,11 @@ def _bound_shares(result):
     for op in result.ops:
         shares[op.bound] = shares.get(op.bound, 0.0) + op.seconds / total
     return sorted(shares.items(), key=lambda item: -item[1])
+
+
+def memory_line(memory: dict) -> str:
+    """What the model holds on the device against what the device has, and DOES NOT FIT where it is more."""
+    fits = memory["peak"] <= memory["capacity"]
+    return (f"memory {binary(memory['peak'])} of {binary(memory['capacity'])} {memory['capacity_level']} (weights "
+            f"{binary(memory['weights'])}, activations {binary(memory['activations'])}; inputs "
+            f"{binary(memory['inputs'])})" + ("" if fits else "  DOES NOT FIT"))

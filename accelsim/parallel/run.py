@@ -3,6 +3,8 @@
 Tensor parallelism splits each stage's layers over `tp` ranks with their collectives on the critical path
 (Llama decoding on 8 GPUs, say); pipeline stages pass micro-batches along; data-parallel replicas serve their
 share of the batch independently. The same stage split, partition, simulation and link pricing as training.
+A device's memory is its rank's liveness at the run's dtype (accelsim.sim.memory: weights and KV cache split by tp,
+its stage's layers only), with the model inputs it reads (a decode step's KV cache) held for every micro-batch.
 Invariant: the batch's time is the pipeline's span over its micro-batches; nothing is priced outside the pipeline.
 """
 from __future__ import annotations
@@ -17,12 +19,13 @@ from accelsim.parallel.plan import Plan, parse_plan
 from accelsim.parallel.schedule import simulate as schedule
 from accelsim.parallel.train import COLLECTIVE_OPS, _micro_batch, _partition, _shape, collective_size, places, transfer
 from accelsim.sim.build import build, default_launch, simulate
+from accelsim.sim.memory import footprint
 from accelsim.sim.model import load_model
 from compiler.dtypes import DType
 from compiler.graph import Graph
 from compiler.parallel.pipeline import split, structure
+from compiler.passes.quantize import held
 from compiler.pipeline import Options, compile_graph
-from compiler.train.memory import liveness
 
 
 def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | System, *, devices: int | None = None,
@@ -46,9 +49,10 @@ def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | S
         shard = _partition(stage.graph, plan) if plan.tp > 1 else stage.graph
         key = structure(shard)
         if key not in simulated:
-            launch = default_launch(model_options)
-            simulated[key] = (simulate(build(shard, hw, batch=micro, dtype=target, launch=launch)), shard)
-        result, shard = simulated[key]
+            compiled = build(shard, hw, batch=micro, dtype=target, launch=default_launch(model_options))
+            own = [name for name in shard.inputs if name in graph.inputs]     # the model's, not the stage before's
+            simulated[key] = (simulate(compiled, memory=False), shard, footprint(shard, compiled.ir, hw, own))
+        result, shard, memory = simulated[key]
         seconds, comm, placed, transfers = 0.0, {}, places(shard), []
         for op in result.ops:
             seconds += op.seconds
@@ -60,9 +64,8 @@ def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | S
                 comm[key_] = comm.get(key_, 0.0) + priced.seconds * plan.microbatches
                 transfers.append(transfer(op, placed, kind, "forward", priced.seconds, tp.size))
         forward.append(seconds)
-        sent.append(sum(stage.graph.tensors[t].nbytes for t in stage.sent))
-        memory = liveness(shard, {n.name: "forward" for n in shard.nodes}, set(), set()).to_dict()
-        roles.append((stage, result, comm, memory, transfers))
+        sent.append(sum(held(t.dtype, target).nbytes(t.elements) for t in map(stage.graph.tensor, stage.sent)))
+        roles.append((stage, result, comm, _in_flight(memory, plan.microbatches), transfers))
     hops = [_hop(sys_, by_kind, nbytes) for nbytes in sent[:-1]]
     timeline = schedule(forward, [0.0] * len(forward), hops, "gpipe", plan.microbatches, plan.chunks,
                         back=[0.0] * len(hops))
@@ -88,6 +91,14 @@ def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | S
 def _macs(whole: Graph, result, tp: int) -> int:
     """The stage's own multiply-adds (a layer left whole by tensor parallelism counts once, not on every rank)."""
     return sum(op.macs for op in result.ops) if tp == 1 else sum(op.macs for op in compile_graph(whole, Options()).ops)
+
+
+def _in_flight(memory: dict, microbatches: int) -> dict:
+    """A rank's memory with the model inputs its stage reads held for every micro-batch in flight, not one: each
+    micro-batch's sequences keep their own KV cache on the device."""
+    extra = memory["inputs"] * (microbatches - 1)
+    return {**memory, "activations": memory["activations"] + extra, "peak": memory["peak"] + extra,
+            "inputs": memory["inputs"] + extra}
 
 
 def _hop(sys_: System, by_kind: dict, nbytes: int) -> float:

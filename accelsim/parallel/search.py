@@ -25,11 +25,13 @@ from accelsim.parallel.blocks import Blocks, Setting, block_count
 from accelsim.parallel.bound import rounds
 from accelsim.parallel.groups import groups, level_name
 from accelsim.parallel.plan import Plan
+from accelsim.sim.memory import at_dtypes, dtypes
 from accelsim.sim.model import load_model
 from accelsim.sim.train import STORED, _compute_dtype, _zoo_model, training_form
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.parallel.pipeline import blocks
+from compiler.pipeline import Options, compile_graph
 from compiler.train import Optimizer, training_graph
 from compiler.train.recompute import MODES
 
@@ -181,9 +183,11 @@ def _state_bound(question: Question, count: int):
 def _state(question: Question, count: int) -> tuple[int, int]:
     """The whole model's weights and optimizer state in bytes (one device, no plan)."""
     options = dict(question.options)
-    if not question.training:
+    if not question.training:             # at the dtype the run holds them in (fp16 weights of an fp32-built model)
         graph = load_model(question.model, batch=1, **options)
-        return sum(graph.tensors[w].nbytes for w in graph.weights if w not in graph.constants), 0
+        target = DType.parse(question.compute) if question.compute else question.system.device.native_dtype
+        held = at_dtypes(graph, dtypes(compile_graph(graph, Options(dtype=target))))
+        return sum(held.tensors[w].nbytes for w in held.weights if w not in held.constants), 0
     if question.blocks is not None:        # a Blocks of its own: the workers' start with nothing worked out
         plan, report = Plan(), _blocks(question, cached=False)
         memory = report.device_memory(plan, report.stage_memory(plan, "none", 1))

@@ -33,7 +33,8 @@ def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike |
     An .onnx file's symbolic dimensions take `batch`, `seq=` and `shapes=` (input or dimension name -> sizes,
     as --shape gives them: shapes={"input_ids": (1, 128)} or {"sequence_length": (128,)}).
     An untraced run of a zoo model or a Graph is kept on disk and read back when asked for again
-    (accelsim.sim.cache).
+    (accelsim.sim.cache). Result.memory is what the model holds on the device as it runs, at `dtype`
+    (accelsim.sim.memory); Result.fits says whether that fits the device (a note says why not).
     """
     hw = load_arch(arch)             # always read: its warnings and errors are the user's whether or not cached
 

@@ -21,6 +21,7 @@ from accelsim.price.compat import NATIVE, Pricing, pricing
 from accelsim.price.cost import reporter
 from accelsim.price.roofline import estimate
 from accelsim.sim import tile
+from accelsim.sim.memory import footprint, note
 from accelsim.sim.model import load_arch, load_model
 from compiler.codegen import Code, generate
 from compiler.dtypes import DType
@@ -94,9 +95,10 @@ def mappings_for(ir: IR, arch: Arch, how: Pricing = NATIVE, budget: int | None =
     return map_ir(ir, arch, reporter(arch, ir, how), budget or DEFAULT_BUDGET)
 
 
-def simulate(compiled: Compiled, fidelity: str = "tile", trace: bool = False) -> Result:
+def simulate(compiled: Compiled, fidelity: str = "tile", trace: bool = False, memory: bool = True) -> Result:
     """Run what `build` made: the tile engine (`trace` keeps the whole timeline, for accelsim.out.trace, at the
-    cost of memory) or the roofline bound."""
+    cost of memory) or the roofline bound. `memory`: the Result holds what the model holds on the device as it runs
+    (accelsim.sim.memory), and a note if that does not fit; a training step counts its own (compiler.train.step)."""
     if fidelity not in FIDELITIES:
         raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
     ir, hw = compiled.ir, compiled.arch
@@ -117,8 +119,10 @@ def simulate(compiled: Compiled, fidelity: str = "tile", trace: bool = False) ->
     widened = sorted({(op.dtype, op.rate_dtype, op.unit) for op in ops if op.dtype != op.rate_dtype})
     notes += [f"{d} ops run at the {r} rate of {u} (it has no {d} path)" for d, r, u in widened]
     ops, more = compiled.pricing.finish(ops, ir, hw)
+    held = footprint(compiled.graph, ir, hw) if memory else {}
     return Result(model=_model_info(compiled), arch=_arch_info(hw, compiled.dtype), fidelity=fidelity, ops=ops,
-                  notes=notes + more, timeline=timeline, mappings=compiled.mappings if fidelity == "tile" else {})
+                  notes=notes + more + (note(held, hw.name) if memory else []), memory=held, timeline=timeline,
+                  mappings=compiled.mappings if fidelity == "tile" else {})
 
 
 def _model_info(compiled: Compiled) -> dict:

@@ -31,7 +31,7 @@ from compiler.dtypes import DType
 from compiler.graph import Graph
 from compiler.map import disk
 
-FORMAT = 2           # the file layout below; a change bumps it, and old files are never read again
+FORMAT = 3           # the file layout below; a change bumps it, and old files are never read again
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("accelsim", "compiler")     # every module a run may import, and their data (accelsim/data)
 GRAPH_BYTES = 64 << 20                 # a Graph holding more weight and constant bytes than this is not hashed
@@ -74,7 +74,8 @@ def load(entry_key: list, arch: Arch, recompute) -> Result | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
         return None
     return Result(model=result.model, arch={**result.arch, "file": str(arch.source_file)}, fidelity=result.fidelity,
-                  ops=result.ops, notes=result.notes, mappings=StoredMappings(mappings_text, recompute))
+                  ops=result.ops, notes=result.notes, memory=result.memory,
+                  mappings=StoredMappings(mappings_text, recompute))
 
 
 class StoredMappings(Mapping):
@@ -141,14 +142,14 @@ def _result_to_rows(data: dict) -> dict:
 def _rows_to_result(data: dict) -> Result:
     """The Result `_result_to_rows` wrote. The body's hash vouches for the values (`store` checked them); this checks
     the layout, so a file of another one raises a KeyError or TypeError rather than giving a wrong Result."""
-    if type(data) is not dict or set(data) != {"model", "arch", "fidelity", "notes", "ops"}:
+    if type(data) is not dict or set(data) != RESULT_FIELDS:
         raise KeyError(f"a result with fields {sorted(data)}")
     count = len(OP_FIELDS)
     if any(type(row) is not list or len(row) != count for row in data["ops"]):
         raise KeyError(f"an op row of other than {count} fields")
     ops = [OpResult(**{**dict(zip(OP_FIELDS, row)), "shape": tuple(row[SHAPE])}) for row in data["ops"]]
     return Result(model=_kind(data["model"], dict), arch=_kind(data["arch"], dict), fidelity=_text(data["fidelity"]),
-                  ops=ops, notes=[_text(note) for note in data["notes"]])
+                  ops=ops, notes=[_text(note) for note in data["notes"]], memory=_kind(data["memory"], dict))
 
 
 def folder() -> Path:
@@ -158,13 +159,13 @@ def folder() -> Path:
 def encode(result: Result) -> dict:
     """A Result as JSON values (its timeline is not kept: a traced run is never cached)."""
     return {"model": result.model, "arch": result.arch, "fidelity": result.fidelity, "notes": list(result.notes),
-            "ops": [{**op.to_dict(), "shape": list(op.shape)} for op in result.ops]}
+            "memory": result.memory, "ops": [{**op.to_dict(), "shape": list(op.shape)} for op in result.ops]}
 
 
 def decode(data: dict) -> Result:
     """The Result `encode` wrote, without mappings; a TypeError or KeyError for a field missing or extra, or a value
     of another type than the field's (an int where a float belongs is refused, as == would not tell)."""
-    if type(data) is not dict or set(data) != {"model", "arch", "fidelity", "notes", "ops"}:
+    if type(data) is not dict or set(data) != RESULT_FIELDS:
         raise KeyError(f"a result with fields {sorted(data)}")
     ops = []
     for op in data["ops"]:
@@ -173,7 +174,7 @@ def decode(data: dict) -> Result:
         fields = {name: check(op[name]) for name, check in OP_FIELDS.items()}
         ops.append(OpResult(**fields))
     return Result(model=_kind(data["model"], dict), arch=_kind(data["arch"], dict), fidelity=_text(data["fidelity"]),
-                  ops=ops, notes=[_text(note) for note in data["notes"]])
+                  ops=ops, notes=[_text(note) for note in data["notes"]], memory=_kind(data["memory"], dict))
 
 
 def _checker(annotation: str):
@@ -192,6 +193,8 @@ def _checker(annotation: str):
 
 
 OP_FIELDS = {field.name: _checker(field.type) for field in dataclasses.fields(OpResult)}
+# a Result's fields a file holds: all but the timeline (never cached) and the mappings (a line of their own)
+RESULT_FIELDS = {field.name for field in dataclasses.fields(Result)} - {"timeline", "mappings"}
 SHAPE = list(OP_FIELDS).index("shape")      # the one field JSON cannot give back as it was (a tuple)
 
 

@@ -30,8 +30,14 @@ def _operand(operand: Operand, target: DType) -> Operand:
     return replace(operand, dtype=target)
 
 
+def held(dtype: DType, target: DType) -> DType:
+    """The dtype a tensor of `dtype` that is no Einsum's weight is held in on a target computing in `target` (what a
+    pipeline stage sends the next, say)."""
+    return dtype if dtype in KEEP else DType.int8 if target == DType.ternary else target
+
+
 def _quantize_op(op: IROp, weights: DType, target: DType) -> IROp:
-    data = DType.int8 if target == DType.ternary else target
+    data = held(DType.fp32, target)     # a float's: the target's, int8 on a ternary one (BitNet's W1.58A8)
     einsum = isinstance(op, Einsum)
     inputs = tuple(_operand(o, weights if einsum and o.role == Role.weight else data) for o in op.inputs)
     changes = {"inputs": inputs, "output": _operand(op.output, data)}

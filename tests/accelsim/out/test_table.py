@@ -24,3 +24,13 @@ def test_wide_keeps_every_column_and_the_default_is_unchanged(result, capsys):
     assert result.table(5) == result.table(5, 120)
     assert main(["run", "resnet18", "--opt", "image=32", "--limit", "3", "--wide"]) == 0
     assert "shape" in capsys.readouterr().out
+
+
+def test_the_memory_line_says_what_the_model_holds_and_whether_it_fits():
+    from accelsim.out.table import memory_line
+
+    held = {"weights": 3 * 2**30, "activations": 2**29, "inputs": 2**28, "peak": 3 * 2**30 + 2**29,
+            "capacity": 4 * 2**30, "capacity_level": "hbm2"}
+    assert memory_line(held) == ("memory 3.5 GiB of 4 GiB hbm2 (weights 3 GiB, activations 512 MiB; "
+                                 "inputs 256 MiB)")
+    assert memory_line({**held, "capacity": 3 * 2**30}).endswith("inputs 256 MiB)  DOES NOT FIT")

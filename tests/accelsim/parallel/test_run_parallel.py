@@ -4,7 +4,9 @@ import json
 
 import pytest
 
+from accelsim.arch.system_load import load_system
 from accelsim.cli import main
+from accelsim.parallel.groups import cost, groups
 from accelsim.parallel.run import run_parallel
 from accelsim.sim.api import run
 
@@ -36,3 +38,43 @@ def test_the_run_command_takes_a_system_and_writes_json(capsys):
     assert data["device_count"] == 8 and [d["count"] for d in data["devices"]] == [2] * 4 and "roles" not in data
     assert main(argv[:2] + ["--arch", "h100", "--system", "dgx_h100"]) == 2
     assert "--arch do(es) not apply with --system" in capsys.readouterr().err
+
+
+# Llama-style decode, 1 new token after 63 cached: hidden h = 64, 4 heads of 16, mlp 128, vocab 256, 2 layers
+DECODE = dict(mode="decode", seq=64, layers=2, hidden=64, heads=4, mlp=128, vocab=256, max_positions=64)
+
+
+def cache_values(layers: int, heads: int) -> int:
+    """The key and value buffers of the whole context (64 positions, the new token's written in place), 16 values a
+    head, for `layers` layers and `heads` heads (batch 1)."""
+    return 2 * layers * heads * 64 * 16
+
+
+def test_a_tensor_parallel_rank_holds_its_share_of_weights_and_kv_cache_at_the_runs_dtype():
+    """tp=2 in fp16 and fp32: a rank holds the split layers' half (embedding, head, attention and MLP matrices) and the
+    whole norm scales, at 2 or 4 bytes a value (it held 4 at every dtype), and its own 2 of the 4 heads' cache."""
+    h, m, v, layers = 64, 128, 256, 2
+    split = (2 * v * h + layers * (4 * h * h + 3 * h * m)) // 2
+    whole = (2 * layers + 1) * h + 2 * 16                     # the RMSNorms' scales, rotary cos and sin [1, 16]
+    whole += 2 * (2 * layers + 1) + layers + 1                 # scalars: each RMSNorm's exponent and epsilon, each
+    #                                                            attention's 1 / sqrt(16), the split lookup's zero
+    rank = {dtype: run_parallel("llama", "dgx_a100", devices=2, parallel="tp=2", dtype=dtype, **DECODE).roles[0].memory
+            for dtype in ("fp16", "fp32")}
+    assert rank["fp32"]["weights"] - rank["fp16"]["weights"] == 2 * (split + whole)
+    assert 0 <= rank["fp16"]["weights"] - 2 * (split + whole) < 4096             # shapes and indices, int64
+    for dtype, size in (("fp16", 2), ("fp32", 4)):
+        assert rank[dtype]["inputs"] == size * cache_values(layers, 4 // 2) + 8  # and the token id
+        assert rank[dtype]["activations"] >= rank[dtype]["inputs"]
+        assert rank[dtype]["peak"] == rank[dtype]["weights"] + rank[dtype]["activations"]
+
+
+def test_a_pipeline_stage_holds_the_kv_cache_of_every_micro_batch_and_sends_at_the_runs_dtype():
+    """pp=2, 2 micro-batches of 1 sequence: each stage keeps its layer's cache for both sequences, and sends the next
+    stage a [1, 1, 64] fp16 residual (128 bytes, not the 256 of the fp32 graph)."""
+    result = run_parallel("llama", "dgx_a100", devices=2, parallel="pp=2,mb=2", batch=2, dtype="fp16", **DECODE)
+    first, second = (r.memory for r in result.roles)
+    assert first["inputs"] == 2 * (2 * cache_values(1, 4) + 8)
+    assert second["inputs"] == 2 * 2 * cache_values(1, 4)
+    assert second["activations"] >= second["inputs"]
+    pp = groups(1, 1, 2)["pp"]
+    assert result.hops == [cost(load_system("dgx_a100"), pp, "sendrecv", 128).seconds]

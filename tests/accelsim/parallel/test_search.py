@@ -139,3 +139,23 @@ def test_plan_refuses_what_it_cannot_plan(argv, message, capsys):
 def test_an_impossible_batch_is_a_user_error():
     with pytest.raises(UserError, match="no plan"):
         search("gpt2", "dgx_a100", devices=16, batch=2, workers=1, **{**TINY, "layers": 1})
+
+
+def test_inference_plans_fit_by_the_runs_dtype(tmp_path):
+    """A100s of 10 MiB: a 3.4 M-parameter Llama decoding in fp16 holds 6.5 MiB of weights (13 MiB in fp32), so a
+    whole replica fits each device; it used to be discarded, counted at the fp32 of the graph it was built as."""
+    arch = (presets_dir() / "a100.yaml").read_text().replace("capacity: 40 GiB", "capacity: 10 MiB")
+    arch = arch.replace("capacity: 40 MiB", "capacity: 1 MiB")
+    (tmp_path / "a100_10mib.yaml").write_text(arch.replace("name: a100", "name: a100_10mib"))
+    system = (systems_dir() / "dgx_a100.yaml").read_text().replace("device: a100",
+                                                                    f"device: {tmp_path}/a100_10mib.yaml")
+    (tmp_path / "small.yaml").write_text(system.replace("name: dgx_a100", "name: dgx_small"))
+    h, m, v, layers = 256, 512, 4096, 2
+    parameters = 2 * v * h + layers * (4 * h * h + 3 * h * m + 2 * h) + h
+    assert 2 * parameters < 10 * 2**20 < 4 * parameters
+    found = search("llama", str(tmp_path / "small.yaml"), devices=2, batch=2, training=False, dtype="fp16",
+                   mode="decode", seq=16, layers=layers, hidden=h, heads=4, mlp=m, vocab=v)
+    assert not found.discarded
+    (replica,) = [s for s in found.ranked if s.plan["dp"] == 2]
+    assert 2 * parameters <= replica.memory["weights"] <= 2 * parameters + 8192    # and rotary tables, scalars, shapes
+    assert replica.memory["peak"] <= 10 * 2**20

@@ -187,7 +187,7 @@ def write_file(file: Path, header: dict, result: dict, mappings: dict, rehash: b
 
 
 DAMAGES = ["", "{", "not json", "[]", '{"key": 1}', "truncate", "wrong type", "extra field", "wrong mapping",
-           "extra result field", "wrong hash", "no hash"]
+           "extra result field", "no memory", "wrong hash", "no hash"]
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
@@ -207,6 +207,9 @@ def test_a_damaged_file_is_computed_again(damage, folder, builds, monkeypatch):
         write_file(file, header, result, mappings, rehash=True)
     elif damage == "extra result field":
         result["surprise"] = 1
+        write_file(file, header, result, mappings, rehash=True)
+    elif damage == "no memory":        # a file as runs wrote it before they held their memory: never served
+        assert result.pop("memory")["peak"] > 0
         write_file(file, header, result, mappings, rehash=True)
     elif damage == "wrong mapping":
         next(iter(mappings.values()))["loops"] = "nonsense"
