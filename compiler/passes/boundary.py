@@ -50,10 +50,10 @@ def resident(buffers: dict[str, int], arch) -> set[str]:
         return set(buffers)
     room = arch.memory[home].capacity_total
     kept = set()
-    for order, (name, nbytes) in sorted(enumerate(buffers.items()), key=lambda item: (item[1][1], item[0])):
-        if nbytes <= room:
+    for name in sorted(buffers, key=buffers.__getitem__):     # a stable sort: ties stay in order of first touch
+        if buffers[name] <= room:
             kept.add(name)
-            room -= nbytes
+            room -= buffers[name]
     return kept
 
 
