@@ -21,6 +21,9 @@ from accelsim.out.training import duration
 
 PARALLEL_SCHEMA_VERSION = 2
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "workspace")
+# what a training step's workspace holds (accelsim.parallel.train._memory): the backward pass's own temporaries,
+# ZeRO 3's gathered weights of one unit and the next, and the gradients being reduce-scattered
+WORKSPACE = ("temporaries", "gathered_weights", "gradient_bucket")
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class ParallelTrainResult:
     passes: list = field(default_factory=list, repr=False)   # the schedule: (device, F/B, micro-batch, stage, start, end)
     hops: list = field(default_factory=list, repr=False)     # seconds from stage k to k + 1, and its link level
     link_levels: dict = field(default_factory=dict)          # group kind (tp, dp, pp) -> the level its traffic crosses
+    model: dict = field(default_factory=dict)                # the whole model: name, source, parameters (once)
 
     def device_seconds(self, device: int) -> float:
         mine = [r for r in self.roles if r.device == device]
@@ -72,10 +76,7 @@ class ParallelTrainResult:
         return max(self.device_seconds(d) for d in range(len(self.ends)))
 
     def device_memory(self, device: int) -> dict:
-        mine = [r.memory for r in self.roles if r.device == device]
-        total = {c: sum(m[c] for m in mine) for c in CATEGORIES}
-        total["peak"] = sum(total.values())
-        return total
+        return add_up([r.memory for r in self.roles if r.device == device])
 
     @property
     def memory(self) -> dict:
@@ -113,8 +114,8 @@ class ParallelTrainResult:
         mine = [r for r in self.roles if r.device == slowest]
         steps = -(-self.samples // self.batch) if self.samples else None
         return {
-            "version": PARALLEL_SCHEMA_VERSION, "training": self.training, "system": self.system,
-            "device_count": self.devices,
+            "version": PARALLEL_SCHEMA_VERSION, "training": self.training,
+            **({"model": self.model} if self.model else {}), "system": self.system, "device_count": self.devices,
             "plan": {k: getattr(self.plan, k) for k in ("dp", "tp", "pp", "schedule", "chunks", "zero", "sp")}
             | {"microbatches": self.plan.microbatches} | ({"groups": True} if self.plan.groups else {}),
             "step": {"seconds": self.seconds, "forward": sum(r.forward for r in mine),
@@ -169,11 +170,26 @@ class ParallelTrainResult:
         split = ", ".join(f"{c} {binary(memory[c])}" for c in CATEGORIES)
         fits = "" if self.fits else "  DOES NOT FIT"
         lines.append(f"memory {binary(memory['peak'])} of {binary(self.capacity)} per device ({split}){fits}")
+        if "workspace_holds" in memory:
+            holds = memory["workspace_holds"]
+            lines.append("  workspace: " + ", ".join(f"{w.replace('_', ' ')} {binary(holds[w])}" for w in WORKSPACE
+                                                     if holds[w] or w == "temporaries"))
         if self.samples:
             steps = -(-self.samples // self.batch)
             lines.append(f"time to train: {steps:,} steps, {duration(steps * self.seconds)}")
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines) + "\n"
+
+
+def add_up(memories: list[dict]) -> dict:
+    """A device's memory from its stages' (a model chunk each, with `chunks`): each category, the peak, and what the
+    workspace holds (training)."""
+    total = {c: sum(m[c] for m in memories) for c in CATEGORIES}
+    total["peak"] = sum(total.values())
+    if any("workspace_holds" in m for m in memories):
+        total["workspace_holds"] = {w: sum(m.get("workspace_holds", {}).get(w, 0) for m in memories)
+                                    for w in WORKSPACE}
+    return total
 
 
 def _plain(value):

@@ -18,10 +18,11 @@ from types import SimpleNamespace
 import numpy as np
 
 from accelsim.arch.system import System
-from accelsim.out.parallel import CATEGORIES, ParallelTrainResult
+from accelsim.out.parallel import CATEGORIES, ParallelTrainResult, add_up
 from accelsim.parallel.groups import groups
 from accelsim.parallel.plan import Plan
-from accelsim.parallel.train import _memory, _model_flops, _partition, _passes, assemble, simulate_stage, stage_key
+from accelsim.parallel.train import (_memory, _model_flops, _partition, _passes, assemble, fsdp_units, simulate_stage,
+                                     stage_key)
 from accelsim.sim.model import load_model
 from accelsim.sim.train import training_form
 from compiler import zoo
@@ -29,6 +30,7 @@ from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.parallel.pipeline import BLOCK, blocks, split, structure
 from compiler.train import Optimizer, training_graph
+from compiler.train.memory import ACTIVATIONS, WORKSPACE
 from compiler.train.recompute import MODES
 
 POINTS = (2, 3)       # blocks per stage the lines go through (k = 1 is its own point: its first block is its last)
@@ -109,11 +111,10 @@ class Blocks:
         """The fullest device's memory by category (ParallelTrainResult.memory): its stages' activations times the
         micro-batches in flight, ZeRO's shards (accelsim.parallel.train)."""
         per_stage = [_memory({"run": SimpleNamespace(memory=m)}, plan, s) for s, m in enumerate(stage_memory)]
-        devices = [{c: sum(per_stage[s][c] for s in range(d, len(per_stage), plan.pp)) for c in CATEGORIES}
-                   for d in range(plan.pp)]
-        fullest = max(range(plan.pp), key=lambda d: sum(devices[d].values()))
+        devices = [add_up(per_stage[d::plan.pp]) for d in range(plan.pp)]
+        fullest = max(range(plan.pp), key=lambda d: devices[d]["peak"])
         capacity = self.setting.system.device.memory[0].capacity_total
-        return {**devices[fullest], "peak": sum(devices[fullest].values()), "capacity": capacity, "device": fullest}
+        return {**devices[fullest], "capacity": capacity, "device": fullest}
 
     def _family(self, stages: int, i: int) -> tuple[int, int]:
         """The cut-down model (its stages, which one) that stage class i of `stages` stages is priced on: the first
@@ -260,8 +261,9 @@ def _added(one: list[dict], two: list[dict]) -> list[dict]:
 @dataclass(frozen=True)
 class Lines:
     """Bytes live at each followed node, by category, as value + slope per block + slope per sample + their product
-    (from stages of k0 and k0 + 1 blocks at micro-batches m0 and m0 + 1); and the activations kept for the backward
-    pass, the same way."""
+    (from stages of k0 and k0 + 1 blocks at micro-batches m0 and m0 + 1); the activations kept for the backward
+    pass and every gradient's bytes, the same way; and the two largest FSDP units (a block, or what lies outside the
+    blocks: the same for any k >= 2)."""
 
     k0: int
     m0: int
@@ -275,6 +277,8 @@ class Lines:
     # between two nodes holding as many bytes) is the 2-block stage's at k0 and the 3-block stage's above
     order: tuple[np.ndarray, np.ndarray]
     names: tuple[tuple[str, ...], tuple[str, ...]]
+    gradients: tuple[int, int, int, int] = (0, 0, 0, 0)      # every gradient's bytes, as `saved`
+    units: tuple[int, ...] = ()       # the two largest FSDP units' bytes: the same at k0 blocks and more (k0 = 2)
 
     @classmethod
     def through(cls, steps: dict) -> Lines:
@@ -284,16 +288,15 @@ class Lines:
         keys = list(rows[(k0, m0)])
         if any(set(r) != set(keys) for r in rows.values()):
             raise ModelError("the model's blocks are not alike: stages of 2 and 3 blocks differ in more than a block")
-        curve, saved = {}, {}
+        curve, saved, grads = {}, {}, {}
         for point, step in steps.items():
-            profile, saved[point] = step.profile()
+            profile, saved[point], grads[point] = step.profile()
             curve[point] = np.array([profile[rows[point][key]] for key in keys], dtype=np.int64)
         order = tuple(np.array([rows[(k, m0)][key] for key in keys]) for k in (k0, k1))
         names = tuple(tuple(steps[(k, m0)].graph.nodes[rows[(k, m0)][key]].name for key in keys) for k in (k0, k1))
         a, b, c, d = (curve[p] for p in ((k0, m0), (k1, m0), (k0, m1), (k1, m1)))
-        s_a, s_b, s_c, s_d = (saved[p] for p in ((k0, m0), (k1, m0), (k0, m1), (k1, m1)))
-        return cls(k0, m0, a, b - a, c - a, d - c - b + a, (s_a, s_b - s_a, s_c - s_a, s_d - s_c - s_b + s_a), order,
-                   names)
+        return cls(k0, m0, a, b - a, c - a, d - c - b + a, _affine(saved, k0, k1, m0, m1), order, names,
+                   _affine(grads, k0, k1, m0, m1), tuple(fsdp_units(steps[(k0, m0)])))
 
     def at(self, k: int, micro: int) -> dict:
         """The stage's memory at k blocks and micro-batch `micro`, as compiler.train.memory reports it."""
@@ -304,9 +307,25 @@ class Lines:
         highest = np.flatnonzero(total == total.max())
         peak = int(highest[np.argmin(self.order[which][highest])])      # the first highest node, as liveness picks
         memory = {c: int(live[peak, j]) for j, c in enumerate(CATEGORIES)}
-        s0, sk, sm, skm = self.saved
+        passing = live[:, ACTIVATIONS] + live[:, WORKSPACE]
+        highest = np.flatnonzero(passing == passing.max())
+        high = int(highest[np.argmin(self.order[which][highest])])
         return {**memory, "peak": sum(memory.values()), "peak_node": self.names[which][peak],
-                "saved_activations": s0 + x * sk + y * sm + x * y * skm}
+                "saved_activations": _at(self.saved, x, y), "gradients_total": _at(self.gradients, x, y),
+                "transient_activations": int(live[high, ACTIVATIONS]),
+                "transient_workspace": int(live[high, WORKSPACE]),
+                "units": list(self.units)}
+
+
+def _affine(value: dict, k0: int, k1: int, m0: int, m1: int) -> tuple[int, int, int, int]:
+    """A figure measured at (k0, m0), (k1, m0), (k0, m1), (k1, m1) as value, slope per block, per sample, both."""
+    a, b, c, d = (value[p] for p in ((k0, m0), (k1, m0), (k0, m1), (k1, m1)))
+    return a, b - a, c - a, d - c - b + a
+
+
+def _at(line: tuple[int, int, int, int], x: int, y: int) -> int:
+    v0, vk, vm, vkm = line
+    return v0 + x * vk + y * vm + x * y * vkm
 
 
 def _followed(step) -> list[tuple[tuple[str, int], int]]:

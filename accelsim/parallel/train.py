@@ -13,21 +13,23 @@ from __future__ import annotations
 import functools
 import math
 import os
+from dataclasses import replace
 
 from accelsim.arch.system import System
 from accelsim.arch.system_load import load_system
-from accelsim.out.parallel import CATEGORIES, ParallelTrainResult, Role
+from accelsim.out.parallel import CATEGORIES, WORKSPACE, ParallelTrainResult, Role
 from accelsim.parallel.groups import Group, cost, groups, groups_on, level_name
 from accelsim.parallel.plan import BUCKET, Plan, parse_plan
 from accelsim.parallel.schedule import simulate as schedule
 from accelsim.sim.model import load_model
 from accelsim.sim.train import STORED, _compute_dtype, _length, _zoo_model, simulate_step, training_form
+from compiler import zoo
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.graph import Graph
 from compiler.ops.base import COMM_DOMAIN
 from compiler.ops.comm import COLLECTIVES
-from compiler.parallel.pipeline import split, structure
+from compiler.parallel.pipeline import BLOCK, split, structure
 from compiler.pipeline import Options, compile_graph
 from compiler.train import LOSSES, Optimizer
 from compiler.train.recompute import MODES
@@ -82,7 +84,8 @@ def train_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike |
         simulated.add(key)
         roles.append(_passes(sys_, by_kind, plan, stage, *simulate_stage(key, shard)))
         roles[-1]["model_flops"] = _model_flops(stage.graph, roles[-1]["run"], plan.tp)
-    return assemble(sys_, plan, roles, micro, per_sample, total, len(simulated))
+    model = {"name": graph.name, "source": graph.source, "parameters": zoo.parameter_count(graph)}
+    return assemble(sys_, plan, roles, micro, per_sample, total, len(simulated), model)
 
 
 def stage_key(shard: Graph, hw, compute: DType, micro: int, steps_per: int, update: Optimizer, loss: str,
@@ -110,14 +113,14 @@ _STAGES: dict[tuple, tuple] = {}
 
 
 def assemble(sys_: System, plan: Plan, roles: list[dict], micro: int, per_sample: int | None, total: int | None,
-             distinct: int) -> ParallelTrainResult:
+             distinct: int, model: dict | None = None) -> ParallelTrainResult:
     """The step from its pipeline stages' passes, in order: the activations' hops, the schedule, the data-parallel
-    reduction and each device's memory."""
+    reduction and each device's memory (`model`: its name, source and parameters, for the JSON)."""
     pp = groups(plan.tp, plan.dp, plan.pp)["pp"]
     hops = [_hop(sys_, pp, role) for role in roles[:-1]]
     timeline = _timeline(tuple(r["forward"] for r in roles), tuple(r["backward"] for r in roles), tuple(hops),
                          plan.schedule, plan.microbatches, plan.chunks)
-    return _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinct)
+    return _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinct, model or {})
 
 
 @functools.lru_cache(maxsize=4096)
@@ -195,6 +198,7 @@ def _passes(sys_: System, by_kind: dict[str, Group], plan: Plan, stage, run, ste
                 transfers.append(transfer(op, placed, kind, which, priced.seconds, tp.size))
     grads = sum(step.graph.tensors[g].nbytes for g in step.grads.values())
     sent = sum(stage.graph.tensors[t].nbytes for t in stage.sent)
+    run = replace(run, memory={**run.memory, "units": fsdp_units(step)})
     return {"stage": stage, "run": run, "step": step, "forward": phase["forward"], "backward": phase["backward"],
             "optimizer": phase["optimizer"], "tp_comm": comm, "transfers": transfers, "grad_bytes": grads,
             "sent_bytes": sent,
@@ -255,7 +259,7 @@ def _seconds(result) -> float:
     return result.seconds if result else 0.0
 
 
-def _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinct) -> ParallelTrainResult:
+def _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinct, model) -> ParallelTrainResult:
     dp = groups(plan.tp, plan.dp, plan.pp)["dp"]
     out = []
     for k, role in enumerate(roles):
@@ -289,7 +293,8 @@ def _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinc
                                  peak_flops=2.0 * roles[0]["run"].result.arch["peak_macs_per_second"],
                                  capacity=sys_.device.memory[0].capacity_total, passes=list(timeline.passes),
                                  hops=list(hops), link_levels={k: level_name(sys_, g) for k, g in
-                                                               groups(plan.tp, plan.dp, plan.pp).items()})
+                                                               groups(plan.tp, plan.dp, plan.pp).items()},
+                                 model=model)
     if not result.fits:
         memory = result.memory
         largest = sorted(((memory[c], c) for c in CATEGORIES), reverse=True)[:2]
@@ -310,17 +315,50 @@ def _sharing(sys_: System, plan: Plan, role: dict) -> float:
 
 
 def _memory(role: dict, plan: Plan, k: int) -> dict:
-    """The stage's peak by category: weights, gradients, optimizer state and workspace at its own peak, plus the
-    activations one micro-batch keeps for its backward pass times the micro-batches in flight (1F1B: pp - stage;
-    GPipe: all of them); ZeRO shards the optimizer state (1+), gradients (2+) and weights (3) over dp."""
-    memory = dict(role["run"].memory)
+    """One rank's memory for stage k as DeepSpeed and PyTorch FSDP hold it (Rajbhandari et al. 2020, sec. 5): the
+    model states for the whole step, sharded over the Nd = dp replicas by ZeRO stage: the weights (2 bytes a
+    parameter in bf16), every gradient (2) and the optimizer's state with its fp32 master copy (K = 12 for AdamW,
+    8 for SGD with momentum): stage 0 (2 + 2 + K)Psi, 1 (2 + 2)Psi + K Psi / Nd, 2 2 Psi + (2 + K)Psi / Nd,
+    3 (2 + 2 + K)Psi / Nd. Beside them, the activations and the backward pass's temporaries where, together, the
+    stage's liveness has most of them (the activations with those one micro-batch keeps for its backward pass times
+    the micro-batches in flight: 1F1B pp - stage, GPipe all of them), and the workspace, by what it holds
+    (accelsim.out.parallel.WORKSPACE): the backward pass's own temporaries (activation gradients, a gradient cast to
+    fp32 for its update); ZeRO stage 2's gradient bucket being reduce-scattered (BUCKET bytes, or all when fewer);
+    for ZeRO stage 3 (FSDP, wrapped by layer, resharded after forward) the whole weights of the unit it computes and
+    of the next, prefetched (the two largest units: a block, or the parameters outside the blocks), and a unit's
+    whole gradient until its reduce-scatter. DDP's buckets (ZeRO 0 and 1) are views of the gradients: nothing more."""
+    m = role["run"].memory
     if plan.schedule == "gpipe":
         inflight = plan.microbatches
     else:
         inflight = min(plan.microbatches, plan.pp - k % plan.pp + (plan.chunks - 1) * plan.pp)
-    memory["activations"] = max(memory["activations"], memory.get("saved_activations", 0) * inflight // plan.chunks)
+    whole = m.get("gradients_total", m["gradients"])
+    memory = {"weights": m["weights"], "gradients": whole, "optimizer": m["optimizer"]}
     for stage, category in ((1, "optimizer"), (2, "gradients"), (3, "weights")):
         if plan.zero >= stage:
             memory[category] = memory[category] // plan.dp
-    memory["peak"] = sum(memory[c] for c in ("weights", "gradients", "optimizer", "activations", "workspace"))
+    memory["activations"] = max(m.get("transient_activations", m["activations"]),
+                                m.get("saved_activations", 0) * inflight // plan.chunks)
+    holds = dict.fromkeys(WORKSPACE, 0)
+    holds["temporaries"] = m.get("transient_workspace", m["workspace"])
+    units = list(m.get("units", ())) + [0, 0]
+    if plan.dp > 1 and plan.zero == 2:
+        holds["gradient_bucket"] = min(BUCKET, whole)
+    if plan.dp > 1 and plan.zero >= 3:
+        holds["gathered_weights"] = units[0] + units[1]
+        holds["gradient_bucket"] = units[0]
+    memory["workspace"] = sum(holds.values())
+    memory["workspace_holds"] = holds
+    memory["peak"] = sum(memory[c] for c in CATEGORIES)
     return memory
+
+
+def fsdp_units(step) -> list[int]:
+    """Bytes of the stage's parameters per FSDP unit, the two largest: a unit per block (`layers.3`), one for the
+    parameters outside the blocks (embedding, head, final norm)."""
+    units: dict[str, int] = {}
+    for p in step.params:
+        match = BLOCK.match(p)
+        unit = match.group(0) if match else ""
+        units[unit] = units.get(unit, 0) + step.graph.tensors[p].nbytes
+    return sorted(units.values(), reverse=True)[:2]

@@ -71,6 +71,8 @@ def simulate_step(graph: Graph, hw: Arch, compute: DType, micro: int, steps_per:
     # a training framework fuses element-wise chains (bias-GeLU, bias-dropout-add), not its GEMMs' epilogues
     compiled = build(step.graph, hw, batch=micro, dtype=compute, mapped=fidelity == "tile", fuse="chains")
     result = simulate(compiled, fidelity, trace=trace and fidelity == "tile", memory=False)   # the step's: below
+    # the model's parameters, once: the step's graph also holds their fp32 master copies and optimizer state
+    result = replace(result, model={**result.model, "parameters": zoo.parameter_count(graph)})
     phase_of = {op.name: _phase(step.phase[op.node]) for op in result.ops}
     memory = step.memory().to_dict()
     memory["capacity"] = hw.memory[0].capacity_total

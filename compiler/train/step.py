@@ -85,12 +85,17 @@ class TrainingStep:
 
     def memory(self) -> Memory:
         """Peak memory over this step's schedule, by category (compiler.train.memory)."""
-        return liveness(self.graph, self.phase, *self._held())
+        return liveness(self.graph, self.phase, *self._held(), in_place=self._in_place())
 
-    def profile(self) -> tuple[list[tuple[int, ...]], int]:
-        """Bytes live at each node of the schedule by category, and the activations kept for the backward pass
-        (compiler.train.memory.profile)."""
-        return profile(self.graph, self.phase, *self._held())
+    def profile(self) -> tuple[list[tuple[int, ...]], int, int]:
+        """Bytes live at each node of the schedule by category, the activations kept for the backward pass and every
+        gradient's bytes (compiler.train.memory.profile)."""
+        return profile(self.graph, self.phase, *self._held(), in_place=self._in_place())
+
+    def _in_place(self) -> dict[str, str]:
+        """Each parameter's new value -> the parameter: the update writes it into the parameter's bytes (an fp32
+        master's update is cast back into the narrow parameter, not into a second copy of it)."""
+        return {outs[0]: p for p, outs in self.updated.items()}
 
     def _held(self) -> tuple[set[str], set[str], set[str]]:
         """The gradients, the optimizer's state and the gradient accumulators, as liveness counts them."""

@@ -6,6 +6,7 @@ import pytest
 
 from accelsim.cli import main
 from accelsim.sim.train import train
+from compiler import zoo
 from compiler.builder import Builder
 
 GPT = dict(seq=32, layers=1, hidden=64, heads=2, vocab=512, max_positions=64)
@@ -43,6 +44,20 @@ def test_micro_batches_repeat_forward_and_backward_but_not_the_update():
     # activations scale with the micro-batch, the accumulators are held as gradients
     assert split.memory["activations"] < whole.memory["activations"]
     assert split.model_flops == pytest.approx(whole.model_flops, rel=0.02)
+
+
+def test_the_json_counts_the_model_s_parameters_once(capsys):
+    """model.parameters is the model's (compiler.zoo.parameter_count), not the step graph's weights, which also
+    hold SGD's momentum (fp32) or, in bf16, AdamW's fp32 master copy, m and v. AlexNet with its grouped convolutions
+    has Caffe's bvlc_alexnet count; GPT-2's, one block and its head tied to the embedding, is counted by hand."""
+    assert main(["train", "alexnet", "--arch", "gtx580", "--batch", "1", "--fidelity", "roofline", "--json", "-"]) == 0
+    alexnet = json.loads(capsys.readouterr().out)["model"]["parameters"]
+    assert alexnet == zoo.parameter_count(zoo.build("alexnet", weights=False)) == 60_965_224
+    h, vocab, positions, blocks = GPT["hidden"], GPT["vocab"], GPT["max_positions"], GPT["layers"]
+    block = 2 * 2 * h + 4 * (h * h + h) + (h * 4 * h + 4 * h) + (4 * h * h + h)    # norms, attention, MLP
+    by_hand = vocab * h + positions * h + blocks * block + 2 * h
+    result = train("gpt2", "h100", batch=2, optimizer="adamw", fidelity="roofline", **GPT)
+    assert result.to_dict()["model"]["parameters"] == by_hand == zoo.parameter_count(zoo.build("gpt2", **GPT))
 
 
 def test_a_step_that_does_not_fit_says_so_with_the_numbers():

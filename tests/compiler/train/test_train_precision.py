@@ -47,6 +47,20 @@ def test_bf16_trains_an_fp32_master_copy_and_fp32_state():
     assert memory["gradients"] == 2 * PARAMS
 
 
+def test_the_master_copy_s_update_is_cast_back_into_the_parameter_not_beside_it():
+    """The step ends with each bf16 parameter's update cast back from its fp32 master into the parameter's own bytes,
+    as frameworks copy it: the end of the step holds the weights once (2 bytes a parameter), not a second bf16 copy
+    as workspace; and every gradient (2 bytes) with the master, m and v (12 bytes), ZeRO's 16 per parameter."""
+    step = training_graph(mlp(DType.bf16, weights=False), optimizer=Optimizer("adamw"))
+    curve, _, gradients = step.profile()
+    weights, grads, optimizer, activations, workspace = curve[-1]     # the last update, written
+    assert workspace == 0 and activations == 4          # the loss (fp32), an output of the step
+    assert weights - 2 * PARAMS < 64 and grads == gradients == 2 * PARAMS and optimizer == 12 * PARAMS
+    memory = step.memory()
+    assert memory.gradients_total == 2 * PARAMS
+    assert memory.peak == max(sum(row) for row in curve)
+
+
 @pytest.mark.parametrize("dtype, rtol", [(DType.bf16, 0.05), (DType.fp16, 0.01)])
 def test_a_narrow_step_moves_the_weights_as_the_fp32_step_does(dtype, rtol):
     wide, narrow = mlp(DType.fp32), mlp(dtype)
