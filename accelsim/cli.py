@@ -101,8 +101,9 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     run.add_argument("--launch", choices=["eager", "graph"], help="eager: a launch per kernel; graph: one for a "
                      "captured graph, as CUDA graphs run it (default: graph for a decode step, else eager)")
     run.add_argument("--caches", default="warm", choices=["warm", "cold"], help="warm: the model's inputs and "
-                     "outputs stay where activations live, as a repeated call finds them (the default); cold: they "
-                     "are read from and written to DRAM, as a first call or a timing that flushes the caches")
+                     "outputs stay where activations live, as many as fit there together, as a repeated call finds "
+                     "them (the default); cold: they are read from and written to DRAM, as a first call or a timing "
+                     "that flushes the caches")
     run.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (works offline)")
     many_devices(run)
     run.add_argument("--plot", metavar="DIR", help="write the report's figures as PNG files into DIR")

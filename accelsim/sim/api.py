@@ -29,7 +29,8 @@ def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike |
     `compat="scalesim"` prices each Einsum's compute cycles as SCALE-Sim v3 does (accelsim.price.compat).
     `fuse` says how ops form kernels (compiler.passes.fuse.FUSIONS); `launch` is "eager" or "graph".
     `caches="cold"` reads the model's inputs from DRAM and writes its outputs there, as a first call or a timing that
-    flushes the caches does; "warm" (the default) keeps them where activations live, as a repeated call finds them.
+    flushes the caches does; "warm" (the default) keeps them where activations live, as many as fit there together,
+    as a repeated call finds them (compiler.passes.boundary).
     An .onnx file's symbolic dimensions take `batch`, `seq=` and `shapes=` (input or dimension name -> sizes,
     as --shape gives them: shapes={"input_ids": (1, 128)} or {"sequence_length": (128,)}).
     An untraced run of a zoo model or a Graph is kept on disk and read back when asked for again
