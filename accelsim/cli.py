@@ -57,10 +57,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """accelsim's own warnings (an arch beyond any buildable chip) as one line, as its errors are."""
+    """accelsim's own warnings (an arch beyond any buildable chip, a model that does not fit) as one line, as its
+    errors are."""
     from accelsim.arch.schema import ArchWarning
+    from compiler.errors import CapacityWarning
 
-    if issubclass(category, ArchWarning):
+    if issubclass(category, (ArchWarning, CapacityWarning)):
         print(f"accelsim: warning: {message}", file=sys.stderr)
     else:
         _PLAIN_WARNING(message, category, filename, lineno, file, line)

@@ -23,3 +23,7 @@ class MappingError(UserError):
 
 class OutOfScopeError(ModelError):
     """A model using what accelsim leaves out by design (strings, sequences, image decoding...); the message says why."""
+
+
+class CapacityWarning(UserWarning):
+    """A model that does not fit its device's memory, said before it is simulated as if it did."""

@@ -13,6 +13,10 @@ import numpy as np
 
 LOAD, COMPUTE, STORE, SYNC = 0, 1, 2, 3
 MAX_DEPS = 8                      # a Map may read 5 operands (BatchNorm) and wait for a free output slot
+# Rows one op's Program may hold, refused before they are allocated: the rows, their pricing and the schedule take
+# about ROW_BYTES_SIMULATED bytes of host memory each (measured: GPT-2's LM head on a GTX 580, 1.33 M rows, 436 MB)
+MAX_ROWS = 8_000_000
+ROW_BYTES_SIMULATED = 350
 
 INSTRUCTION = np.dtype([
     ("op", np.int32),            # index of the IR op in IR.ops

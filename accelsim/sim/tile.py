@@ -19,8 +19,9 @@ from accelsim.price.energy import energy_j, with_promotion_j
 from accelsim.price.program import launch_cycles, price
 from accelsim.price.roofline import estimate_op
 from accelsim.sim import output_stage
+from accelsim.sim.fold import simulate_folded
 from accelsim.sim.refill import refill
-from compiler.codegen import Code, generate
+from compiler.codegen import Code, Fold, generate
 from compiler.ir import IR, IROp, Move
 from compiler.mapping import Mapping, op_signature
 from compiler.program import COMPUTE, LOAD, STORE
@@ -57,8 +58,10 @@ def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pric
         ops = [op] + list(ir.ops[o + 1:o + 1 + _run_length(sides[o + 1:])])
         key = tuple(_op_key(op, mappings.get(op.name)) for op in ops)
         if key not in done:
-            done[key], _ = simulate(replace(ir, ops=ops), arch, {op.name: mappings.get(op.name) for op in ops},
-                                    pricing)
+            part, chosen = replace(ir, ops=ops), {op.name: mappings.get(op.name) for op in ops}
+            # a long loop of identical tiles (a large batch) runs from a few of them, where the schedule settles
+            done[key] = simulate_folded(part, arch, chosen, pricing, simulate, bound_of) or \
+                simulate(part, arch, chosen, pricing)[0]
         began = clock
         for op, first in zip(ops, done[key]):
             start = None if first.start_cycle is None else began + first.start_cycle
@@ -81,14 +84,15 @@ OP_CACHE = 100_000                                       # ops kept per (arch, p
 _SIMULATED: dict[tuple, dict[tuple, OpResult]] = {}
 
 
-def simulate(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pricing = NATIVE
-             ) -> tuple[list[OpResult], Timeline]:
-    """Every op's Program at once, with the timeline a trace draws."""
+def simulate(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pricing = NATIVE,
+             folds: dict[str, Fold] | None = None) -> tuple[list[OpResult], Timeline]:
+    """Every op's Program at once, with the timeline a trace draws; `folds`: ops whose Program keeps only part of a
+    folded loop (compiler.codegen.fold), as accelsim.sim.fold runs them."""
     # numba (~0.4 s to import, ~0.25 s to load its cached kernels) only when an engine runs: a run that
     # accelsim.sim.cache answers never gets here
     from accelsim.engine.tile import attribute, schedule
 
-    code = generate(ir, arch, mappings)                 # counting: rows, bytes, tile shapes
+    code = generate(ir, arch, mappings, folds)          # counting: rows, bytes, tile shapes
     prices = price(ir, arch, code, pricing)             # pricing: cycles per row
     program = code.program
     n_levels = len(arch.memory)
@@ -168,6 +172,16 @@ def _per_op_level(program: np.ndarray, n_ops: int, n_levels: int, occupancy: np.
     return out
 
 
+def bound_of(busy: int, launch: int, channel: dict[str, int], ran: int) -> str:
+    """The busiest resource, as the roofline takes the largest of its candidate times; a kernel's launch (a fixed
+    cost, however little it computes) and waiting with nothing busy (the levels' latency) are resources of their
+    own: a batch-1 bias add on a GPU is bound by its launch, not by compute at 0%. busy: compute cycles, launch
+    included; channel: busy cycles per level; ran: the op's cycles."""
+    candidates = {"compute": busy - launch, "launch": launch, **channel}
+    bound = max(candidates, key=lambda n: candidates[n])
+    return "latency" if ran - max(busy, max(channel.values(), default=0)) > candidates[bound] else bound
+
+
 def _op_result(i: int, op: IROp, arch: Arch, code: Code, rate, span, busy, stall, per_level, start) -> OpResult:
     if isinstance(op, Move) and op.view:
         return estimate_op(op, arch)
@@ -185,15 +199,9 @@ def _op_result(i: int, op: IROp, arch: Arch, code: Code, rate, span, busy, stall
     busy_i = min(int(busy[i]), cycles)
     stalls = _charged_stalls({n: int(c) for n, c in zip(names, stall[i]) if c}, cycles - busy_i)
     seconds = cycles / clock
-    # the bound is the busiest resource, as the roofline takes the largest of its candidate times; a kernel's
-    # launch (a fixed cost, however little it computes) and waiting with nothing busy (the levels' latency) are
-    # resources of their own: a batch-1 bias add on a GPU is bound by its launch, not by compute at 0%
     channel = {n: int(c) for n, c in zip(names, per_level["busy"][i]) if c}
     launch = launch_cycles(op, unit, arch, computes["work"]) if op.launch and len(computes) else 0
-    candidates = {"compute": int(busy[i]) - launch, "launch": launch, **channel}
-    bound = max(candidates, key=lambda n: candidates[n])
-    if ran - max(int(busy[i]), max(channel.values(), default=0)) > candidates[bound]:
-        bound = "latency"
+    bound = bound_of(int(busy[i]), launch, channel, ran)
     peak = unit.peak_per_second(dtype)
     return OpResult(
         name=op.name, node=op.node, op=op.op, kind=op.kind.value, shape=op.output.shape,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
+import warnings
 from dataclasses import replace
 
 from accelsim.arch import Arch
@@ -17,7 +18,7 @@ from accelsim.sim.build import FIDELITIES, build, simulate
 from accelsim.sim.model import load_arch, load_model
 from compiler import zoo
 from compiler.dtypes import DType
-from compiler.errors import UserError
+from compiler.errors import CapacityWarning, UserError
 from compiler.graph import Graph
 from compiler.train import LOSSES, Optimizer, TrainingStep, training_graph
 from compiler.train.recompute import MODES
@@ -55,28 +56,30 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
     out = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
     total = _length(samples, epochs, dataset_size, tokens, out[1] if len(out) == 3 else None)   # before simulating
     result, _ = simulate_step(graph, hw, compute, micro, steps_per, Optimizer(optimizer, dict(settings or {})), loss,
-                              recompute, fidelity, trace)
+                              recompute, fidelity, trace, warn_fit=True)
     return replace(result, samples=total)
 
 
 def simulate_step(graph: Graph, hw: Arch, compute: DType, micro: int, steps_per: int, optimizer: Optimizer,
                   loss: str, recompute: str, fidelity: str = "tile", trace: bool = False,
-                  input_grads: bool = False) -> tuple[TrainResult, TrainingStep]:
+                  input_grads: bool = False, warn_fit: bool = False) -> tuple[TrainResult, TrainingStep]:
     """One training step of a loaded `graph` (at micro-batch `micro`, `steps_per` of them per step) simulated on
-    `hw`; also the step's Graph. `input_grads`: a pipeline stage's inputs get gradients too (accelsim.parallel)."""
+    `hw`; also the step's Graph. `input_grads`: a pipeline stage's inputs get gradients too (accelsim.parallel).
+    `warn_fit`: a step that does not fit `hw`'s memory says so (a CapacityWarning) before it is simulated."""
     out = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
     per_sample = out[1] if len(out) == 3 else None          # [batch, tokens, vocab]: a language model
     step = training_graph(graph, loss=loss, optimizer=optimizer, accumulate=steps_per > 1, recompute=recompute,
                           input_grads=input_grads)
+    memory = _memory(step, hw)          # from liveness alone: known before anything is simulated
+    if warn_fit:
+        for note in _memory_notes(memory, hw):
+            warnings.warn(CapacityWarning(f"{note}; the step is simulated as if it did"), stacklevel=3)
     # a training framework fuses element-wise chains (bias-GeLU, bias-dropout-add), not its GEMMs' epilogues
     compiled = build(step.graph, hw, batch=micro, dtype=compute, mapped=fidelity == "tile", fuse="chains")
     result = simulate(compiled, fidelity, trace=trace and fidelity == "tile", memory=False)   # the step's: below
     # the model's parameters, once: the step's graph also holds their fp32 master copies and optimizer state
     result = replace(result, model={**result.model, "parameters": zoo.parameter_count(graph)})
     phase_of = {op.name: _phase(step.phase[op.node]) for op in result.ops}
-    memory = step.memory().to_dict()
-    memory["capacity"] = hw.memory[0].capacity_total
-    memory["capacity_level"] = hw.memory[0].name
     flops = 2.0 * steps_per * sum(op.macs for op in result.ops if phase_of[op.name] in ("forward", "backward"))
     return TrainResult(result=result, phase_of=phase_of, layers=_layers(result, step, phase_of, steps_per),
                        microsteps=steps_per, batch=micro * steps_per, tokens_per_sample=per_sample, memory=memory,
@@ -164,6 +167,14 @@ def _layers(result, step, phase_of: dict[str, str], steps_per: int) -> list[Laye
         layers.append(Layer(name=name, op=ops_of.get(name, "SoftmaxCrossEntropyLoss"), seconds=seconds,
                             bound=longest.bound))
     return layers
+
+
+def _memory(step: TrainingStep, arch: Arch) -> dict:
+    """The step's memory by category (compiler.train.memory's liveness) against the device's outermost level."""
+    memory = step.memory().to_dict()
+    memory["capacity"] = arch.memory[0].capacity_total
+    memory["capacity_level"] = arch.memory[0].name
+    return memory
 
 
 def _memory_notes(memory: dict, arch: Arch) -> list[str]:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.codegen.nest import Runs
-from compiler.program import COMPUTE, LOAD, MAX_DEPS, STORE, empty
+from compiler.errors import UserError
+from compiler.program import COMPUTE, LOAD, MAX_DEPS, MAX_ROWS, ROW_BYTES_SIMULATED, STORE, empty
 
 OUTPUT = -2
 
@@ -38,7 +39,7 @@ def _latest(steps: np.ndarray, at: np.ndarray, strict: bool = False) -> np.ndarr
 
 
 def assemble(streams: list[Stream], steps: int, compute: dict[str, np.ndarray], op: int, unit: int,
-             ahead: bool = False) -> np.ndarray:
+             ahead: bool = False, name: str = "") -> np.ndarray:
     """Program rows of one op. `ahead` issues each double-buffered input's loads one step early, before the
     compute and stores of the step before theirs, as a GPU's copy engines (TMA, cp.async) fetch the next tile
     while the current one is computed and stored: on a channel that loads and stores share, a tile's load is then
@@ -60,6 +61,10 @@ def assemble(streams: list[Stream], steps: int, compute: dict[str, np.ndarray], 
         ends = s.runs.starts + s.runs.length - 1
         events.append((STORE, s, ends, np.where(s.runs.last, s.nbytes, s.partial_bytes)))
     n_rows = steps + sum(len(e[2]) for e in events)
+    if n_rows > MAX_ROWS:
+        raise UserError(f"op {name or op!r}: its Program would hold {n_rows:,} rows; the tile engine simulates at most "
+                        f"{MAX_ROWS:,} per op (about {MAX_ROWS * ROW_BYTES_SIMULATED / 2**30:.1f} GiB of host memory "
+                        f"while simulated; --fidelity roofline prices any size)")
     key_step = np.empty(n_rows, np.int64)
     key_phase = np.empty(n_rows, np.int8)
     key_order = np.empty(n_rows, np.int32)

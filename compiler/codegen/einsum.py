@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.codegen.assemble import OUTPUT, Stream, assemble
-from compiler.codegen.nest import Nest
+from compiler.codegen.nest import Fold, Nest
 from compiler.ir import Axis, Einsum
 from compiler.mapping import Mapping, gemm_view
 from compiler.target import k_split, op_home, operand_path, separable
@@ -85,9 +85,10 @@ def einsum_streams(op: Einsum, mapping: Mapping, arch, nest: Nest) -> list[Strea
     return streams
 
 
-def einsum_rows(op: Einsum, mapping: Mapping, arch, op_index: int, unit: int):
-    """(rows, compute row indices within them, step tile start and extent per dim: shape (steps, dims))."""
-    nest = Nest(mapping)
+def einsum_rows(op: Einsum, mapping: Mapping, arch, op_index: int, unit: int, fold: Fold | None = None):
+    """(rows, compute row indices within them, step tile start and extent per dim: shape (steps, dims)); with
+    `fold`, the rows of the iterations it keeps (compiler.codegen.fold)."""
+    nest = Nest(mapping, fold)
     steps = np.arange(nest.steps, dtype=np.int64)
     start, extent = nest.tile(len(nest.tiles) - 1, steps)
     view = gemm_view(op)
@@ -100,5 +101,5 @@ def einsum_rows(op: Einsum, mapping: Mapping, arch, op_index: int, unit: int):
     compute = {"m": size(view.b + view.m), "n": size(view.n), "k": size(view.k),
                "work": np.full(nest.steps, padded, np.int64), "useful": np.prod(extent, axis=0)}
     rows, compute_rows = assemble(einsum_streams(op, mapping, arch, nest), nest.steps, compute, op_index, unit,
-                                  ahead=arch.kind.value == "simt")
+                                  ahead=arch.kind.value == "simt", name=op.name)
     return rows, compute_rows, nest.dims, start.T.copy(), extent.T.copy()

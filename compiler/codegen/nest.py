@@ -14,9 +14,28 @@ import numpy as np
 
 from compiler.errors import UserError
 from compiler.mapping import Mapping
+from compiler.program import MAX_ROWS
 
-# Compute rows one op's Program may hold: about 2 GB of rows and dependencies. ResNet-50 on TPU v1 is 925 in all.
-MAX_STEPS = 20_000_000
+# Steps one op may walk, checked before any tile array is built: a step is a compute row and the loads and stores
+# around it, 3 to 7 rows of the Program (compiler.program.MAX_ROWS bounds those). ResNet-50 on TPU v1 is 925 in all.
+MAX_STEPS = MAX_ROWS // 4
+
+
+@dataclass(frozen=True)
+class Fold:
+    """Loop `loop` of a nest (its index in loop_nest, outermost first) runs `trips` times; the Program keeps its
+    first `head` iterations and its last (compiler.codegen.fold says which loop may fold)."""
+
+    loop: int
+    trips: int
+    head: int
+
+    @property
+    def left_out(self) -> int:
+        return self.trips - self.head - 1
+
+    def with_head(self, head: int) -> Fold:
+        return Fold(self.loop, self.trips, head)
 
 
 @dataclass(frozen=True)
@@ -30,7 +49,9 @@ class Runs:
 
 
 class Nest:
-    def __init__(self, mapping: Mapping):
+    def __init__(self, mapping: Mapping, fold: Fold | None = None):
+        """`fold`: walk only the iterations of one loop that compiler.codegen.fold keeps (its first `head` and its
+        last), each at its place in the op: the steps are those iterations', the tiles and flags the op's own."""
         self.dims = tuple(d for d, _ in mapping.loops)
         self.extents = np.array([e for _, e in mapping.loops], np.int64)
         position = {d: i for i, d in enumerate(self.dims)}
@@ -41,10 +62,17 @@ class Nest:
         # (dim index, trips, mapping level), outermost first
         self.loops = loops = [(position[d], trips, level) for d, trips, level in loop_nest(mapping)]
         trips = [int(t) for _, t, _ in loops]
+        self.real_trips = np.array(trips, np.int64)   # each loop's own trip count (a folded one's too)
+        self.fold = fold
         steps = math.prod(trips)          # Python ints: a 10^9-cubed GEMM must not wrap around int64
-        if steps > MAX_STEPS:
-            raise UserError(f"op {mapping.op!r}: its mapping walks {steps:,} tile steps; the tile engine "
+        if fold is not None:
+            trips[fold.loop] = fold.head + 1
+        walked = math.prod(trips)
+        if walked > MAX_STEPS:
+            folded = f" ({walked:,} with a loop of identical tiles folded)" if fold is not None else ""
+            raise UserError(f"op {mapping.op!r}: its mapping walks {steps:,} tile steps{folded}; the tile engine "
                             f"simulates at most {MAX_STEPS:,} per op (--fidelity roofline prices any size)")
+        steps = walked
         self.trips = np.array(trips, np.int64)
         self.strides = np.array([math.prod(trips[j + 1:]) for j in range(len(loops))], np.int64)
         self.steps = steps
@@ -54,7 +82,11 @@ class Nest:
         return self.names.index(name) if name in self.names else fallback
 
     def index(self, j: int, steps: np.ndarray) -> np.ndarray:
-        return (steps // self.strides[j]) % self.trips[j]
+        """Iteration of loop j at each step: of the op's loop, where a fold maps its last kept one to the last."""
+        at = (steps // self.strides[j]) % self.trips[j]
+        if self.fold is not None and j == self.fold.loop:
+            at = np.where(at < self.fold.head, at, self.fold.trips - 1)
+        return at
 
     def runs(self, relevant: set[str], level: int) -> Runs:
         """Runs of the tile held at mapping `level` of an operand indexed by the `relevant` dims."""
@@ -73,7 +105,7 @@ class Nest:
             if self.dims[self.loops[j][0]] not in relevant:
                 idx = self.index(j, starts)
                 first &= idx == 0
-                last &= idx == self.trips[j] - 1
+                last &= idx == self.real_trips[j] - 1
         return Runs(starts, length, first, last)
 
     def tile(self, level: int, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

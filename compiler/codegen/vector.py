@@ -67,5 +67,6 @@ def vector_rows(op: IROp, arch, mapping: Mapping, op_index: int, unit: int):
         work = np.zeros(nest.steps, np.int64)
     compute = {"m": out_elements, "n": np.ones(nest.steps, np.int64),
                "k": np.ones(nest.steps, np.int64), "work": work, "useful": work}
-    rows, compute_rows = assemble(streams, nest.steps, compute, op_index, unit, ahead=arch.kind.value == "simt")
+    rows, compute_rows = assemble(streams, nest.steps, compute, op_index, unit, ahead=arch.kind.value == "simt",
+                                  name=op.name)
     return rows, compute_rows, dims, start.T.copy(), extent.T.copy(), tuple(cut)

@@ -1,0 +1,79 @@
+"""A long loop of identical tiles simulated from a few of them: every figure of the op as the whole Program gives it,
+and the rows simulated do not grow with the batch."""
+from dataclasses import replace
+
+import pytest
+
+import accelsim.sim.tile as tile
+from accelsim.sim.build import build
+from accelsim.sim.fold import simulate_folded
+from accelsim.sim.model import load_arch, load_model
+from accelsim.sim.train import _compute_dtype
+from compiler.builder import Builder
+from compiler.codegen import fold_for
+from compiler.codegen.nest import loop_nest
+from compiler.train import Optimizer, training_graph
+
+
+@pytest.fixture
+def fold_everything(monkeypatch):
+    """Fold ops of any size, so that small ones (cheap to simulate whole) are folded too."""
+    monkeypatch.setattr("compiler.codegen.fold.FOLD_STEPS", 0)
+
+
+def training_step(arch: str):
+    """GPT-2's training step (one layer, batch 4, 128 tokens) built for `arch`: its forward and backward GEMMs."""
+    hw = load_arch(arch)
+    dtype = _compute_dtype(hw, None)
+    graph = load_model("gpt2", batch=4, seq=128, layers=1, dtype=dtype.value)
+    step = training_graph(graph, loss="cross_entropy", optimizer=Optimizer("sgd", {}))
+    return build(step.graph, hw, batch=4, dtype=dtype, fuse="chains")
+
+
+@pytest.mark.parametrize("arch, trains", [("gtx580", True), ("xeon_spr", True), ("npu4", False), ("tpu_v4", False),
+                                          ("systolic_32x32", False)])
+def test_a_folded_op_has_every_figure_of_the_whole_op(arch, trains, fold_everything):
+    compiled = training_step(arch) if trains else build("gpt2", arch, batch=32, seq=128, layers=1)
+    seen = set()
+    for op in compiled.ir.ops:
+        mapping = compiled.mappings.get(op.name)
+        if mapping is None or fold_for(op, mapping) is None or tile._op_key(op, mapping) in seen:
+            continue
+        seen.add(tile._op_key(op, mapping))
+        alone = replace(compiled.ir, ops=[op])
+        whole, _ = tile.simulate(alone, compiled.arch, compiled.mappings, compiled.pricing)
+        result = simulate_folded(alone, compiled.arch, compiled.mappings, compiled.pricing, tile.simulate,
+                                 tile.bound_of)
+        assert result is not None, op.name
+        assert result[0].to_dict() == whole[0].to_dict(), op.name
+    assert seen
+
+
+def batched_gemm(batch: int):
+    b = Builder("bgemm")
+    y = b.node("MatMul", [b.input("x", (batch, 256, 256)), b.weight("w", (256, 256))])
+    return b.build([y])
+
+
+def test_a_larger_batch_simulates_no_more_rows(monkeypatch, fold_everything):
+    rows = []
+    generate = tile.generate
+
+    def counting(*args, **kwargs):
+        code = generate(*args, **kwargs)
+        rows.append(len(code.program))
+        return code
+
+    monkeypatch.setattr(tile, "generate", counting)
+    simulated = {}
+    for batch in (48, 480):
+        rows.clear()
+        compiled = build(batched_gemm(batch), "gtx580")
+        (einsum,) = [op for op in compiled.ir.ops if op.kind.value == "einsum"]
+        assert loop_nest(compiled.mappings[einsum.name])[0][0] == "b0"     # the batch is the outer loop
+        result = tile.simulate_ops(compiled.ir, compiled.arch, compiled.mappings, compiled.pricing)
+        simulated[batch] = sum(rows)
+        if batch == 480:
+            whole, _ = tile.simulate(compiled.ir, compiled.arch, compiled.mappings, compiled.pricing)
+            assert [r.to_dict() for r in result] == [r.to_dict() for r in whole]
+    assert simulated[480] == simulated[48] > 0
