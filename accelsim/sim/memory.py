@@ -4,7 +4,8 @@ same count a training step's memory is), with every tensor at the dtype the comp
 A graph built in fp32 and run in fp16 holds 2-byte weights and activations; int64 ids and ternary weights keep theirs
 (compiler.passes.quantize decides, and the IR's operands carry its decision); a tensor made and read inside one kernel
 (compiler.passes.fuse: a convolution's output before its BatchNorm, attention's scores) never reaches the device's
-memory and holds none. `inputs` is the model's inputs held on
+memory and holds none; one written in place (a KV cache's new token, compiler.ir.Move.in_place) is the buffer it
+writes into. `inputs` is the model's inputs held on
 the device (a decode step's KV cache, a batch of images), a part of what the run needs whether or not live at the peak.
 Invariant: peak == weights + activations (a forward pass holds no gradients, optimizer state or workspace).
 """
@@ -17,7 +18,7 @@ from accelsim.arch import Arch
 from accelsim.out.table import binary
 from compiler.dtypes import DType
 from compiler.graph import Graph
-from compiler.ir import IR
+from compiler.ir import IR, Move
 from compiler.train.memory import liveness
 
 
@@ -26,7 +27,8 @@ def footprint(graph: Graph, ir: IR, arch: Arch, inputs: Iterable[str] | None = N
     bytes of those of the graph's inputs that are the model's: all, unless named) and the capacity of the arch's
     outermost memory level (`capacity`, `capacity_level`)."""
     held = at_dtypes(graph, dtypes(ir), {op.output.tensor for op in ir.ops if op.output.fused})
-    memory = liveness(held, {node.name: "forward" for node in held.nodes}, set(), set()).to_dict()
+    written = {op.output.tensor: op.inputs[0].tensor for op in ir.ops if isinstance(op, Move) and op.in_place}
+    memory = liveness(held, {node.name: "forward" for node in held.nodes}, set(), set(), in_place=written).to_dict()
     memory["inputs"] = sum(held.tensors[name].nbytes for name in (held.inputs if inputs is None else inputs))
     memory["capacity"] = arch.memory[0].capacity_total
     memory["capacity_level"] = arch.memory[0].name
