@@ -174,6 +174,9 @@ class ParallelTrainResult:
             holds = memory["workspace_holds"]
             lines.append("  workspace: " + ", ".join(f"{w.replace('_', ' ')} {binary(holds[w])}" for w in WORKSPACE
                                                      if holds[w] or w == "temporaries"))
+        if "inputs" in memory:
+            lines.append(f"  inputs {binary(memory['inputs'])} (the model's, every micro-batch's: a decode step's KV "
+                         f"cache)")
         if self.samples:
             steps = -(-self.samples // self.batch)
             lines.append(f"time to train: {steps:,} steps, {duration(steps * self.seconds)}")
@@ -182,10 +185,12 @@ class ParallelTrainResult:
 
 
 def add_up(memories: list[dict]) -> dict:
-    """A device's memory from its stages' (a model chunk each, with `chunks`): each category, the peak, and what the
-    workspace holds (training)."""
+    """A device's memory from its stages' (a model chunk each, with `chunks`): each category, the peak, what the
+    workspace holds (training) and the model's inputs (inference: accelsim.parallel.run)."""
     total = {c: sum(m[c] for m in memories) for c in CATEGORIES}
     total["peak"] = sum(total.values())
+    if any("inputs" in m for m in memories):
+        total["inputs"] = sum(m.get("inputs", 0) for m in memories)
     if any("workspace_holds" in m for m in memories):
         total["workspace_holds"] = {w: sum(m.get("workspace_holds", {}).get(w, 0) for m in memories)
                                     for w in WORKSPACE}

@@ -6,6 +6,7 @@ import pytest
 
 from accelsim.arch.system_load import load_system
 from accelsim.cli import main
+from accelsim.out.table import binary
 from accelsim.parallel.groups import cost, groups
 from accelsim.parallel.run import run_parallel
 from accelsim.sim.api import run
@@ -78,3 +79,13 @@ def test_a_pipeline_stage_holds_the_kv_cache_of_every_micro_batch_and_sends_at_t
     assert second["activations"] >= second["inputs"]
     pp = groups(1, 1, 2)["pp"]
     assert result.hops == [cost(load_system("dgx_a100"), pp, "sendrecv", 128).seconds]
+
+
+def test_the_report_says_how_much_of_a_device_is_kv_cache(capsys):
+    argv = ["run", "llama", "--system", "dgx_a100", "--devices", "2", "--parallel", "tp=2", "--dtype", "fp16"]
+    argv += [f"--opt={k}={v}" for k, v in DECODE.items()]
+    kv = 2 * cache_values(2, 2) + 8                              # 16 KiB of fp16 keys and values, and the token id
+    assert main(argv) == 0
+    assert f"  inputs {binary(kv)} (the model's" in capsys.readouterr().out
+    assert main(argv + ["--json", "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory"]["inputs"] == kv
