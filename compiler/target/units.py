@@ -20,13 +20,22 @@ def compute_dtype(op: IROp) -> DType:
     return max(dtypes, key=lambda d: (d.bits, d.is_float))
 
 
+INDEX_DTYPES = (DType.int64, DType.uint64)     # positions and labels, not data (compiler.passes.quantize keeps them)
+
+
 def widen(unit, dtype: DType) -> DType:
     """The dtype whose rate a vector unit applies to `dtype`: itself if listed, else the narrowest listed
     dtype at least as wide (int16 on {fp32, fp16} runs as fp16). A unit with nothing as wide refuses it: fp64 at
-    H100 CUDA cores' fp16 rate (twice their fp32 one) priced a type the hardware runs slower as a faster one."""
+    H100 CUDA cores' fp16 rate (twice their fp32 one) priced a type the hardware runs slower as a faster one.
+    The one exception is int64 index arithmetic, run as the unit's widest integer (int32 on a GPU)."""
     if unit.supports(dtype):
         return dtype
     wider = [d for d in unit.dtypes if d.bits >= dtype.bits]
+    integers = [d for d in unit.dtypes if not d.is_float and d.bits > 8]
+    if not wider and dtype in INDEX_DTYPES and integers:
+        # index arithmetic (a training step's labels and gather positions), which kernels compute in 32 bits
+        # where a tensor has under 2^31 elements: the widest integer the unit lists
+        return max(integers, key=lambda d: d.bits)
     if not wider:
         listed = ", ".join(d.value for d in unit.dtypes)
         raise MappingError(f"compute unit {unit.name!r} has no {dtype.value} path and none as wide (it computes "

@@ -273,9 +273,12 @@ def test_a_vector_unit_with_nothing_as_wide_refuses_the_dtype():
                                            r"fp16, bf16, int32\)"):
         widen(h100.vector, DType.fp64)
     tpu_v1 = load_arch("tpu_v1")        # activation: int32, int8
-    with pytest.raises(MappingError, match="'activation' has no int64 path"):
-        widen(tpu_v1.vector, DType.int64)
     assert widen(tpu_v1.vector, DType.fp8) is DType.int8      # as wide (8 bits): runs, with its note, as before
+    # int64 index arithmetic (labels, positions) runs in the widest integer listed, as kernels index in 32 bits:
+    # int32, not the narrowest dtype listed at all (H100's fp16, 4x the int32 rate)
+    assert widen(tpu_v1.vector, DType.int64) is DType.int32 and widen(h100.vector, DType.int64) is DType.int32
+    with pytest.raises(MappingError, match="'activation' has no fp64 path"):
+        widen(tpu_v1.vector, DType.fp64)
 
 
 def test_a_matmul_in_bool_is_refused_naming_the_dtypes_the_arch_computes():
