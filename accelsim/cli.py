@@ -138,7 +138,8 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     mp.add_argument("--arch", default="tpu_v1", help="preset name or a YAML file (default: tpu_v1)")
     mp.add_argument("--layer", metavar="NAME", help="only this layer (an IR op or graph node name)")
     mp.add_argument("--dtype", help="the dtype the hardware computes in (default: the arch's native one)")
-    mp.add_argument("--budget", type=int, metavar="N", help="mapping candidates costed per op")
+    mp.add_argument("--budget", type=int, metavar="N",
+                    help="mapping candidates costed per op (on a PE array: each tiling once, then N - 1 more)")
     mp.set_defaults(handler=_map)
 
     co = sub.add_parser("cosim", help="run one layer through the Verilog systolic core in rtl/ and compare it, "

@@ -1,7 +1,7 @@
 """The mapper's analytical cost: cycles = max(compute + the transfers on its dependency chain, traffic /
-bandwidth per level) + fill and drain, with Timeloop-style reuse (a tile is refetched per iteration of the
-loops outside its innermost relevant one) and ragged edges clipped as the engine clips them, so that the
-mapping it prefers is the one the tile engine (accelsim.sim.tile) finds fastest.
+bandwidth per level, the buffer slots' round trips) + fill and drain, with Timeloop-style reuse (a tile is
+refetched per iteration of the loops outside its innermost relevant one) and ragged edges clipped as the engine
+clips them, so that the mapping it prefers is the one the tile engine (accelsim.sim.tile) finds fastest.
 Invariant: traffic at every level >= the bytes the roofline counts there."""
 from __future__ import annotations
 
@@ -40,6 +40,16 @@ class _Facts:
         self.dims = [relevant_dims(op, i) for i in range(len(self.sizes.operands))]
         self.floor = bytes_by_level(op, arch)
         self.levels = {lv.name: lv for lv in arch.memory}
+        # what depends on a mapping's tiles but not on its loop orders, per tiling: the search reports every
+        # tiling's loop orders one after another
+        self.segments: dict[tuple, dict[str, Counter]] = {}
+        self.compute: dict[tuple, tuple[float, float, float]] = {}
+
+    def clipped_segments(self, mapping: Mapping, level: int) -> dict[str, Counter]:
+        key = (tuple(lv.tile for lv in mapping.levels[:level + 1]), level)
+        if key not in self.segments:
+            self.segments[key] = clipped_segments(mapping, level)
+        return self.segments[key]
 
 
 def traffic(mapping: Mapping, op: IROp, arch, facts: _Facts | None = None) -> dict[str, int]:
@@ -90,7 +100,7 @@ def _channels(mapping: Mapping, op: IROp, arch, facts: _Facts) -> dict[str, _Cha
             ch = channels[arch.memory[level].name]
             # every distinct tile, clipped at ragged edges, brought back loads / distinct times
             if dest not in segments:
-                segments[dest] = clipped_segments(mapping, dest)
+                segments[dest] = facts.clipped_segments(mapping, dest)
             clipped = [(tiles[dest] | dict(zip(dims, shape)), n) for shape, n in clipped_shapes(segments[dest], dims).items()]
             final = sum(n * sizes.bytes(index, tile, partial=False) for tile, n in clipped)
             one = sizes.bytes(index, tiles[dest], partial=False)
@@ -113,8 +123,9 @@ def _channels(mapping: Mapping, op: IROp, arch, facts: _Facts) -> dict[str, _Cha
     return channels
 
 
-def _compute_cycles(mapping: Mapping, op: Einsum, arch, unit, dtype, pricing: Pricing) -> tuple[float, float]:
-    """(cycles of every step, the once-per-kernel launch): each step as the compute models price its row."""
+def _compute_cycles(mapping: Mapping, op: Einsum, arch, unit, dtype, pricing: Pricing) -> tuple[float, float, float]:
+    """(cycles of every step, the once-per-kernel launch, a step's tail): each step as the compute models price its
+    row; the tail (a systolic array's skew and drain) runs under the next step."""
     steps = math.prod(math.prod(mapping.trips(i).values()) for i in range(len(mapping.levels)))
     step = dict(mapping.levels[-1].tile) if mapping.levels else dict(mapping.loops)
     # Each step is a row as the Program has it, clipped at the edges, GEMM group by group (b folded into m);
@@ -133,7 +144,8 @@ def _compute_cycles(mapping: Mapping, op: Einsum, arch, unit, dtype, pricing: Pr
     rows = with_promotion(rows, m, n, k, op, unit, arch, mapping)
     # steps issued back to back overlap each one's tail (a systolic array's skew and drain) with the next
     steady = np.dot(np.array(list(shapes.values()), np.float64), (rows - tail)[2:])
-    return float(steady + tail[2:].max(initial=0)), float(rows[0] - rows[1])
+    last = float(tail[2:].max(initial=0))
+    return float(steady + last), float(rows[0] - rows[1]), last
 
 
 def _on_the_chain(ch: _Channel, seconds_per_byte: float, latency_s: float) -> float:
@@ -154,6 +166,44 @@ def _on_the_chain(ch: _Channel, seconds_per_byte: float, latency_s: float) -> fl
     return exposed
 
 
+def _round_trips(mapping: Mapping, arch, facts: _Facts, per_byte: dict[str, float], busy_s: float,
+                 parallel: int) -> float:
+    """Seconds the slowest input's buffer slots take to cycle: a load into a slot waits for the computes that used
+    the slot's last tile to release it (compiler.codegen.assemble), so each slot in turn is filled (the tile's
+    transfer and the level's latency), read inward (the next level's first tile) and used (its share of the
+    compute after the first inner transfer, or all the inner transfers where those take longer). Two slots where
+    double-buffered, one if not.
+    Small tiles from a far memory are paced by this, not by bandwidth (systolic_32x32, layer4.0/conv2 with
+    one 2 KiB weight tile per step: 129 + 64 + 64 cycles a slot, 1,184 steps in 152 k cycles, where 2.36 MB
+    at 12.8 GB/s is 92 k)."""
+    if not mapping.levels:
+        return 0.0
+    sizes = facts.sizes
+    nest = loop_nest(mapping)
+    position = {lv.level: i for i, lv in enumerate(mapping.levels)}
+    last = len(mapping.levels) - 1
+    slowest = 0.0
+    for index, (operand, path) in enumerate(zip(sizes.operands, sizes.paths)):
+        if operand.role == Role.output:
+            continue
+        hops = []       # (tiles per instance, seconds to fill one, whether double-buffered) per transfer on the path
+        for j, level in enumerate(path):
+            dest = position.get(arch.memory[path[j + 1]].name, last) if j + 1 < len(path) else last
+            loads, _ = _fetches(nest, dest, facts.dims[index])
+            lv = arch.memory[level]
+            target = mapping.levels[dest]
+            instances = max(1, min(facts.levels[target.level].instances, parallel))
+            fill = sizes.bytes(index, dict(target.tile), partial=False) * per_byte.get(lv.name, 0.0) + lv.latency_s
+            if facts.levels[target.level].refill_per_tile:     # refilled by parts as the last tile leaves
+                fill = lv.latency_s
+            hops.append((loads / instances, fill, target.double_buffered and dest > 0))
+        for j, (tiles, fill, double) in enumerate(hops):
+            inward = hops[j + 1][1] if j + 1 < len(hops) else 0.0
+            inner = sum(n * f for n, f, _ in hops[j + 1:])
+            slowest = max(slowest, (tiles * fill + max(tiles * inward + busy_s, inner)) / (2 if double else 1))
+    return slowest
+
+
 def cycles(mapping: Mapping, op: Einsum, arch, pricing: Pricing = NATIVE, facts: _Facts | None = None) -> float:
     """Estimated arch cycles: the slower of compute (with the transfers on its dependency chain) and each
     level's traffic, plus the pipeline's fill and drain. The compute models (accelsim.price.compute) return arch
@@ -162,13 +212,24 @@ def cycles(mapping: Mapping, op: Einsum, arch, pricing: Pricing = NATIVE, facts:
     unit = next(u for u in arch.compute if u.name == mapping.unit)
     dtype = DType(mapping.dtype) if mapping.dtype else unit.dtypes[0]
     parallel = max(1, min(unit.count, math.prod(units_spread(mapping).values())))
-    busy, launch = _compute_cycles(mapping, op, arch, unit, dtype, pricing)
+    steps = (mapping.unit, mapping.dtype, mapping.dataflow, tuple(lv.tile for lv in mapping.levels), mapping.spatial)
+    if steps not in facts.compute:
+        facts.compute[steps] = _compute_cycles(mapping, op, arch, unit, dtype, pricing)
+    busy, launch, tail = facts.compute[steps]
     found = _channels(mapping, op, arch, facts)
     channels = _floored(found, facts)
     per_byte = {name: 1 / (facts.levels[name].bandwidth_bytes_per_s * min(facts.levels[name].instances, parallel))
                 for name in channels}
     chain = sum(_on_the_chain(found[name], per_byte[name], facts.levels[name].latency_s)
                 for name in channels if name in found)
+    # A partial-sum tile is stored once the compute that made it has ended, its tail included, and the reload
+    # behind that store on the channel waits for it: each reload exposes a tail, once however many levels the
+    # sums cross (systolic_32x32, layer4.0/conv1 with the c loop outside k: 592 steps 127 cycles apart, not 64;
+    # estimated 50 k cycles, 78 k in the tile engine)
+    # (on a PE array: the GPU and CPU models are held to published and measured timings in validation/, which
+    # neither this nor `_round_trips` has been checked against)
+    array = unit.array is not None
+    chain += array * max((ch.reloads for ch in found.values()), default=0) * tail / arch.clock_hz
     seconds = [(busy + launch) / arch.clock_hz + chain] + [n * per_byte[name] for name, n in channels.items()]
     latency = sum(facts.levels[t.level].latency_s for t in mapping.levels)
     # Fill and drain: N tiles through a channel take N x max(transfer, rest) + min(transfer, rest) per tile.
@@ -183,7 +244,9 @@ def cycles(mapping: Mapping, op: Einsum, arch, pricing: Pricing = NATIVE, facts:
     # mappings with the same bottleneck, the one moving less elsewhere is faster. A small share of the
     # non-bottleneck time says so (TPU v1, 256x4096x4096: keeps partial sums in the accumulators).
     overlap_loss = OVERLAP_LOSS * (sum(seconds) - max(seconds))
-    return (max(seconds) + overlap_loss + latency) * arch.clock_hz
+    # the slots' round trips are a floor under the slowest resource, not a resource: no overlap loss, no fill
+    paced = _round_trips(mapping, arch, facts, per_byte, busy / arch.clock_hz, parallel) if array else 0.0
+    return (max(max(seconds), paced) + overlap_loss + latency) * arch.clock_hz
 
 
 def reporter(arch, ops: IR | Iterable[IROp], pricing: Pricing = NATIVE) -> Callable[[Mapping], float]:

@@ -10,7 +10,7 @@ from compiler.ir import IR, Einsum, IROp
 from compiler.errors import MappingError
 from compiler.map import disk
 from compiler.map.search import CACHE, DEFAULT_BUDGET, Cache, Report, arch_key, search
-from compiler.map.space import candidates
+from compiler.map.space import candidates, smaller_buffers
 from compiler.map.vector import plan
 from compiler.mapping import Mapping, op_signature
 
@@ -33,7 +33,8 @@ def map_op(op: IROp, arch, report: Report, budget: int = DEFAULT_BUDGET, cache: 
     stored = disk.key(signature, arch, budget, report) if einsum and cache is CACHE else None
     best = disk.load(stored, op.name) if stored is not None else None
     if best is None:
-        best = search(candidates(op, arch), report, budget) if einsum else plan(op, arch)
+        best = search(candidates(op, arch), report, budget, every_tiling=smaller_buffers(op, arch)) if einsum \
+            else plan(op, arch)
         if stored is not None:
             disk.store(stored, best)
     if cache is not None:

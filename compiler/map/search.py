@@ -1,6 +1,6 @@
 """The budgeted search (it sees only `report(mapping) -> cost`) and its in-memory cache, keyed by op
 signature, arch name and file hash, and budget. Deterministic: candidates come in a fixed order and a
-tie keeps the earlier one."""
+tie keeps the earlier one; on a PE array every tiling is reported (`search`'s every_tiling)."""
 from __future__ import annotations
 
 import hashlib
@@ -17,18 +17,33 @@ DEFAULT_BUDGET = 24      # reports per op; ResNet-18 maps in well under 0.3 s (t
 Report = Callable[[Mapping], float]
 
 
-def search(candidates: Iterable[Mapping], report: Report, budget: int = DEFAULT_BUDGET) -> Mapping:
-    """The cheapest of the first `budget` candidates, by `report`; the earlier one on a tie."""
+def search(candidates: Iterable[Mapping], report: Report, budget: int = DEFAULT_BUDGET,
+           every_tiling: bool = False) -> Mapping:
+    """The cheapest of the first `budget` candidates by `report`, the earlier one on a tie. With `every_tiling` (a
+    space that also holds the tilings smaller buffers give, compiler.map.space._smaller_buffers): each tiling's
+    first candidate (its best-guess loop order), then `budget` - 1 more, the other loop orders of the tilings
+    that did best, so a bigger buffer never loses to the budget the tiling that won with a smaller one."""
     if budget < 1:
         raise UserError(f"mapping budget {budget}: must be at least 1")
-    best, best_cost = None, float("inf")
-    for mapping in itertools.islice(candidates, budget):
-        cost = report(mapping)
-        if best is None or cost < best_cost:
-            best, best_cost = mapping, cost
-    if best is None:
+    space = list(candidates) if every_tiling else list(itertools.islice(candidates, budget))
+    if not space:
         raise UserError("the mapper was given no candidates")
-    return best
+    if not every_tiling:
+        found = {i: report(mapping) for i, mapping in enumerate(space)}
+        return space[min(found, key=lambda i: (found[i], i))]
+    keys = [tiling(mapping) for mapping in space]
+    firsts: dict[tuple, int] = {}
+    for index, key in enumerate(keys):
+        firsts.setdefault(key, index)
+    found = {i: report(space[i]) for i in firsts.values()}
+    others = sorted((i for i in range(len(space)) if i not in found), key=lambda i: (found[firsts[keys[i]]], i))
+    found.update({i: report(space[i]) for i in others[:budget - 1]})
+    return space[min(found, key=lambda i: (found[i], i))]
+
+
+def tiling(mapping: Mapping) -> tuple:
+    """What a candidate's loop orders share: its unit, dataflow, tiles per level and spatial loops."""
+    return (mapping.unit, mapping.dataflow, tuple((lv.level, lv.tile) for lv in mapping.levels), mapping.spatial)
 
 
 @dataclass

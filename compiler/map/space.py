@@ -1,6 +1,7 @@
 """The mapping space of one op: legal candidate Mappings, most promising first. Einsum steps are shaped
 by the unit (a PE-array fold per dataflow, a thread-block tile, a register block), outer levels shrunk
-until they fit, loop orders permuting the b/m/n/k groups. (Vector ops have one plan: compiler.map.vector.)"""
+until they fit, and on a PE array also as smaller buffers would shrink them, so a bigger buffer's space holds
+the tilings a smaller one's does; loop orders permute the b/m/n/k groups. (Vector ops: compiler.map.vector.)"""
 from __future__ import annotations
 
 import math
@@ -31,6 +32,9 @@ STREAM_CUTS = (2, 4)   # a GPU level that holds the whole op is also offered cut
 # few tiles to pipeline, which the cost model underrates (systolic_32x32, ResNet-18's layer4 3x3 convs as
 # one step of 18 folds: estimated 124 k cycles, 152 k in the tile engine; steps of 2 folds: 120 k).
 FOLD_STEPS = (2, 8)
+# `_smaller_buffers` halves a level's room until the level holds this many tiles of the op: by then each tile's
+# fill is a small share of the op's transfer, and smaller tiles only add refetches and per-tile latency
+RUNG_TILES = 64
 
 
 def candidates(op: Einsum, arch) -> Iterator[Mapping]:
@@ -42,7 +46,7 @@ def candidates(op: Einsum, arch) -> Iterator[Mapping]:
     sizes = Footprints(op, arch)
     levels = op_levels(sizes.paths)
     signature = op_signature(op)
-    tilings, seen, problem = [], set(), None
+    tilings, smaller, seen, problem = [], [], set(), None
     align = _micro_blocks(unit, groups, dtype)
     for flow, targets, inner_first in _targets(unit, op, sizes.paths[-1]):
         if targets is None and tilings:
@@ -68,10 +72,19 @@ def candidates(op: Einsum, arch) -> Iterator[Mapping]:
                     if key not in seen:
                         seen.add(key)
                         tilings.append((flow, tiles, spread))
+                if unit.array is not None:
+                    smaller += [(flow, tiles, spread) for tiles in
+                                _smaller_buffers(sizes, levels, step, spread, groups, policy, extents)]
     if not tilings:
         raise nothing_fits(op, arch, problem)
-    # Round robin: every tiling's best-guess loop order before any tiling's second, so a small budget
-    # still sees every tiling.
+    # After every target's largest tiles, what smaller buffers hold, smallest first
+    for flow, tiles, spread in sorted(smaller, key=lambda found: _held(sizes, levels, found[1])):
+        key = (flow, tuple(tuple(t.values()) for t in tiles), tuple(spread.items()))
+        if key not in seen:
+            seen.add(key)
+            tilings.append((flow, tiles, spread))
+    # Round robin: every tiling's best-guess loop order before any tiling's second (the search reports each
+    # tiling's first, then the other orders of the best).
     orders = [list(_orders(op, tiles, groups)) for _, tiles, _ in tilings]
     for rank in range(max(map(len, orders))):
         for (flow, tiles, spread), options in zip(tilings, orders):
@@ -257,6 +270,66 @@ def _outer_tiles(sizes, levels, step, spread, groups, policy, extents):
         tiles.append(tile)
     tiles.append(dict(step))
     return tiles if len(levels) > 1 else tiles[:1]
+
+
+def smaller_buffers(op, arch) -> bool:
+    """Whether the space of `op` also holds the tilings smaller buffers give: on a PE array, whose SRAMs a DMA
+    fills tile by tile. A GPU's L2 streams instead (`_streamed`), and the GPU and CPU cost models are held to
+    published and measured timings (validation/) that these tilings have not been checked against."""
+    unit, _ = pick_unit(op, arch)
+    return unit.array is not None
+
+
+def _smaller_buffers(sizes, levels, step, spread, groups, policy, extents) -> list[list[dict[str, int]]]:
+    """The tilings a smaller buffer would give: `_outer_tiles` with the first on-chip level's room cut to each power
+    of two below its capacity, down to the step, while the room twice as large leaves that level fewer than
+    RUNG_TILES tiles of the op. Whether a room is offered depends on the room, never on the capacity, so a bigger
+    buffer keeps every tiling a smaller one allowed (its largest one too, where that left the level fewer than
+    RUNG_TILES tiles): a 4 MiB filter SRAM is also offered the 80 weight tiles a 64 KiB one holds, which stream
+    from DRAM under the array, not only 2 tiles of half a layer whose first fill nothing overlaps
+    (systolic_32x32, ResNet-18's layer4.0/conv2: 137 k cycles estimated with 2 tiles, 101 k with 80). Only the
+    first level: smaller tiles further in meet what the cost model does not see (small input loads queued in
+    program order on the DRAM channel ahead of the next weight tile: systolic_32x32's ifmap SRAM in steps of
+    7 B, estimated 100 k cycles, 172 k in the tile engine)."""
+    if len(levels) < 3 or getattr(sizes.arch.memory[levels[1]], "refill_per_tile", False):
+        return []       # a level refilled tile by tile (TPU v1's weight FIFO) already streams its fill
+    level, at = levels[1], 1
+    capacity = sizes.arch.memory[level].capacity_bytes
+    room = 1 << (capacity - 1).bit_length() - 1 if capacity > 1 else 0
+    above = _outer_tiles(_Room(sizes, level, 2 * room), levels, step, spread, groups, policy, extents)
+    found = []
+    while room and not isinstance(above, Overflow) and _tiles(above[at], extents) < RUNG_TILES and above[at] != step:
+        tiles = _outer_tiles(_Room(sizes, level, room), levels, step, spread, groups, policy, extents)
+        if isinstance(tiles, Overflow):
+            break
+        if tiles not in found:
+            found.append(tiles)
+        above, room = tiles, room // 2
+    return found
+
+
+def _tiles(tile: dict[str, int], extents: dict[str, int]) -> int:
+    return math.prod(math.ceil(e / tile[d]) for d, e in extents.items())
+
+
+class _Room:
+    """Footprints as they would be with `room` bytes at arch level `level` (the others as they are)."""
+
+    def __init__(self, sizes: Footprints, level: int, room: int):
+        self.sizes, self.level, self.room = sizes, level, room
+
+    def overflow(self, level: int, tile: dict[str, int], double: bool, spread: dict[str, int]) -> Overflow | None:
+        if level != self.level:
+            return self.sizes.overflow(level, tile, double, spread)
+        lv = self.sizes.arch.memory[level]
+        need = self.sizes.need(level, per_instance(tile, spread) if lv.instances > 1 and spread else tile, double)
+        total = sum(n for _, n in need)
+        return None if total <= self.room else Overflow(max(need, key=lambda t: t[1])[0], lv.name, total, self.room)
+
+
+def _held(sizes, levels, tiles) -> int:
+    """Bytes the tiling's levels between DRAM and the step hold: what orders `_smaller_buffers`' tilings."""
+    return sum(n for level, tile in zip(levels[1:-1], tiles[1:-1]) for _, n in sizes.need(level, tile, True))
 
 
 def _streamed(tiles, groups, extents) -> list[list[dict[str, int]]]:

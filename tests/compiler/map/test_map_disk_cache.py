@@ -90,7 +90,7 @@ def test_a_corrupt_file_is_searched_again(folder, damage, monkeypatch):
 
     searches = []
     search = compiler.map.search
-    monkeypatch.setattr(compiler.map, "search", lambda *args: searches.append(args) or search(*args))
+    monkeypatch.setattr(compiler.map, "search", lambda *args, **kw: searches.append(args) or search(*args, **kw))
     arch = load_arch("tpu_v1")
     ir, op = resnet_conv(arch)
     first = map_op(op, arch, reporter(arch, ir))

@@ -8,7 +8,7 @@ import pytest
 from accelsim.arch import load_arch
 from compiler.errors import UserError
 from compiler.map.search import CACHE, Cache, arch_key, search
-from compiler.mapping import Mapping
+from compiler.mapping import LevelTile, Mapping
 
 PRESETS = load_arch("tpu_v1").source_file.parent
 
@@ -64,3 +64,29 @@ def test_the_cache_returns_the_mapping_renamed_for_a_twin_op():
     cache.clear()
     assert (cache.hits, cache.misses, cache.entries) == (0, 0, {})
     assert isinstance(CACHE, Cache)
+
+
+
+def tiled(count: int, tilings: int) -> list[Mapping]:
+    """`count` candidates over `tilings` tilings, as the space lists them: every tiling's first, then the seconds."""
+    return [Mapping(op=f"c{i}", signature="", unit="u", loops=(("m", 64),),
+                    levels=(LevelTile("l", (("m", 1 + i % tilings),), ("m",)),)) for i in range(count)]
+
+
+def test_every_tiling_is_reported_however_small_the_budget():
+    """A space that holds smaller buffers' tilings (on a PE array): each of 10 tilings' first candidate, then
+    budget - 1 more, the second candidates of the tilings whose first did best."""
+    cost = {f"c{i}": float(10 - i) for i in range(10)}                   # firsts: c9 best, then c8, c7
+    cost |= {f"c{i}": cost[f"c{i - 10}"] + 1 for i in range(10, 20)}      # seconds: one worse ...
+    cost["c17"] = 0.5                                                     # ... but tiling 7's, the best of all
+    seen = []
+
+    def report(m):
+        seen.append(m.op)
+        return cost[m.op]
+    assert search(tiled(20, 10), report, budget=3, every_tiling=True).op == "c9"
+    assert seen == [f"c{i}" for i in range(10)] + ["c19", "c18"]
+    assert search(tiled(20, 10), report, budget=4, every_tiling=True).op == "c17"
+    seen.clear()
+    assert search(tiled(20, 10), report, budget=3).op == "c2"            # without: the first 3 candidates
+    assert seen == ["c0", "c1", "c2"]

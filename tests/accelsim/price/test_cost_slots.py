@@ -1,0 +1,61 @@
+"""The cost model where small tiles meet a far memory (accelsim.price.cost: _round_trips, and the tail a partial-sum
+reload exposes), against the pipeline's timing worked out by hand from systolic_32x32's YAML (500 MHz; DRAM 12.8
+GB/s = 25.6 B a cycle, 100 ns = 50 cycles; filter SRAM 32 B a cycle) and against the tile engine."""
+from dataclasses import replace
+
+import pytest
+
+from accelsim.arch import load_arch
+from accelsim.price.cost import reporter
+from accelsim.sim.model import load_model
+from accelsim.sim.tile import simulate
+from compiler.map import map_op
+from compiler.map.space import candidates
+from compiler.pipeline import Options, compile_graph
+
+
+@pytest.fixture(scope="module")
+def layer4():
+    arch = load_arch("systolic_32x32")
+    ir = compile_graph(load_model("resnet18", image=32), Options(dtype=arch.native_dtype, arch=arch))
+    return arch, ir, {op.name: op for op in ir.ops}
+
+
+def estimate_and_engine(arch, ir, op, mapping):
+    one = replace(ir, ops=[op])
+    return reporter(arch, one)(mapping), simulate(one, arch, {op.name: mapping})[0][0].cycles
+
+
+def test_one_weight_tile_per_step_is_paced_by_its_buffer_slots(layer4):
+    """layer4.0/conv2 with every SRAM tile one step (2 folds: k = 32 outputs, c*r*s = 7*3*3 = 63 rows, 2,016 B of
+    weights): 512/32 * 512/7 = 16 * 74 = 1,184 steps. A filter SRAM slot is refilled only once the step that used
+    it has left the array: DRAM 2,016 / 25.6 = 79 cycles + 50 latency, into the array 2,016 / 32 = 63 + 1, the
+    step's 64 cycles, so two slots take (129 + 64 + 64) / 2 cycles a step, where the bandwidth alone takes 79."""
+    arch, ir, ops = layer4
+    op = ops["layer4.0/conv2"]
+    pick = map_op(op, arch, reporter(arch, replace(ir, ops=[op])), cache=None)
+    step = pick.levels[-1]
+    assert dict(step.tile)["c"] == 7 and dict(step.tile)["k"] == 32
+    small = replace(pick, levels=(pick.levels[0],) + tuple(replace(lv, tile=step.tile) for lv in pick.levels[1:]))
+    by_hand = 1184 * (129 + 64 + 64) / 2                 # 152 k cycles
+    estimate, engine = estimate_and_engine(arch, ir, op, small)
+    assert engine == pytest.approx(by_hand, rel=0.05)
+    assert estimate == pytest.approx(by_hand, rel=0.1)
+
+
+def test_a_partial_sum_reload_waits_for_the_tail_of_the_step_before_it(layer4):
+    """layer4.0/conv1 with its whole k = 512 of weights per c step in the filter SRAM and c outside k: each of the
+    16 output tiles is stored and reloaded at every one of the 37 c steps, and the reload of the next tile waits on
+    the ofmap channel behind the store of this one, which waits for this step's end, its 63-cycle skew and drain
+    included: 592 steps of 64 + 63 cycles, not 64."""
+    arch, ir, ops = layer4
+    op = ops["layer4.0/conv1"]
+    # the filter SRAM holds k = 512 by c = 7: 37 of them along c, and in each the steps walk k (16)
+    outer_c = next(m for m in candidates(op, arch)
+                   if dict(m.levels[1].tile)["k"] == 512 and dict(m.levels[1].tile)["c"] == 7
+                   and dict(m.levels[-1].tile)["c"] == 7)
+    assert (outer_c.trips(1)["c"], outer_c.trips(len(outer_c.levels) - 1)["k"]) == (37, 16)
+    by_hand = 592 * (64 + 63)                            # 75 k cycles
+    estimate, engine = estimate_and_engine(arch, ir, op, outer_c)
+    assert engine == pytest.approx(by_hand, rel=0.05)
+    assert estimate == pytest.approx(by_hand, rel=0.1)
