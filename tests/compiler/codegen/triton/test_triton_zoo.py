@@ -16,9 +16,10 @@ MODELS = {
     "bert_base": (dict(layers=1, seq=8, hidden=64, heads=2, mlp=128, vocab=100, max_positions=16),
                   {"Gather", "Transpose"}),
     "resnet18": (dict(image=32, width=0.25, classes=10), {"MaxPool"}),
-    # decode: one token over 7 cached ones; RMSNorm from Pow, ReduceMean, Sqrt, Div; rotary; SwiGLU
+    # decode: one token into a cache of 8 positions, written in place (TensorScatter; keys kept as Q.K^T reads
+    # them, so no Transpose); RMSNorm from Pow, ReduceMean, Sqrt, Div; rotary; SwiGLU
     "llama": (dict(layers=1, seq=8, mode="decode", hidden=64, heads=2, mlp=96, vocab=50, max_positions=16),
-              {"Gather", "Transpose", "Slice", "Concat"}),
+              {"Gather", "Slice", "Concat", "TensorScatter"}),
 }
 
 
