@@ -1,15 +1,16 @@
 """Boundary: where a model's own inputs and outputs lie when it runs, as `caches` says.
 
 Activations between ops live in the innermost shared level with room for them (compiler.target.placement). When the
-caches are warm, a call repeated in a loop finds last call's inputs and outputs still in that level, as many as fit
-there together: smallest first (ties in the order the program first touches them), while their sum fits the level's
-capacity; a tensor larger than the level is never resident, and a 1 GiB KV cache is not in a 40 MiB L2. The rest, and
+caches are warm, a call repeated in a loop finds last call's inputs and outputs still on chip, in the largest shared
+level inside DRAM (a GPU's L2, a CPU's last-level cache), as many as fit there together: smallest first (ties in the
+order the program first touches them), while their sum fits that level's capacity; a tensor larger than the level is
+never resident, and a 1 GiB KV cache is not in a 40 MiB L2. The rest, and
 all of them when the caches are cold (the first call, or a benchmark that flushes the caches before each call, as
 DeepGEMM's and `accelsim validate cuda`'s do), come from and go back to the outermost level that holds activations,
 DRAM: each is marked external and placement serves it from there. An in-place write's output is its buffer (a KV
 cache's present is its past), one tensor to place.
 Invariant: only operands named by the IR's inputs or outputs change; the resident ones' bytes sum to at most the
-capacity of the level activations live in.
+capacity of that last level.
 """
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from dataclasses import replace
 
 from compiler.errors import UserError
 from compiler.ir import IR, Move, Role
-from compiler.target import activation_home
 
 CACHES = ("warm", "cold")
 
@@ -43,18 +43,27 @@ def boundary(ir: IR, options) -> IR:
 
 
 def resident(buffers: dict[str, int], arch) -> set[str]:
-    """The buffers (name -> bytes, in the order the program first touches them) a repeated call finds in the level
-    activations live in: smallest first while their sum fits its capacity (all of them without an arch)."""
-    home = activation_home(arch, 0) if arch is not None else None
-    if home is None:
+    """The buffers (name -> bytes, in the order the program first touches them) a repeated call finds on chip:
+    smallest first while their sum fits the largest shared level inside DRAM that activations may live in (a
+    CPU's last-level cache, not its 32 KiB L1; a GPU's L2), all of them without an arch or such a level."""
+    cache = last_level(arch) if arch is not None else None
+    if cache is None:
         return set(buffers)
-    room = arch.memory[home].capacity_total
+    room = arch.memory[cache].capacity_total
     kept = set()
     for name in sorted(buffers, key=buffers.__getitem__):     # a stable sort: ties stay in order of first touch
         if buffers[name] <= room:
             kept.add(name)
             room -= buffers[name]
     return kept
+
+
+def last_level(arch) -> int | None:
+    """The outermost shared level inside the outermost one (DRAM) that holds inputs and outputs: where a repeated
+    call's data stays warm. activation_home(arch, 0) is the innermost such level, a CPU's L1, too small to say."""
+    shared = [i for i, lv in enumerate(arch.memory) if i > 0 and Role.input in lv.holds and Role.output in lv.holds
+              and lv.instances == 1]
+    return shared[0] if shared else None
 
 
 def _buffer_of(ir: IR) -> dict[str, str]:

@@ -123,3 +123,16 @@ def test_a_kv_cache_larger_than_l2_is_not_warm():
     assert len(caches) == 8 and sum(not external for external in caches.values()) <= 2
     writes = [op for op in ir.ops if isinstance(op, Move) and op.in_place]
     assert len(writes) == 8 and all(op.output.external == op.inputs[0].external for op in writes)
+
+
+def test_a_cpus_warm_data_stays_in_its_last_level_cache_not_only_in_l1():
+    """A CPU's innermost shared level is its 32 KiB L1d; a repeated 256^3 fp32 GEMM finds its two 256 KiB operands
+    and its 256 KiB result in the 32 MiB last-level cache (the host's measured GEMMs are timed warm), so none of the
+    three is external; a 64 MiB pair would not fit and goes to DRAM."""
+    from compiler.passes.boundary import last_level
+    arch = load_arch("validation/cpu/host_amd_epyc/arch.yaml")
+    assert arch.memory[last_level(arch)].capacity_total == 32 << 20           # the llc of the YAML
+    ir = compiled("gemm 256 256 256 fp32", "validation/cpu/host_amd_epyc/arch.yaml", "warm")
+    assert not any(o.external for op in ir.ops for o in (*op.inputs, op.output))
+    big = compiled("gemm 4096 4096 4096 fp32", "validation/cpu/host_amd_epyc/arch.yaml", "warm")
+    assert any(o.external for op in big.ops for o in (*op.inputs, op.output))
