@@ -27,12 +27,12 @@ def widen(unit, dtype: DType) -> DType:
     """The dtype whose rate a vector unit applies to `dtype`: itself if listed, else the narrowest listed
     dtype at least as wide (int16 on {fp32, fp16} runs as fp16). A unit with nothing as wide refuses it: fp64 at
     H100 CUDA cores' fp16 rate (twice their fp32 one) priced a type the hardware runs slower as a faster one.
-    The one exception is int64 index arithmetic, run as the unit's widest integer (int32 on a GPU)."""
+    The one exception is int64 index arithmetic, run as the unit's widest integer (int32 on a GPU, not its fp64)."""
     if unit.supports(dtype):
         return dtype
     wider = [d for d in unit.dtypes if d.bits >= dtype.bits]
     integers = [d for d in unit.dtypes if not d.is_float and d.bits > 8]
-    if not wider and dtype in INDEX_DTYPES and integers:
+    if dtype in INDEX_DTYPES and integers:
         # index arithmetic (a training step's labels and gather positions), which kernels compute in 32 bits
         # where a tensor has under 2^31 elements: the widest integer the unit lists
         return max(integers, key=lambda d: d.bits)

@@ -267,11 +267,13 @@ def test_vector_widening_rule(name, dtype, widened):
 
 
 def test_a_vector_unit_with_nothing_as_wide_refuses_the_dtype():
-    # archs/h100.yaml's cuda_cores list fp32, fp16, bf16, int32: fp64 ran at the fp16 rate, twice the fp32 one
-    h100 = load_arch("h100")
-    with pytest.raises(MappingError, match=r"'cuda_cores' has no fp64 path and none as wide \(it computes fp32, "
-                                           r"fp16, bf16, int32\)"):
-        widen(h100.vector, DType.fp64)
+    # archs/npu4.yaml's shave lists fp16, fp32, int8, int32: fp64 would run at a rate it does not have
+    npu4 = load_arch("npu4")
+    with pytest.raises(MappingError, match=r"'shave' has no fp64 path and none as wide \(it computes fp16, "
+                                           r"fp32, int8, int32\)"):
+        widen(npu4.vector, DType.fp64)
+    h100 = load_arch("h100")            # its CUDA cores list fp64 (33.5 TFLOPS, half the fp32 lanes)
+    assert widen(h100.vector, DType.fp64) is DType.fp64
     tpu_v1 = load_arch("tpu_v1")        # activation: int32, int8
     assert widen(tpu_v1.vector, DType.fp8) is DType.int8      # as wide (8 bits): runs, with its note, as before
     # int64 index arithmetic (labels, positions) runs in the widest integer listed, as kernels index in 32 bits:
