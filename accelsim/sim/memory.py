@@ -30,6 +30,11 @@ def footprint(graph: Graph, ir: IR, arch: Arch, inputs: Iterable[str] | None = N
     written = {op.output.tensor: op.inputs[0].tensor for op in ir.ops if isinstance(op, Move) and op.in_place}
     memory = liveness(held, {node.name: "forward" for node in held.nodes}, set(), set(), in_place=written).to_dict()
     memory["inputs"] = sum(held.tensors[name].nbytes for name in (held.inputs if inputs is None else inputs))
+    return against(memory, arch)
+
+
+def against(memory: dict, arch: Arch) -> dict:
+    """`memory` with the capacity of the arch's outermost level (`capacity`, `capacity_level`) it must fit."""
     memory["capacity"] = arch.memory[0].capacity_total
     memory["capacity_level"] = arch.memory[0].name
     return memory

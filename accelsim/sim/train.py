@@ -15,6 +15,7 @@ from dataclasses import replace
 from accelsim.arch import Arch
 from accelsim.out.training import PHASES, Layer, TrainResult
 from accelsim.sim.build import FIDELITIES, build, simulate
+from accelsim.sim.memory import against, fits
 from accelsim.sim.model import load_arch, load_model
 from compiler import zoo
 from compiler.dtypes import DType
@@ -171,14 +172,11 @@ def _layers(result, step, phase_of: dict[str, str], steps_per: int) -> list[Laye
 
 def _memory(step: TrainingStep, arch: Arch) -> dict:
     """The step's memory by category (compiler.train.memory's liveness) against the device's outermost level."""
-    memory = step.memory().to_dict()
-    memory["capacity"] = arch.memory[0].capacity_total
-    memory["capacity_level"] = arch.memory[0].name
-    return memory
+    return against(step.memory().to_dict(), arch)
 
 
 def _memory_notes(memory: dict, arch: Arch) -> list[str]:
-    if memory["peak"] <= memory["capacity"]:
+    if fits(memory):
         return []
     largest = ", ".join(f"{t['tensor']} ({t['category']}, {t['bytes'] / 2**20:,.0f} MiB)" for t in memory["largest"][:3])
     return [f"the step needs {memory['peak'] / 2**30:,.2f} GiB at its peak ({memory['peak_phase']}, node "
