@@ -27,3 +27,22 @@ class OutOfScopeError(ModelError):
 
 class CapacityWarning(UserWarning):
     """A model that does not fit its device's memory, said before it is simulated as if it did."""
+
+
+def read_text(path, error: type[UserError] = UserError, shown: str | None = None) -> str:
+    """The UTF-8 text of a file the user gave, newlines as open() reads them. One that cannot be read, or is not
+    UTF-8, is `error` naming the file (as `shown`, else its path), the line and the first bad byte."""
+    from pathlib import Path
+
+    shown = str(path) if shown is None else shown
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise error(f"{shown}: cannot read ({e.strerror or e})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise error(f"{shown}: line {line}: byte 0x{data[e.start]:02x} is not UTF-8 text; save the file as UTF-8"
+                    ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")    # universal newlines, as open() reads text

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from compiler.builder import Builder
-from compiler.errors import ModelError
+from compiler.errors import ModelError, read_text
 from compiler.graph import Graph
 
 # The header spellings of SCALE-Sim v3's sample topologies (topologies/conv_nets/*.csv, GEMM_mnk/*.csv),
@@ -28,10 +28,7 @@ class TopologyError(ModelError):
 def load_topology(path: str | os.PathLike) -> Graph:
     """The Graph of a SCALE-Sim topology file; the form (conv or GEMM) is read off its header."""
     path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as error:
-        raise TopologyError(f"{path}: cannot read ({error.strerror})") from None
+    lines = read_text(path, TopologyError).splitlines()
     numbered = [(i + 1, _fields(line)) for i, line in enumerate(lines) if line.strip()]
     if not numbered:
         raise TopologyError(f"{path}: empty; expected a header line `{', '.join(CONV_HEADER)},` "

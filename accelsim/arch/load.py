@@ -13,6 +13,7 @@ import yaml
 
 from accelsim.arch.hardware import Arch, ArchError
 from accelsim.arch.schema import build_arch
+from compiler.errors import read_text
 
 
 def presets_dir() -> Path:
@@ -41,7 +42,7 @@ def load_arch(name_or_path: str | os.PathLike) -> Arch:
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ArchError(f"unknown arch {text!r}; {hint}presets: {', '.join(preset_names())} (or give a path "
                             f"to a .yaml file)")
-    return load_arch_text(path.read_text(), _shown(path), path.resolve())
+    return load_arch_text(read_text(path, ArchError, _shown(path)), _shown(path), path.resolve())
 
 
 MAX_YAML_VALUES = 100_000    # values a document may expand to: a preset has a few hundred, an alias bomb billions
@@ -122,7 +123,7 @@ def read_document(text: str, shown: str):
 def arch_document(arch: Arch) -> dict:
     """The mapping a YAML preset was parsed from, read again from its file: for tools that derive new archs
     from it by key path (accelsim.sweep) and hand each back to build_arch."""
-    return bounded_yaml(arch.source_file.read_text())
+    return bounded_yaml(read_text(arch.source_file, ArchError))
 
 
 def _shown(path: Path) -> str:

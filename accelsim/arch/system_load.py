@@ -14,6 +14,7 @@ from accelsim.arch.hardware import ArchError
 from accelsim.arch.load import _shown, load_arch, presets_dir, read_document
 from accelsim.arch.system import System
 from accelsim.arch.system_schema import build_system
+from compiler.errors import read_text
 
 
 def systems_dir() -> Path:
@@ -40,7 +41,7 @@ def load_system(name_or_path: str | os.PathLike | System) -> System:
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ArchError(f"unknown system {text!r}; {hint}systems: {', '.join(system_names())} (or give a path "
                             f"to a .yaml file with `kind: system`)")
-    return load_system_text(path.read_text(), _shown(path), path.resolve())
+    return load_system_text(read_text(path, ArchError, _shown(path)), _shown(path), path.resolve())
 
 
 def load_system_text(text: str, shown: str, source: Path) -> System:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from accelsim.arch import Arch, ArchError, load_arch_text
 from accelsim.arch.write import arch_yaml
+from compiler.errors import read_text
 
 # SCALE-Sim counts cycles only; a clock turns its words per cycle into bytes per second. At 1 GHz and its
 # 1-byte words (single_layer_sim: word_size = 1), 10 words/cycle is 10 GB/s.
@@ -42,10 +43,9 @@ def read_cfg(path: str | os.PathLike) -> ScaleSimConfig:
     case); only the keys that shape the hardware are required."""
     path = Path(path)
     parser = configparser.ConfigParser(interpolation=None)   # values literally: a "%" is text, not a reference
+    text = read_text(path, CfgError)
     try:
-        parser.read_string(path.read_text(), source=str(path))
-    except OSError as error:
-        raise CfgError(f"{path}: cannot read ({error.strerror})") from None
+        parser.read_string(text, source=str(path))
     except configparser.Error as error:
         raise CfgError(f"{path}: not a SCALE-Sim .cfg: {' '.join(str(error).split())}") from None
 

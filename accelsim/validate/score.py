@@ -9,6 +9,7 @@ change that makes the model less accurate misses a committed target (tests/accel
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import numpy as np
 
 from accelsim.validate.sourced import settings
 from compiler.passes.boundary import CACHES
-from compiler.errors import UserError
+from compiler.errors import UserError, read_text
 
 COLUMNS = ("suite", "case", "measured_s", "predicted_s")   # required; "threads" is optional (1 without it)
 TARGET_KEYS = ("mape", "spearman", "report_only")
@@ -140,25 +141,24 @@ def load(folder_or_csv: str | os.PathLike) -> Dataset:
 
 
 def _rows(csv_path: Path) -> tuple[Row, ...]:
-    with open(csv_path, newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise UserError(f"{csv_path}: missing column {', '.join(missing)} (expected {','.join(COLUMNS)})")
-        rows = []
-        for line, record in enumerate(reader, start=2):
-            def number(column, cast=float):
-                try:
-                    value = cast(record[column])
-                except (TypeError, ValueError):
-                    raise UserError(f"{csv_path}: line {line}: column {column}: expected a number, "
-                                    f"got {record[column]!r}") from None
-                if not value > 0:
-                    raise UserError(f"{csv_path}: line {line}: column {column}: must be positive, got {value}")
-                return value
-            threads = number("threads", int) if "threads" in record else 1
-            rows.append(Row(record["suite"], record["case"], threads, number("measured_s"),
-                            number("predicted_s")))
+    reader = csv.DictReader(io.StringIO(read_text(csv_path)))
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise UserError(f"{csv_path}: missing column {', '.join(missing)} (expected {','.join(COLUMNS)})")
+    rows = []
+    for line, record in enumerate(reader, start=2):
+        def number(column, cast=float):
+            try:
+                value = cast(record[column])
+            except (TypeError, ValueError):
+                raise UserError(f"{csv_path}: line {line}: column {column}: expected a number, "
+                                f"got {record[column]!r}") from None
+            if not value > 0:
+                raise UserError(f"{csv_path}: line {line}: column {column}: must be positive, got {value}")
+            return value
+        threads = number("threads", int) if "threads" in record else 1
+        rows.append(Row(record["suite"], record["case"], threads, number("measured_s"),
+                        number("predicted_s")))
     if not rows:
         raise UserError(f"{csv_path}: no rows")
     return tuple(rows)

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from compiler.errors import UserError
+from compiler.errors import UserError, read_text
 
 
 def sourced_rows(path: str | os.PathLike, columns, required=()) -> Iterator[tuple[str, dict]]:
@@ -77,7 +77,7 @@ def settings(path: Path) -> dict:
     if not path.is_file():
         return {}
     try:
-        data = bounded_yaml(path.read_text()) or {}
+        data = bounded_yaml(read_text(path)) or {}
     except YamlTooLarge as e:
         raise UserError(f"{path}: {e}") from None
     except yaml.YAMLError as e:
