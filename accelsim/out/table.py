@@ -47,11 +47,13 @@ COLUMNS = (("layer", "left"), ("op", "left"), ("shape", "left"), ("MACs | ops", 
            ("bound", "left"), ("time", "right"), ("util", "right"))
 DROPPED = (("shape", 110), ("op", 90))     # a column left out below this width (layer names wrap first)
 WIDTH = 120                                 # off a terminal, and the default
+ROWS = 1000                                 # ops shown when no limit is given; JSON and CSV hold every op
 
 
 def render(result, limit: int | None = None, width: int | None = WIDTH) -> str:
     """The per-op table and the totals, `width` columns wide (narrow: names wrap, then shape and op columns
-    go); None for every column at whatever width it takes (`accelsim run --wide`)."""
+    go); None for every column at whatever width it takes (`accelsim run --wide`). `limit`: the first N ops;
+    0 for all; None for all up to ROWS (a 100,000-node model's table would take minutes to draw)."""
     from rich.console import Console     # here, not at the top: `accelsim archs` uses this module's units only
     from rich.markup import escape
     from rich.table import Table
@@ -68,13 +70,17 @@ def render(result, limit: int | None = None, width: int | None = WIDTH) -> str:
     def row(*cells) -> None:
         table.add_row(*(cell for (name, _), cell in zip(COLUMNS, cells) if name in shown))
 
+    if limit is None and len(result.ops) > ROWS:
+        limit = ROWS
+    limit = None if limit == 0 else limit
     ops = result.ops if limit is None else result.ops[:limit]
     for op in ops:
         work = si(op.macs) if op.macs else f"{si(op.ops)} ops" if op.ops else "-"
         row(escape(f"+ {op.name}" if op.kernel else op.name), op.op, "x".join(map(str, op.shape)), work, si(op.bytes, "B"), op.bound,
             seconds(op.seconds), f"{op.utilisation:.0%}" if op.seconds else "-")
     if limit is not None and len(result.ops) > limit:
-        row(f"... {len(result.ops) - limit} more ops", "", "", "", "", "", "", "")
+        row(f"... {len(result.ops) - limit} more ops (--limit 0 shows all; --json and --csv hold every op)",
+            "", "", "", "", "", "", "")
     totals = result.totals()
     table.add_section()
     row("total", "", "", si(totals["macs"]), si(totals["bytes"], "B"), "",

@@ -34,3 +34,13 @@ def test_the_memory_line_says_what_the_model_holds_and_whether_it_fits():
     assert memory_line(held) == ("memory 3.5 GiB of 4 GiB hbm2 (weights 3 GiB, activations 512 MiB; "
                                  "inputs 256 MiB)")
     assert memory_line({**held, "capacity": 3 * 2**30}).endswith("inputs 256 MiB)  DOES NOT FIT")
+
+
+def test_a_huge_model_shows_the_first_rows_and_says_where_the_rest_are(result, monkeypatch):
+    from accelsim.out import table
+
+    monkeypatch.setattr(table, "ROWS", 4)
+    rows = result.table(None, None).split("\nlatency")[0]
+    assert f"... {len(result.ops) - 4} more ops (--limit 0 shows all" in rows
+    assert result.table(0, None).count("\n") == result.table(len(result.ops), None).count("\n")
+    assert "more ops" not in result.table(0, None)
