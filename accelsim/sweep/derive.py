@@ -4,7 +4,9 @@
 An expression is arithmetic (+ - * / // % **, min, max, round, sqrt, log2) over numbers and key paths (by
 name, not index). Quantities with units read as SI numbers (`64 KiB` -> 65536, `500 MHz` -> 5e8) and the result
 is written back in the unit kind the target already has (bytes and cycles rounded to whole numbers). Invariant:
-only that whitelist is ever evaluated; anything else is a DeriveError before the sweep starts.
+only that whitelist is ever evaluated, on expressions of bounded length and nesting, and every value it makes is
+a finite number within a float's range, so no expression can run long or exhaust memory (`9 ** 9 ** 9 ** 9` is
+refused at its first step); anything else is a DeriveError.
 """
 from __future__ import annotations
 
@@ -26,6 +28,9 @@ _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 _CALLS = {"min": min, "max": max, "round": round, "sqrt": math.sqrt, "log2": math.log2}
+MAX_CHARACTERS = 1000   # the longest expression read; real ones are under 200
+MAX_DEPTH = 50          # the deepest nesting of operations and calls read
+_MAX_BITS = 1100        # a whole number beyond a float's range (2^1024) is no hardware figure
 
 
 class DeriveError(ValueError):
@@ -42,6 +47,9 @@ class Derived:
 
     def apply(self, doc) -> None:
         """Evaluate against `doc` (one point's document) and write the result at the target, in its unit."""
+        missing = [path for path, loc in self.references if not loc.exists(doc)]
+        if missing:
+            raise DeriveError(f"{self.key} = {self.expression}: {missing[0]} is not set in the arch")
         values = {path: number(loc.get(doc), path) for path, loc in self.references}
         try:
             result = _evaluate(self.tree.body, values)
@@ -57,10 +65,15 @@ def parse_derived(doc, key: str, expression) -> Derived:
     if not isinstance(expression, (str, int, float)) or isinstance(expression, bool):
         raise DeriveError(f"{expression!r} is not an expression (write it as a string)")
     text = str(expression)
+    if len(text) > MAX_CHARACTERS:
+        raise DeriveError(f"{text[:40]!r}...: an expression of {len(text)} characters is too long (at most "
+                          f"{MAX_CHARACTERS})")
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as error:
         raise DeriveError(f"{text!r} is not an expression ({error.msg})") from None
+    except (RecursionError, MemoryError):   # the parser's own nesting limit
+        raise DeriveError(f"{text!r} is nested too deeply (at most {MAX_DEPTH} levels)") from None
     _check(tree.body, text)
     references = []
     for node in ast.walk(tree.body):
@@ -117,15 +130,17 @@ def _dotted(node: ast.AST) -> str:
     raise DeriveError(f"{ast.unparse(node)!r} is not a key path; name list entries, not indices")
 
 
-def _check(node: ast.AST, text: str) -> None:
+def _check(node: ast.AST, text: str, depth: int = 0) -> None:
+    if depth > MAX_DEPTH:
+        raise DeriveError(f"{text!r} is nested too deeply (at most {MAX_DEPTH} levels)")
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        _check(node.left, text), _check(node.right, text)
+        _check(node.left, text, depth + 1), _check(node.right, text, depth + 1)
     elif isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        _check(node.operand, text)
+        _check(node.operand, text, depth + 1)
     elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS \
             and not node.keywords:
         for arg in node.args:
-            _check(arg, text)
+            _check(arg, text, depth + 1)
     elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         pass
     elif isinstance(node, (ast.Name, ast.Attribute)):
@@ -137,11 +152,38 @@ def _check(node: ast.AST, text: str) -> None:
 
 def _evaluate(node: ast.AST, values: dict[str, float]) -> float:
     if isinstance(node, ast.BinOp):
-        return _BINARY[type(node.op)](_evaluate(node.left, values), _evaluate(node.right, values))
+        left, right = _evaluate(node.left, values), _evaluate(node.right, values)
+        if isinstance(node.op, ast.Pow):
+            _check_power(left, right)
+        try:
+            return _bounded(_BINARY[type(node.op)](left, right))
+        except OverflowError:   # float ** says only "(34, 'Numerical result out of range')"
+            raise OverflowError(f"{ast.unparse(node)} is too large") from None
     if isinstance(node, ast.UnaryOp):
         return _UNARY[type(node.op)](_evaluate(node.operand, values))
     if isinstance(node, ast.Call):
-        return _CALLS[node.func.id](*(_evaluate(arg, values) for arg in node.args))
+        args = [_evaluate(arg, values) for arg in node.args]
+        if node.func.id == "round" and len(args) == 2 and abs(args[1]) > 400:
+            # round(5, -10**9) would build 10**(10**9); past 400 digits every float rounds to itself or 0
+            raise ValueError(f"round to {args[1]} digits (at most 400)")
+        return _bounded(_CALLS[node.func.id](*args))
     if isinstance(node, ast.Constant):
-        return node.value
-    return values[_dotted(node)]
+        return _bounded(node.value)
+    return _bounded(values[_dotted(node)])
+
+
+def _check_power(base, exponent) -> None:
+    """Refuse a whole-number power before it is computed: Python would build all of 9 ** 9 ** 9's digits."""
+    if isinstance(base, int) and isinstance(exponent, int) and abs(base) > 1 and exponent > 0 \
+            and exponent * (abs(base).bit_length() - 1) > _MAX_BITS:
+        raise OverflowError(f"{base} ** {exponent} is too large (more than {_MAX_BITS} bits)")
+
+
+def _bounded(value):
+    """A value an expression may hold: a finite int or float within a float's range (complex is refused too:
+    (-8) ** 0.5)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{value!r} is not a real number")
+    if isinstance(value, int) and value.bit_length() > _MAX_BITS or isinstance(value, float) and not math.isfinite(value):
+        raise OverflowError(f"{value if isinstance(value, float) else 'a value'} is too large")
+    return value
