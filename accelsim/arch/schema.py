@@ -15,6 +15,7 @@ from accelsim.arch.hardware import (
 )
 from compiler.dtypes import DType
 from compiler.ir import Role
+from compiler.references import quoted
 
 # A generous ceiling on PEs in one systolic array: TPU v4's MXU has 16,384, a wafer-scale engine under a million
 # cores. Past it an arch still loads, with a warning (ArchWarning).
@@ -55,7 +56,7 @@ def _at(path: str, key) -> str:
 def _mapping(f: _File, value, path: str, required, optional=()) -> dict:
     allowed = (*required, *optional)
     if not isinstance(value, dict):
-        raise f.error(path, f"{value!r} is not a mapping; expected keys {', '.join(allowed)}")
+        raise f.error(path, f"{_what(value, path, 'a mapping')}; expected keys {', '.join(allowed)}")
     for key in value:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), allowed, n=1)
@@ -67,15 +68,23 @@ def _mapping(f: _File, value, path: str, required, optional=()) -> dict:
     return value
 
 
+def _what(value, path: str, expected: str) -> str:
+    """`<value> is not <expected>`: the whole document by its type only (a file that is one long string, a key or
+    a token, is never quoted back), any other value quoted and cut short."""
+    if path:
+        return f"{quoted(value)} is not {expected}"
+    return f"the document is not {expected} (it is {'empty' if value is None else f'a {type(value).__name__}'})"
+
+
 def _list(f: _File, value, path: str) -> list:
     if not isinstance(value, list) or not value:
-        raise f.error(path, f"{value!r} is not a non-empty list")
+        raise f.error(path, _what(value, path, "a non-empty list"))
     return value
 
 
 def _text(f: _File, value, path: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise f.error(path, f"{value!r} is not a non-empty string")
+        raise f.error(path, f"{quoted(value)} is not a non-empty string")
     return value
 
 
@@ -85,7 +94,7 @@ def _count(f: _File, value, path: str, minimum: int = 1) -> int:
     except units.UnitError as e:
         raise f.error(path, str(e)) from None
     if n < minimum:
-        raise f.error(path, f"{value!r} must be at least {minimum}")
+        raise f.error(path, f"{quoted(value)} must be at least {minimum}")
     return n
 
 
@@ -95,7 +104,7 @@ def _quantity(f: _File, value, path: str, parse, positive: bool = True):
     except units.UnitError as e:
         raise f.error(path, str(e)) from None
     if positive and x <= 0:
-        raise f.error(path, f"{value!r} must be greater than zero")
+        raise f.error(path, f"{quoted(value)} must be greater than zero")
     return x
 
 
@@ -105,12 +114,12 @@ def _choice(f: _File, value, path: str, enum_cls, what: str):
         return enum_cls(value)
     close = difflib.get_close_matches(str(value), names, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    raise f.error(path, f"unknown {what} {value!r}; {hint}use one of {', '.join(names)}")
+    raise f.error(path, f"unknown {what} {quoted(value)}; {hint}use one of {', '.join(names)}")
 
 
 def _per_dtype(f: _File, value, path: str, parse_value) -> tuple:
     if not isinstance(value, dict) or not value:
-        raise f.error(path, f"{value!r} is not a mapping from dtype to value, e.g. {{int8: ...}}")
+        raise f.error(path, f"{quoted(value)} is not a mapping from dtype to value, e.g. {{int8: ...}}")
     return tuple((_choice(f, k, _at(path, k), DType, "dtype"), parse_value(v, _at(path, k))) for k, v in value.items())
 
 
@@ -123,8 +132,8 @@ def _not_too_slow(f: _File, value, path: str, per_s: float, clock_hz: float, wha
     """Refuse a rate of `per_s` (bytes or unit cycles per second) slower than one per SLOWEST_CYCLES arch cycles."""
     cycles = clock_hz / per_s          # a float: 7e8 / 1e-320 is inf, not an error
     if not cycles <= SLOWEST_CYCLES:
-        raise f.error(path, f"{value!r} is {cycles:.3g} arch cycles per {what} at the {clock_hz:.3g} Hz arch clock; "
-                            f"at most 2^32 (4.3e9) are allowed")
+        raise f.error(path, f"{quoted(value)} is {cycles:.3g} arch cycles per {what} at the {clock_hz:.3g} Hz arch "
+                            f"clock; at most 2^32 (4.3e9) are allowed")
 
 
 def _latency(f: _File, value, path: str, clock_hz: float) -> tuple[float, int]:
@@ -242,7 +251,7 @@ def _output_stage(f: _File, d: dict, path: str, kind: Kind, role: UnitRole) -> b
         return False
     value, where = d["output_stage"], _at(path, "output_stage")
     if not isinstance(value, bool):
-        raise f.error(where, f"{value!r} is not true or false")
+        raise f.error(where, f"{quoted(value)} is not true or false")
     if value and (role is not UnitRole.vector or kind not in (Kind.systolic, Kind.ternary)):
         raise f.error(where, f"only a vector unit beside a systolic or ternary array runs its epilogues as they "
                              f"leave it, not a {kind.value} {role.value} unit")
@@ -289,7 +298,7 @@ REFILLS = ("slot", "tile")      # a level's slot refilled whole (the default), o
 
 def _choice_of(f: _File, value, path: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
-        raise f.error(path, f"{value!r} is not one of {', '.join(allowed)}")
+        raise f.error(path, f"{quoted(value)} is not one of {', '.join(allowed)}")
     return value
 
 
@@ -342,7 +351,7 @@ def build_arch(data, shown: str, source) -> Arch:
     f = _File(shown)
     if isinstance(data, dict) and "version" in data and data["version"] != SCHEMA_VERSION:
         version = data["version"]
-        raise f.error("version", f"unsupported version {version!r}; this accelsim reads version {SCHEMA_VERSION}")
+        raise f.error("version", f"unsupported version {quoted(version)}; this accelsim reads version {SCHEMA_VERSION}")
     d = _mapping(f, data, "", _TOP, ("interconnect",))
     kind = _choice(f, d["kind"], "kind", Kind, "kind")
     clock_hz = _quantity(f, d["clock"], "clock", units.parse_frequency)

@@ -7,11 +7,13 @@ naming file, key and value, and an unknown name lists the presets with the close
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 from pathlib import Path
 
 from accelsim.arch.hardware import ArchError
-from accelsim.arch.load import _shown, load_arch, presets_dir, read_document
+from accelsim.arch.load import _shown, presets_dir, read_document
+from accelsim.arch.reference import named_arch
 from accelsim.arch.system import System
 from accelsim.arch.system_schema import build_system
 from compiler.errors import read_text
@@ -45,5 +47,6 @@ def load_system(name_or_path: str | os.PathLike | System) -> System:
 
 
 def load_system_text(text: str, shown: str, source: Path) -> System:
-    """A System from YAML text; messages name the file as `shown`."""
-    return build_system(read_document(text, shown), shown, source, load_arch)
+    """A System from YAML text; messages name the file as `shown`, and its device is found from `source`'s folder
+    (accelsim.arch.reference), whatever the working directory."""
+    return build_system(read_document(text, shown), shown, source, functools.partial(named_arch, naming_file=source))

@@ -15,6 +15,7 @@ from accelsim.arch.hardware import SCHEMA_VERSION, ArchError
 from accelsim.arch.schema import _at, _choice, _count, _File, _list, _mapping, _quantity, _text
 from accelsim.arch.system import ALGORITHMS, DeviceCount, LinkLevel, Protocol, System, Topology, parse_shape
 from compiler.errors import UserError
+from compiler.references import quoted
 
 _TOP = ("version", "kind", "name", "description", "device", "devices", "levels")
 _DEVICES = ("default",)
@@ -28,15 +29,16 @@ _REDUCING = (Topology.switch, Topology.fat_tree)   # where a switch can add (NVS
 
 
 def build_system(data, shown: str, source, load_device) -> System:
-    """Check `data` (the YAML document) and build the System; `load_device(name)` loads the device preset."""
+    """Check `data` (the YAML document) and build the System; `load_device(name)` loads the device it names (a
+    preset, or a file found from the system file's folder: accelsim.arch.reference)."""
     f = _File(shown)
     if isinstance(data, dict) and "version" in data and data["version"] != SCHEMA_VERSION:
-        raise f.error("version", f"unsupported version {data['version']!r}; this accelsim reads version "
+        raise f.error("version", f"unsupported version {quoted(data['version'])}; this accelsim reads version "
                                  f"{SCHEMA_VERSION}")
     d = _mapping(f, data, "", _TOP, ("overhead", "algorithms", "protocols"))
     if d["kind"] != "system":
-        raise f.error("kind", f"{d['kind']!r} in a system file; write `kind: system` (a device is an arch file in "
-                              f"archs/)")
+        raise f.error("kind", f"{quoted(d['kind'])} in a system file; write `kind: system` (a device is an arch "
+                              f"file in archs/)")
     try:
         device = load_device(_text(f, d["device"], "device"))
     except ArchError as e:
@@ -163,9 +165,9 @@ def _shape(f: _File, value, path: str, dims: int) -> tuple[int, ...]:
     try:
         shape = parse_shape(value)
     except UserError:
-        raise f.error(path, f"{value!r} is not a shape; write whole numbers joined by x, e.g. 16x16x16") from None
+        raise f.error(path, f"{quoted(value)} is not a shape; write whole numbers joined by x, e.g. 16x16x16") from None
     if len(shape) != dims:
-        raise f.error(path, f"{value!r} has {len(shape)} dimensions, the topology {dims}")
+        raise f.error(path, f"{quoted(value)} has {len(shape)} dimensions, the topology {dims}")
     return shape
 
 
@@ -175,7 +177,7 @@ def _algorithms(f: _File, value, path: str) -> tuple[str, ...]:
         if name not in ALGORITHMS:
             raise f.error(f"{path}[{i}]", f"{name!r} is not an algorithm; algorithms: {', '.join(ALGORITHMS)}")
     if len(set(names)) != len(names):
-        raise f.error(path, f"{value!r}: name each algorithm once")
+        raise f.error(path, f"{quoted(value)}: name each algorithm once")
     return tuple(sorted(names, key=ALGORITHMS.index))
 
 
@@ -204,11 +206,11 @@ def _protocols(f: _File, value) -> tuple[Protocol, ...]:
 
 def _fraction(f: _File, value, path: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise f.error(path, f"{value!r} is not a fraction in (0, 1] (the share of the line rate delivered)")
+        raise f.error(path, f"{quoted(value)} is not a fraction in (0, 1] (the share of the line rate delivered)")
     return float(value)
 
 
 def _flag(f: _File, value, path: str) -> bool:
     if not isinstance(value, bool):
-        raise f.error(path, f"{value!r} is not true or false")
+        raise f.error(path, f"{quoted(value)} is not true or false")
     return value

@@ -8,6 +8,8 @@ allowed units. Bits are never accepted (`Gb/s` is an error, not a silent factor 
 import math
 import re
 
+from compiler.references import quoted
+
 # A plain decimal, optionally with an exponent: `24`, `0.2`, `1.5e3`. No signs (negatives are
 # caught separately for a clearer message), no thousands separators.
 _QUANTITY = re.compile(r"^\s*(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(?P<unit>\S+)\s*$")
@@ -33,19 +35,19 @@ def _parse(text, kind: str, units: dict) -> float:
     allowed = ", ".join(units)
     a = "an" if kind[0] in "aeiou" else "a"
     if not isinstance(text, str) or isinstance(text, bool):
-        raise UnitError(f"{text!r} is not {a} {kind}: write a number and a unit, one of {allowed}")
+        raise UnitError(f"{quoted(text)} is not {a} {kind}: write a number and a unit, one of {allowed}")
     if _NEGATIVE.match(text):
-        raise UnitError(f"{text!r} is negative; {a} {kind} must be >= 0 (units: {allowed})")
+        raise UnitError(f"{quoted(text)} is negative; {a} {kind} must be >= 0 (units: {allowed})")
     match = _QUANTITY.match(text)
     if match is None:
-        raise UnitError(f"{text!r} is not {a} {kind}; write a number and a unit, one of {allowed}")
+        raise UnitError(f"{quoted(text)} is not {a} {kind}; write a number and a unit, one of {allowed}")
     number, unit = float(match["number"]), match["unit"]
     if unit not in units:
         hint = [u for u in units if u.lower() == unit.lower()]
         did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
-        raise UnitError(f"{text!r} is not {a} {kind}{did_you_mean}; use {allowed}")
+        raise UnitError(f"{quoted(text)} is not {a} {kind}{did_you_mean}; use {allowed}")
     if not math.isfinite(number):
-        raise UnitError(f"{text!r} is not {a} finite {kind}")
+        raise UnitError(f"{quoted(text)} is not {a} finite {kind}")
     return number * units[unit]
 
 
@@ -54,7 +56,7 @@ def parse_size(text) -> int:
     value = _parse(text, "size", _SIZE)
     nbytes = round(value)
     if abs(value - nbytes) > 1e-6 * max(1.0, value):
-        raise UnitError(f"{text!r} is not a whole number of bytes")
+        raise UnitError(f"{quoted(text)} is not a whole number of bytes")
     return nbytes
 
 
@@ -87,16 +89,16 @@ def parse_cycles(text) -> int:
     """A whole number of clock cycles written with its unit: `28 cycles` -> 28 (`1 cycle` too)."""
     value = _parse(text, "cycle count", _CYCLES)
     if value != int(value):
-        raise UnitError(f"{text!r} is not a whole number of cycles")
+        raise UnitError(f"{quoted(text)} is not a whole number of cycles")
     return int(value)
 
 
 def parse_count(value) -> int:
     """A plain non-negative integer (no unit), for the counts the schema names as such."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise UnitError(f"{value!r} is not a count; write a plain whole number without a unit")
+        raise UnitError(f"{quoted(value)} is not a count; write a plain whole number without a unit")
     if value < 0:
-        raise UnitError(f"{value!r} is negative; a count must be >= 0")
+        raise UnitError(f"{quoted(value)} is negative; a count must be >= 0")
     return value
 
 

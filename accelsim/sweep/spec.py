@@ -16,8 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from accelsim.arch import ArchError, Kind, arch_document, load_arch
+from accelsim.arch import ArchError, Kind, arch_document
 from accelsim.arch.load import YamlTooLarge, bounded_yaml
+from accelsim.arch.reference import named_arch
 from accelsim.sweep.axes import Axis, check_dtype, check_values, fitted, parse_axes, parse_derived_keys
 from accelsim.sweep.derive import Derived
 from compiler.errors import UserError
@@ -120,7 +121,7 @@ def load_spec(path: str | Path) -> Spec:
     _keys(data, "", _TOP, _TOP_OPTIONAL, fail)
     if data.get("version", SPEC_VERSION) != SPEC_VERSION:
         raise fail("version", f"unsupported version {data['version']!r}; this accelsim reads version {SPEC_VERSION}")
-    base_file, base_doc, kind = _base(data["base"], spec_path.parent, fail)
+    base_file, base_doc, kind = _base(data["base"], spec_path, fail)
     axes = parse_axes(data["axes"], base_doc, fail)
     derived = parse_derived_keys(data.get("derive") or {}, base_doc, axes, fail)
     for axis in axes:
@@ -155,15 +156,11 @@ def _keys(value, where: str, required, optional, fail) -> dict:
     return value
 
 
-def _base(base, folder: Path, fail) -> tuple[Path, dict, Kind]:
-    if not isinstance(base, str) or not base:
-        raise fail("base", f"{base!r} is not a preset name or a .yaml file")
-    if base.endswith((".yaml", ".yml")) or "/" in base:
-        where = Path(base) if Path(base).is_absolute() else folder / base
-    else:
-        where = base
+def _base(base, spec_path: Path, fail) -> tuple[Path, dict, Kind]:
+    """The base arch: a preset, or a .yaml file found from the spec's folder and never outside it or the presets
+    (accelsim.arch.reference)."""
     try:
-        arch = load_arch(where)
+        arch = named_arch(base, spec_path)
     except ArchError as error:
         raise fail("base", str(error)) from None
     if arch.source_file.suffix not in (".yaml", ".yml"):

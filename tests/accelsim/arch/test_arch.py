@@ -214,7 +214,7 @@ def test_syntax_error_names_line(tmp_path):
 def test_empty_file(tmp_path):
     path = tmp_path / "empty.yaml"
     path.write_text("# nothing\n")
-    with pytest.raises(ArchError, match=r"empty\.yaml: \(top level\): None is not a mapping"):
+    with pytest.raises(ArchError, match=r"empty\.yaml: \(top level\): the document is not a mapping \(it is empty\)"):
         load_arch(path)
 
 
