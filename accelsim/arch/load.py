@@ -46,10 +46,12 @@ def load_arch(name_or_path: str | os.PathLike) -> Arch:
 
 
 MAX_YAML_VALUES = 100_000    # values a document may expand to: a preset has a few hundred, an alias bomb billions
+MAX_YAML_DEPTH = 100         # levels of nested lists and mappings: a preset has 4, a hostile file 100,000
 
 
 class YamlTooLarge(yaml.YAMLError):
-    """A document whose aliases expand past MAX_YAML_VALUES values (or into themselves)."""
+    """A document whose aliases expand past MAX_YAML_VALUES values (or into themselves), or that nests deeper
+    than MAX_YAML_DEPTH."""
 
 
 # libyaml's parser, where PyYAML was built with it, reads the presets ~10x faster than the pure-Python one; its
@@ -61,7 +63,8 @@ FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def bounded_yaml(text: str):
     """yaml.safe_load, refusing a document whose aliases would expand past MAX_YAML_VALUES values before anything
     walks or prints it: 600 bytes of nested aliases (an alias bomb) expand to billions, and one error message
-    that formats the value would take the machine's memory. Counted on the composed nodes, in linear time."""
+    that formats the value would take the machine's memory. Counted on the composed nodes, in linear time.
+    A document nested deeper than MAX_YAML_DEPTH is refused too (PyYAML composes by recursion)."""
     try:
         return _bounded(text, FAST_LOADER)
     except yaml.YAMLError:
@@ -73,26 +76,34 @@ def bounded_yaml(text: str):
 def _bounded(text: str, loader_class: type):
     loader = loader_class(text)
     try:
-        node = loader.get_single_node()
+        try:
+            node = loader.get_single_node()
+        except RecursionError:                  # hundreds of levels: past Python's stack, far past MAX_YAML_DEPTH
+            raise YamlTooLarge(f"it nests lists or mappings more than {MAX_YAML_DEPTH} levels deep") from None
         if node is None:
             return None
-        _expanded(node, {}, set())
+        _expanded(node, {}, set(), 0)
         return loader.construct_document(node)
     finally:
         loader.dispose()
 
 
-def _expanded(node, sizes: dict, open_: set) -> int:
-    """Values `node` stands for once every alias is expanded (each shared node counted where it is used)."""
+def _expanded(node, sizes: dict, open_: set, depth: int) -> int:
+    """Values `node` stands for once every alias is expanded (each shared node counted where it is used); `depth`
+    lists and mappings hold it."""
     key = id(node)
     if key in sizes:
         return sizes[key]
     if key in open_:
         raise YamlTooLarge(f"an alias refers to itself (line {node.start_mark.line + 1}): it expands forever")
+    collection = isinstance(node, (yaml.SequenceNode, yaml.MappingNode))
+    if collection and depth >= MAX_YAML_DEPTH:     # `depth` collections hold this one
+        raise YamlTooLarge(f"it nests lists or mappings more than {MAX_YAML_DEPTH} levels deep (line "
+                           f"{node.start_mark.line + 1})")
     open_.add(key)
     children = node.value if isinstance(node, yaml.SequenceNode) else \
         [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else []
-    total = 1 + sum(_expanded(child, sizes, open_) for child in children)
+    total = 1 + sum(_expanded(child, sizes, open_, depth + 1) for child in children)
     open_.discard(key)
     if total > MAX_YAML_VALUES:
         raise YamlTooLarge(f"its aliases expand to more than {MAX_YAML_VALUES:,} values (line "

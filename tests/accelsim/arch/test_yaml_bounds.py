@@ -1,12 +1,14 @@
-"""YAML from anywhere: aliases that expand past a bound (an alias bomb) or into themselves are refused at once,
-in an arch file, a sweep spec and a dataset's provenance, before anything walks or prints the value."""
+"""YAML from anywhere: aliases that expand past a bound (an alias bomb) or into themselves, and lists or mappings
+nested past a depth, are refused at once, in an arch file, a system file, a sweep spec and a dataset's provenance,
+before anything walks or prints the value."""
 import subprocess
 import sys
 
 import pytest
 
 from accelsim.arch import ArchError, load_arch
-from accelsim.arch.load import MAX_YAML_VALUES, bounded_yaml
+from accelsim.arch.load import MAX_YAML_DEPTH, MAX_YAML_VALUES, bounded_yaml
+from accelsim.arch.system_load import load_system
 from accelsim.sweep.spec import SpecError, load_spec
 
 LEVELS = "abcdefghi"
@@ -42,3 +44,20 @@ def test_ordinary_aliases_still_read():
     text = "unit: &u {int8: 1}\nother: *u\nmany: [" + ", ".join(["*u"] * 1000) + "]\n"
     data = bounded_yaml(text)
     assert data["other"] == {"int8": 1} and len(data["many"]) == 1000 and MAX_YAML_VALUES >= 10_000
+
+
+@pytest.mark.parametrize("levels", [MAX_YAML_DEPTH + 1, 300, 100_000])
+@pytest.mark.parametrize("opening, closing", [("[", "]"), ("{a: ", "}")])
+def test_deep_nesting_is_refused_naming_the_file(levels, opening, closing, tmp_path):
+    path = tmp_path / "deep.yaml"
+    path.write_text("name: " + opening * levels + closing * levels + "\n")
+    for reader in (load_arch, load_system):
+        with pytest.raises(ArchError, match=rf"deep.yaml: it nests lists or mappings more than {MAX_YAML_DEPTH} "):
+            reader(path)
+
+
+def test_nesting_up_to_the_bound_reads():
+    data = bounded_yaml("[" * MAX_YAML_DEPTH + "1" + "]" * MAX_YAML_DEPTH)
+    for _ in range(MAX_YAML_DEPTH):
+        data = data[0]
+    assert data == 1
