@@ -20,9 +20,10 @@ import onnx
 from onnx import numpy_helper, version_converter
 
 from compiler.dtypes import DType
-from compiler.errors import ModelError, OutOfScopeError
+from compiler.errors import ModelError, OutOfScopeError, UserError
 from compiler.graph import Graph, Node, Tensor
-from compiler.ops.shapes import finalize
+from compiler.ops.shapes import check_node_count, finalize
+from compiler.references import referenced
 
 TERNARY_MARK = "accelsim:ternary"   # doc_string of an int8 initializer holding -1/0/+1 weights
 OLDEST_OPSET = 7                    # older models are converted up to it (onnx.version_converter)
@@ -226,7 +227,9 @@ OUT_OF_SCOPE = {
 
 
 def refuse_out_of_scope(g: onnx.GraphProto, source: str) -> None:
-    """OutOfScopeError for the first op or graph input/output accelsim leaves out by design, bodies included."""
+    """OutOfScopeError for the first op or graph input/output accelsim leaves out by design, bodies included; a
+    ModelError for more nodes than accelsim simulates, before they are read."""
+    check_node_count(len(g.node), source)
     for kind, infos in (("input", g.input), ("output", g.output)):
         for info in infos:
             value = info.type.WhichOneof("value")
@@ -296,11 +299,11 @@ def _external_file(info: dict, base_dir: Path | None, where: str) -> Path | None
     relative = Path(text)
     if relative.is_absolute() or ".." in relative.parts or not relative.parts or "\0" in text:
         raise ModelError(f"{where}: external data location {text!r} must be a file beside the model")
-    folder = (base_dir or Path(".")).resolve()
-    location = (folder / relative).resolve()      # links followed: a link beside the model may point anywhere
-    if not location.is_relative_to(folder):
-        raise ModelError(f"{where}: external data {text!r} resolves to {location}, outside the "
-                         f"model's folder {folder}; external data must be a file in that folder")
+    try:   # links followed: a link beside the model may point anywhere
+        location = referenced(text, base_dir or Path("."))
+    except UserError as error:
+        raise ModelError(f"{where}: external data {error}, the model's folder; external data must be a file in "
+                         f"that folder") from None
     if not location.exists():
         return None
     if not location.is_file():

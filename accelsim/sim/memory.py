@@ -50,11 +50,10 @@ def at_dtypes(graph: Graph, held: dict[str, DType], on_chip: set[str] = frozense
     elements, the others as they are; nodes and arrays shared. Only its sizes mean anything: never run it."""
     tensors = {}
     for name, t in graph.tensors.items():
-        if name in on_chip:
-            t = replace(t, shape=(0,))
+        changes = {"shape": (0,)} if name in on_chip else {}
         if name in held and held[name] != t.dtype:
-            t = replace(t, dtype=held[name])
-        tensors[name] = t
+            changes["dtype"] = held[name]
+        tensors[name] = replace(t, **changes) if changes else t
     return replace(graph, tensors=tensors)
 
 

@@ -65,7 +65,7 @@ def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pric
         began = clock
         for op, first in zip(ops, done[key]):
             start = None if first.start_cycle is None else began + first.start_cycle
-            results.append(replace(first, name=op.name, node=op.node, start_cycle=start))
+            results.append(first.but(name=op.name, node=op.node, start_cycle=start))
             clock += first.cycles
     return results
 

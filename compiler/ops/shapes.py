@@ -13,6 +13,15 @@ FOLD_LIMIT_ELEMENTS = 1 << 16   # fold only small tensors: shape arithmetic, not
 # the most bits one tensor may hold (512 PiB, beyond any device or pod): codegen counts a tile's elements, bits
 # and bytes in int64, so a ConstantOfShape of [2^32, 2^32] (2^64 elements) wrapped to 0 and "ran" in 616 ns
 MAX_TENSOR_BITS = 1 << 62
+# the most nodes one graph may have: each costs about 0.1 ms to import, compile and simulate (a 100,000-node chain
+# takes seconds), so a larger file is refused before any of that work rather than running for minutes (docs/onnx.md)
+MAX_NODES = 250_000
+
+
+def check_node_count(count: int, source: str) -> None:
+    if count > MAX_NODES:
+        raise ModelError(f"{source}: {count:,} nodes; accelsim simulates graphs of at most {MAX_NODES:,} nodes "
+                         f"(the largest published models have tens of thousands, training graphs included)")
 
 
 def opdef(graph: Graph, node):
@@ -30,6 +39,7 @@ def opdef(graph: Graph, node):
 
 def finalize(graph: Graph) -> Graph:
     """A graph ready for the compiler: nodes named, references checked, sorted, every shape inferred."""
+    check_node_count(len(graph.nodes), graph.source)
     infer_shapes(graph.order())
     return graph
 

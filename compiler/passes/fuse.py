@@ -63,8 +63,11 @@ def fuse(ir: IR, options) -> IR:
     ops = []
     for i, op in enumerate(ir.ops):
         k = anchor[i]
-        ops.append(replace(op, inputs=tuple(fused(o, k) for o in op.inputs), output=fused(op.output, k),
-                           kernel="" if k == i else ir.ops[k].name, launch=k == i))
+        inputs, output = tuple(fused(o, k) for o in op.inputs), fused(op.output, k)
+        kernel, launch = "" if k == i else ir.ops[k].name, k == i
+        same = (output is op.output and all(a is b for a, b in zip(inputs, op.inputs)) and kernel == op.kernel
+                and launch == op.launch)
+        ops.append(op if same else replace(op, inputs=inputs, output=output, kernel=kernel, launch=launch))
     return _launches(replace(ir, ops=ops), getattr(options, "launch", "eager"))
 
 

@@ -40,9 +40,12 @@ def _quantize_op(op: IROp, weights: DType, target: DType) -> IROp:
     data = held(DType.fp32, target)     # a float's: the target's, int8 on a ternary one (BitNet's W1.58A8)
     einsum = isinstance(op, Einsum)
     inputs = tuple(_operand(o, weights if einsum and o.role == Role.weight else data) for o in op.inputs)
-    changes = {"inputs": inputs, "output": _operand(op.output, data)}
+    output, acc = _operand(op.output, data), accumulator(data) if einsum else None
+    if output is op.output and all(a is b for a, b in zip(inputs, op.inputs)) and (not einsum or acc == op.acc):
+        return op                 # already in the target's types: no copy (a 100,000-op graph makes many)
+    changes = {"inputs": inputs, "output": output}
     if einsum:
-        changes["acc"] = accumulator(data)
+        changes["acc"] = acc
     return replace(op, **changes)
 
 

@@ -295,3 +295,25 @@ def test_inline_initializer_data_must_match_its_dims(case):
 def test_initializers_whose_data_matches_still_import(data_type, dims, data):
     proto = model([helper.make_node("Identity", ["w"], ["y"])], [], [("y", None)], [_initializer(data_type, dims, **data)])
     assert from_model(proto).tensor("w").shape == tuple(dims)
+
+
+def test_a_graph_of_more_nodes_than_accelsim_simulates_is_refused_before_its_nodes_are_read(monkeypatch):
+    from compiler import ops
+    from compiler.builder import Builder
+
+    monkeypatch.setattr(ops.shapes, "MAX_NODES", 4)
+    nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"]) for i in range(5)]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("t5", TensorProto.FLOAT, [1, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ModelError, match=r"chain\.onnx: 5 nodes; accelsim simulates graphs of at most 4 nodes"):
+        from_model(model, "chain.onnx")
+    model.graph.node[3].output[0] = "t5"
+    model.graph.node.pop()
+    assert len(from_model(model, "chain.onnx").nodes) == 4
+    b = Builder("built")
+    x = b.input("x", (1, 8))
+    for _ in range(5):
+        x = b.node("Relu", [x])
+    with pytest.raises(ModelError, match="zoo model 'built': 5 nodes"):
+        b.build([x])
