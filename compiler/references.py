@@ -21,20 +21,18 @@ def quoted(value) -> str:
     return text if len(text) <= QUOTED_CHARS else f"{text[:QUOTED_CHARS]}... ({len(text)} characters)"
 
 
-def referenced(text: str, naming_file: str | Path, allowed: Iterable[str | Path] = ()) -> Path:
-    """The file `text` names inside `naming_file`: relative to that file's folder (an absolute path as it is),
-    links followed. A UserError (the message naming `text`, not the file) unless it lies under that folder or
-    one of `allowed`."""
+def referenced(text: str, folder: str | Path, allowed: Iterable[str | Path] = ()) -> Path:
+    """The file `text` names inside a file in `folder`: relative to `folder` (an absolute path as it is), links
+    followed. A UserError (its message names `text` and where it leads, never what the file holds) unless it lies
+    under `folder` or one of `allowed`."""
     if not isinstance(text, str) or not text.strip() or "\0" in text:
         raise UserError(f"{quoted(text)} is not a file name")
-    folder = Path(naming_file).absolute().parent.resolve()
+    folder = Path(folder).absolute().resolve()
     try:
         resolved = (folder / text).resolve()          # an absolute `text` replaces `folder`
     except (OSError, RuntimeError) as error:          # a link loop
         raise UserError(f"{quoted(text)}: cannot follow its links ({error})") from None
     roots = [folder, *(Path(root).resolve() for root in allowed)]
     if not any(resolved.is_relative_to(root) for root in roots):
-        beside = f" or under {', '.join(str(root) for root in roots[1:])}" if roots[1:] else ""
-        raise UserError(f"{quoted(text)} resolves to {resolved}, outside {folder}, the folder of "
-                        f"{Path(naming_file).name}; a file named inside another must lie in that folder{beside}")
+        raise UserError(f"{quoted(text)} resolves to {resolved}, outside {' and '.join(str(r) for r in roots)}")
     return resolved

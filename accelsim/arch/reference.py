@@ -24,9 +24,10 @@ def named_arch(text, naming_file: str | Path, allowed: Iterable[str | Path] = ()
     if not (text.endswith((".yaml", ".yml", ".cfg")) or os.sep in text or "/" in text):
         return load_arch(text)
     try:
-        path = referenced(text, naming_file, (presets_dir(), *allowed))
+        path = referenced(text, Path(naming_file).parent, (presets_dir(), *allowed))
     except UserError as error:
-        raise ArchError(f"{error}, or be a preset") from None
+        raise ArchError(f"{error}: name a preset, or a .yaml file in the folder of {Path(naming_file).name}"
+                        ) from None
     if not path.is_file():
         raise ArchError(f"{quoted(text)}: no such arch file ({path})")
     return load_arch(path)

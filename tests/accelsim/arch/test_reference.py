@@ -51,14 +51,16 @@ OUTSIDE = ["{tree}/secret/credentials", "../secret/credentials", "devices/../../
 
 @pytest.mark.parametrize("device", OUTSIDE)
 def test_a_system_cannot_name_a_device_outside_its_folder(tree, device):
-    with pytest.raises(ArchError, match=r"system\.yaml: device: .* outside .*work, the folder of system\.yaml") as e:
+    with pytest.raises(ArchError, match=r"system\.yaml: device: .* outside .*work and .*archs: name a preset, or a \.yaml file in "
+                                         r"the folder of system\.yaml") as e:
         load_system(system(tree, device.format(tree=tree)))
     assert SECRET not in str(e.value) and "root:" not in str(e.value)
 
 
 @pytest.mark.parametrize("base", OUTSIDE)
 def test_a_sweep_cannot_name_a_base_outside_its_folder(tree, base):
-    with pytest.raises(SpecError, match=r"sweep\.yaml: base: .* outside .*work, the folder of sweep\.yaml") as e:
+    with pytest.raises(SpecError, match=r"sweep\.yaml: base: .* outside .*work and .*archs: name a preset, or a \.yaml file in "
+                                          r"the folder of sweep\.yaml") as e:
         load_spec(spec(tree, base.format(tree=tree)))
     assert SECRET not in str(e.value)
 
