@@ -30,6 +30,9 @@ DEFAULT_CHUNK = 4 << 20   # NCCL_BUFFSIZE: 4 MiB per ring step in flight
 # At equal bandwidth the ring is kept (as NCCL keeps it): halving-doubling on a full-bandwidth switch saves a few
 # microseconds of latency on a 1 GiB allreduce, well inside what the model can tell apart.
 TIE_MARGIN = 0.01
+# Rings are written in at most rings.MAX_STEPS rows, so time does not grow with the device count; past 2^40 devices
+# (a thousand times any machine built) hop and step counts would leave int64.
+MAX_DEVICES = 1 << 40
 
 
 def collective(op: str, system: str | os.PathLike | System, devices: int | None = None, size=1 << 20,
@@ -105,6 +108,8 @@ def network(system, devices: int | None, slice_) -> Network:
     shape = parse_shape(slice_) if isinstance(slice_, str) else (tuple(slice_) if slice_ is not None else None)
     if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int)):
         raise UserError(f"devices {devices!r}: give a whole number")
+    if devices is not None and devices > MAX_DEVICES:
+        raise UserError(f"devices {devices}: at most {MAX_DEVICES:,} (2^40) devices are modelled")
     return Network(system, system.fit(devices, shape))
 
 

@@ -12,6 +12,10 @@ A ring step of a piece waits for the previous step of the same piece: by symmetr
                 a tree (NCCL's NVLSTree)
   torus         TPU-style dimension-ordered rings: the buffer split into one part per dimension, part q
                 reducing along x, y, z rotated by q, so all six links of a chip are busy at once
+A ring of more than MAX_STEPS steps (2(n-1) for an allreduce of n devices) is written as MAX_STEPS rows per piece
+and lane, each standing for a run of consecutive steps (their bytes and hops summed), so a million devices cost
+what 513 do: every channel's bytes and every chain's hops are kept, only the pipelining of pieces is coarser
+(a 1 GiB allreduce over 1024 GPUs, 2046 steps in 1024 rows: 0.24% slower than one row per step).
 Invariant: for op in (allreduce, reducescatter, allgather) every device's egress carries at least the bytes
 of nccl-tests' bus bandwidth model, (n-1)/n x S per reduce-scatter or all-gather pass.
 """
@@ -25,6 +29,7 @@ import numpy as np
 from accelsim.comm.network import Dim, Network, Transfers
 
 MAX_PIECES = 64     # pieces per collective: past it pieces grow, so a 64 GiB allreduce stays a few thousand rows
+MAX_STEPS = 1024    # ring steps written one row each: past it a row stands for a run of steps
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,8 @@ def ring_steps(tb: Transfers, lanes: list[Lane], successor: list[int], steps: in
     if steps == 0:
         return after
     width = len(lanes)
+    run = np.diff(np.linspace(0, steps, min(steps, MAX_STEPS) + 1).round().astype(np.int64))   # steps per row
+    steps = run.size
     s, j, l = (a.ravel() for a in np.meshgrid(np.arange(steps), np.arange(pieces), np.arange(width),
                                               indexing="ij"))
     base = tb.count
@@ -75,7 +82,8 @@ def ring_steps(tb: Transfers, lanes: list[Lane], successor: list[int], steps: in
         dep[~later] = after[j[~later]]
     channel, share, hops, fraction = (np.array([getattr(lane, f) for lane in lanes])[l]
                                       for f in ("channel", "share", "hops", "fraction"))
-    ids = tb.add(channel[:, None], step_bytes * fraction, dep, share[:, None], hops[:, None], piece=j)
+    ids = tb.add(channel[:, None], step_bytes * fraction * run[s], dep, share[:, None], (hops * run[s])[:, None],
+                 piece=j)
     return ids.reshape(steps, pieces, width)[-1]
 
 
