@@ -32,11 +32,30 @@ def model_options(args) -> dict:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UserError(f"--opt {item!r}: expected KEY=VALUE")
+        _model_option(args, key, item)
         options[key] = _literal(value)
     shapes = input_shapes(args.shape)
     if shapes:
         options["shapes"] = shapes
     return options
+
+
+NOT_FLAGS = ("command", "handler", "model", "opt", "shape", "folders")   # argparse names that are not --KEY flags
+
+
+def _model_option(args, key: str, item: str) -> None:
+    """An --opt is one of a built-in model's own options that the command does not set itself: `run --opt
+    dtype=int8` reached the simulation twice, as --dtype's value and as the model's."""
+    from compiler.zoo import MODELS, option_names
+
+    model = getattr(args, "model", None)
+    model = model if model in MODELS else None
+    names = option_names(model) - {"weights"}      # shapes only to simulate, drawn to evaluate: the command's choice
+    if key not in names:
+        raise UserError(f"--opt {item}: {key!r} is not a model option; {model or 'built-in models'} take"
+                        f"{'s' if model else ''} {', '.join(sorted(names))}")
+    if key in vars(args) and key not in NOT_FLAGS and not key.endswith("_command"):
+        raise UserError(f"--opt {item}: {key} is an option of the command itself; use --{key.replace('_', '-')}")
 
 
 def input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import math
 from typing import TYPE_CHECKING, Callable
 
 from compiler.errors import ModelError
@@ -75,8 +76,18 @@ def _check_option(model: str, key: str, value, default) -> None:
             fail("an integer")
         if value < min(default, 1):
             fail(f"an integer of at least {min(default, 1)}")
-    elif isinstance(default, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        fail("a number")
+    elif isinstance(default, float):       # a multiplier (width): nan, inf, 0 or -1 makes no model
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            fail("a number")
+        if not (math.isfinite(value) and value > 0):
+            fail("a finite number above 0")
+
+
+def option_names(name: str | None = None) -> frozenset[str]:
+    """The keywords the built-in model `name` takes (batch, dtype, image, ...); without a name, every keyword some
+    built-in model takes."""
+    functions = MODELS.values() if name is None else [MODELS[name]]
+    return frozenset(key for fn in functions for key in inspect.signature(fn).parameters)
 
 
 def parameter_count(graph: Graph) -> int:

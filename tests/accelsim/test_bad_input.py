@@ -56,3 +56,43 @@ def test_float_token_ids_are_refused_and_integer_ones_of_any_width_taken():
         accelsim.evaluate("gpt2", inputs={"input_ids": np.ones((1, 8), np.float32)}, layers=1, seq=8)
     _, out = accelsim.evaluate("gpt2", inputs={"input_ids": np.ones((1, 8), np.int32)}, layers=1, seq=8)
     assert np.isfinite(out["logits"]).all()
+
+
+def _keywords(*functions) -> list[str]:
+    import inspect
+
+    return sorted({name for fn in functions for name, p in inspect.signature(fn).parameters.items()
+                   if p.kind is not p.VAR_KEYWORD})
+
+
+def _opt_cases():
+    from accelsim.parallel.search import search
+    from accelsim.rtl.cosim import cosim
+    from accelsim.sim.api import compare, evaluate, run
+    from accelsim.sim.build import build
+    from accelsim.sim.model import load_model
+    from accelsim.sim.train import train
+
+    commands = [(["run", "gpt2"], (run, build, load_model)), (["eval", "gpt2"], (evaluate, load_model)),
+                (["map", "gpt2"], (build, load_model)), (["compare", "gpt2", "--arch", "h100", "--arch", "a100"],
+                                                          (compare, run)),
+                (["train", "gpt2"], (train,)), (["cosim", "gpt2", "--layer", "x"], (cosim,)),
+                (["plan", "gpt2", "--system", "dgx_h100", "--batch", "8"], (search,))]
+    return [(argv, key) for argv, functions in commands for key in _keywords(*functions)]
+
+
+@pytest.mark.parametrize("argv, key", _opt_cases())
+def test_an_opt_naming_what_the_command_sets_itself_is_refused(argv, key, capsys, monkeypatch):
+    """Every keyword the command's own call takes, given as --opt, is refused before anything runs (`run --opt
+    dtype=int8` reached accelsim.sim.api.run twice: an internal TypeError)."""
+    ran = []
+    monkeypatch.setattr("accelsim.sim.build.build", lambda *a, **k: ran.append(1))
+    assert main(argv + ["--opt", "layers=1", "--opt", f"{key}=1"]) == 2
+    err = capsys.readouterr().err
+    assert f"--opt {key}=1: " in err and ("use --" in err or "is not a model option" in err) and not ran
+
+
+def test_an_opt_of_the_model_still_reaches_it(capsys):
+    assert main(["eval", "alexnet", "--opt", "image=63", "--opt", "fc=16", "--opt", "classes=10", "--opt",
+                 "dtype=fp64", "--opt", "width=0.1"]) == 0
+    assert "fc8: shape [1, 10] float64" in capsys.readouterr().out

@@ -182,6 +182,13 @@ def test_build_rejects_unknown_names_and_arguments():
         build("alexnet", dtype="int8", weights=False)
 
 
+@pytest.mark.parametrize("name", ["resnet18", "resnet50", "alexnet"])
+@pytest.mark.parametrize("width", [float("nan"), float("inf"), 0.0, -1.0, 0])
+def test_a_width_that_makes_no_model_is_refused_naming_it(name, width):
+    with pytest.raises(ModelError, match=rf"{name}' option width={width!r}: expected a finite number above 0"):
+        build(name, width=width, weights=False, image=32)
+
+
 def test_dtype_sets_storage_type():
     graph = build("resnet18", dtype="bf16", weights=False, image=32)
     assert graph.tensor("image").dtype == DType.bf16 and graph.tensor("fc").dtype == DType.bf16
