@@ -20,6 +20,7 @@ import numpy as np
 from accelsim.validate.sourced import settings
 from compiler.passes.boundary import CACHES
 from compiler.errors import UserError, read_text
+from compiler.references import referenced
 
 COLUMNS = ("suite", "case", "measured_s", "predicted_s")   # required; "threads" is optional (1 without it)
 TARGET_KEYS = ("mape", "spearman", "report_only")
@@ -128,16 +129,28 @@ def metrics(measured, predicted, cases=None) -> dict:
 def load(folder_or_csv: str | os.PathLike) -> Dataset:
     """The dataset in a folder, or the one whose measurements.csv is given; UserError naming file and column."""
     path = Path(folder_or_csv)
-    csv_path = path / "measurements.csv" if path.is_dir() else path
+    folder = path if path.is_dir() else path.parent
+    yaml_path = folder / "dataset.yaml"
+    meta = settings(yaml_path)
+    csv_path = dataset_file(folder, meta, "measurements") if path.is_dir() else path
     if not csv_path.is_file():
         raise UserError(f"{csv_path}: no such file (a dataset is a folder holding measurements.csv, dataset.yaml "
                         f"and arch.yaml)")
-    folder = csv_path.parent
-    yaml_path = folder / "dataset.yaml"
     if not yaml_path.is_file():
         raise UserError(f"{yaml_path}: no such file (the dataset's provenance and targets)")
-    meta = settings(yaml_path)
     return Dataset(str(path), folder, _rows(csv_path), _targets(meta.get("targets") or {}, yaml_path), meta)
+
+
+FILES = {"measurements": "measurements.csv", "arch": "arch.yaml"}   # dataset.yaml's key -> the file where it has none
+
+
+def dataset_file(folder: Path, meta: dict, key: str) -> Path:
+    """The file dataset.yaml's `key` names (FILES[key] where it names none), found in the dataset's folder and never
+    outside it: a downloaded dataset whose `arch: ../../.ssh/id_ed25519` (or a link) would be read is refused."""
+    try:
+        return referenced(meta.get(key, FILES[key]), folder)
+    except UserError as error:
+        raise UserError(f"{folder / 'dataset.yaml'}: {key}: {error}; a dataset's files lie in its folder") from None
 
 
 def _rows(csv_path: Path) -> tuple[Row, ...]:
@@ -187,7 +200,7 @@ def predicted_now(dataset: Dataset) -> tuple[float, ...]:
     from accelsim.arch import load_arch
     from accelsim.validate import cases
 
-    arch_path = dataset.folder / "arch.yaml"
+    arch_path = dataset_file(dataset.folder, dataset.meta, "arch")
     if not arch_path.is_file():
         raise UserError(f"{arch_path}: no such file (the preset the dataset was predicted for; "
                         f"--as-recorded scores the CSV's predicted_s without it)")

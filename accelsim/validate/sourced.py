@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from compiler.errors import UserError, read_text
+from compiler.references import referenced
 
 
 def sourced_rows(path: str | os.PathLike, columns, required=()) -> Iterator[tuple[str, dict]]:
@@ -77,11 +78,17 @@ def settings(path: Path) -> dict:
     if not path.is_file():
         return {}
     try:
+        referenced(path.name, path.parent)     # a link out of the dataset's folder is not its dataset.yaml
+    except UserError as error:
+        raise UserError(f"{path}: {error}; a dataset's files lie in its folder") from None
+    try:
         data = bounded_yaml(read_text(path)) or {}
     except YamlTooLarge as e:
         raise UserError(f"{path}: {e}") from None
-    except yaml.YAMLError as e:
-        raise UserError(f"{path}: YAML syntax error: {e}") from None
+    except yaml.YAMLError as e:   # its problem and line, not str(e): that quotes the line, whatever the file holds
+        mark = getattr(e, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        raise UserError(f"{path}: {line}YAML syntax error: {getattr(e, 'problem', None) or e}") from None
     if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a mapping of keys")
+        raise UserError(f"{path}: expected a mapping of keys, not a {type(data).__name__}")
     return data

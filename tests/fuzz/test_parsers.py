@@ -127,6 +127,79 @@ def test_sweep_specs_load_or_are_refused(tmp_path_factory, changes):
     answers(load_spec, path)
 
 
+SECRET = "s3cr3tFAKE"
+# what a `device:` or `base:` may name: presets, files beside the naming file, and files it must not reach (outside
+# its folder: by .., by an absolute path, through a link); the secret in each must never reach a message
+REFERENCES = ["a100", "systolic_8x8", "h100", "device.yaml", "./device.yaml", "sub/../device.yaml", "key.yaml",
+              "credentials", "link.yaml", "../outside/secret.yaml", "../outside/credentials", "{root}/outside/secret.yaml",
+              "{root}/work/device.yaml", "sub/../../outside/secret.yaml", "../../../../../../etc/passwd", "", "/",
+              "sub", "missing.yaml", "a100.cfg", "{presets}/a100.yaml"]
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    """root/work (the naming files' folder: an arch, a private key, a credentials file, a link out) and
+    root/outside (an arch YAML and a credentials file)."""
+    root = tmp_path_factory.mktemp("references")
+    (root / "work" / "sub").mkdir(parents=True)
+    (root / "outside").mkdir()
+    for folder in (root / "work", root / "outside"):
+        (folder / "credentials").write_text(f"aws_access_key_id = AKIAFAKE\naws_secret_access_key = {SECRET}\n")
+    (root / "work" / "key.yaml").write_text(f"-----BEGIN OPENSSH PRIVATE KEY-----\n{SECRET}\n-----END OPENSSH"
+                                            f" PRIVATE KEY-----\n")
+    arch = (ROOT / "archs" / "systolic_8x8.yaml").read_text()
+    (root / "work" / "device.yaml").write_text(arch)
+    (root / "outside" / "secret.yaml").write_text(arch.replace("name: systolic_8x8", f"name: {SECRET}"))
+    os.symlink(root / "outside" / "credentials", root / "work" / "link.yaml")
+    return root
+
+
+def without_secrets(parse, *args) -> None:
+    """answers(), and a refusal quotes nothing of a file it was not pointed at."""
+    try:
+        parse(*args)
+    except UserError as error:
+        assert SECRET not in str(error) and "root:" not in str(error), str(error)
+
+
+def reference(references) -> st.SearchStrategy:
+    return st.one_of(st.sampled_from(REFERENCES).map(lambda r: r.format(root=references, presets=ROOT / "archs")),
+                     st.text(max_size=12), values)
+
+
+SYSTEM = yaml.safe_load((ROOT / "archs" / "systems" / "dgx_a100.yaml").read_text())
+SYSTEM_PATHS = list(paths(SYSTEM))
+
+
+@SETTINGS
+@given(st.data())
+def test_system_documents_load_or_are_refused_without_quoting_other_files(references, data):
+    from accelsim.arch.system_load import load_system
+
+    doc = {**SYSTEM, "device": data.draw(reference(references))}
+    for path, value in data.draw(st.lists(st.tuples(st.sampled_from(SYSTEM_PATHS), values), max_size=2)):
+        try:
+            doc = replaced(doc, path, value)
+        except (KeyError, IndexError, TypeError):
+            continue
+    path = references / "work" / "system.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    without_secrets(load_system, path)
+
+
+@SETTINGS
+@given(st.data())
+def test_sweep_specs_naming_any_base_load_or_are_refused_without_quoting_other_files(references, data):
+    from accelsim.sweep.spec import load_spec
+
+    spec = {**SPEC, "base": data.draw(reference(references))}
+    spec.update(data.draw(st.dictionaries(st.sampled_from(["axes", "objectives", "derive", "dtype"]), values,
+                                          max_size=1)))
+    path = references / "work" / "sweep.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    without_secrets(load_spec, path)
+
+
 @pytest.fixture(scope="module")
 def relu_model(tmp_path_factory):
     from compiler.builder import Builder

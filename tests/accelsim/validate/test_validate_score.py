@@ -125,3 +125,59 @@ def test_bad_dataset_is_a_user_error(tmp_path, damage, needle):
     damage(folder)
     with pytest.raises(UserError, match=needle):
         score([folder], repredict=True)
+
+
+SECRET = "aws_secret_access_key = s3cr3tFAKE"
+
+
+def outside(folder: Path) -> Path:
+    """A secret file beside the dataset's folder, not in it."""
+    secret = folder.parent / "credentials"
+    secret.write_text(f"suite,case,measured_s,predicted_s\n{SECRET}\n")
+    return secret
+
+
+@pytest.mark.parametrize("key, value, file", [
+    ("measurements", "../credentials", "measurements"), ("measurements", "{secret}", "measurements"),
+    ("arch", "../credentials", "arch"), ("arch", "{secret}", "arch"), ("arch", "sub/../../credentials", "arch"),
+])
+def test_a_file_dataset_yaml_names_outside_its_folder_is_refused(tmp_path, key, value, file):
+    folder = write_dataset(tmp_path / "ds", NEAR[:2], conv=False)
+    secret = outside(folder)
+    with open(folder / "dataset.yaml", "a") as f:
+        f.write(f"{key}: {value.format(secret=secret)}\n")
+    with pytest.raises(UserError, match=rf"dataset\.yaml: {file}: .* resolves to .*credentials, outside .*ds; a "
+                                        rf"dataset's files lie in its folder") as e:
+        score([folder], repredict=True)
+    assert "s3cr3t" not in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["measurements.csv", "arch.yaml", "dataset.yaml"])
+def test_a_link_out_of_the_dataset_folder_is_refused(tmp_path, name):
+    folder = write_dataset(tmp_path / "ds", NEAR[:2], conv=False)
+    secret = outside(folder)
+    (folder / name).unlink()
+    (folder / name).symlink_to(secret)
+    with pytest.raises(UserError, match=r"resolves to .*credentials, outside .*ds") as e:
+        score([folder], repredict=True)
+    assert "s3cr3t" not in str(e.value)
+
+
+def test_the_files_dataset_yaml_names_are_read_from_its_folder(tmp_path, monkeypatch):
+    folder = write_dataset(tmp_path / "ds", NEAR, conv=False)
+    (folder / "sub").mkdir()
+    (folder / "measurements.csv").rename(folder / "sub" / "times.csv")
+    (folder / "arch.yaml").rename(folder / "xeon.yaml")
+    with open(folder / "dataset.yaml", "a") as f:
+        f.write("measurements: sub/times.csv\narch: xeon.yaml\n")
+    monkeypatch.chdir(tmp_path)
+    [result] = score([Path("ds")], repredict=True)
+    assert result.suites[0].metrics["count"] == 4 and result.misses == []
+
+
+def test_a_yaml_error_in_dataset_yaml_names_the_line_not_its_text(tmp_path):
+    folder = write_dataset(tmp_path / "ds", NEAR[:2], conv=False)
+    (folder / "dataset.yaml").write_text("host: x\ntoken_s3cr3t: : b\n")
+    with pytest.raises(UserError, match=r"dataset\.yaml: line 2: YAML syntax error: mapping values") as e:
+        score([folder], repredict=True)
+    assert "s3cr3t" not in str(e.value)
