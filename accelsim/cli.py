@@ -252,9 +252,10 @@ def _eval(args) -> int:
     import numpy as np
 
     from accelsim.sim.api import evaluate
+    from accelsim.sim.inputs import eval_budget, read_arrays
 
     positive("batch", args.batch)
-    inputs = _read_arrays(args.inputs) if args.inputs else None
+    inputs = read_arrays(args.inputs, eval_budget()) if args.inputs else None
     if args.train:
         return _eval_train(args, inputs)
     given = [f"--{flag}" for flag in ("loss", "optimizer", "limit") if getattr(args, flag) is not None]
@@ -282,16 +283,6 @@ def _eval_train(args, inputs: dict | None) -> int:
     if args.out:
         _write_arrays(args.out, values.arrays())
     return 0
-
-
-def _read_arrays(path: str) -> dict:
-    import numpy as np
-
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
-    except (OSError, ValueError) as error:
-        raise UserError(f"{path}: cannot read input arrays ({error})") from None
 
 
 def _write_arrays(path: str, arrays: dict) -> None:

@@ -16,12 +16,17 @@ from compiler.errors import UserError
 from compiler.references import quoted, referenced
 
 
+def is_path(text: str) -> bool:
+    """Whether a name in a file is a path (`devices/a.yaml`, `my.yaml`) rather than a preset's name (`a100`)."""
+    return text.endswith((".yaml", ".yml", ".cfg")) or os.sep in text or "/" in text
+
+
 def named_arch(text, naming_file: str | Path, allowed: Iterable[str | Path] = ()) -> Arch:
     """The arch `text` names inside `naming_file`; an ArchError saying why not (its message names `text`, never
     the content of a file it did not read as an arch)."""
     if not isinstance(text, str) or not text.strip():
         raise ArchError(f"{quoted(text)} is not a preset name or a .yaml file")
-    if not (text.endswith((".yaml", ".yml", ".cfg")) or os.sep in text or "/" in text):
+    if not is_path(text):
         return load_arch(text)
     try:
         path = referenced(text, Path(naming_file).parent, (presets_dir(), *allowed))

@@ -13,9 +13,11 @@ from pathlib import Path
 
 from accelsim.arch.hardware import ArchError
 from accelsim.arch.load import _shown, presets_dir, read_document
-from accelsim.arch.reference import named_arch
+from accelsim.arch.reference import is_path, named_arch
 from accelsim.arch.system import System
 from accelsim.arch.system_schema import build_system
+from compiler.errors import UserError
+from compiler.references import referenced
 from compiler.errors import read_text
 
 
@@ -44,6 +46,19 @@ def load_system(name_or_path: str | os.PathLike | System) -> System:
             raise ArchError(f"unknown system {text!r}; {hint}systems: {', '.join(system_names())} (or give a path "
                             f"to a .yaml file with `kind: system`)")
     return load_system_text(read_text(path, ArchError, _shown(path)), _shown(path), path.resolve())
+
+
+def named_system(text: str, naming_file: str | Path) -> System:
+    """The system `text` names inside `naming_file` (a published row's `system`): a preset by name, or a .yaml file
+    found from that file's folder and never outside it (accelsim.arch.reference)."""
+    if not is_path(text):
+        return load_system(text)
+    try:
+        path = referenced(text, Path(naming_file).parent, (systems_dir(),))
+    except UserError as error:
+        raise ArchError(f"{error}: name a system preset, or a .yaml file in the folder of {Path(naming_file).name}"
+                        ) from None
+    return load_system(path)
 
 
 def load_system_text(text: str, shown: str, source: Path) -> System:

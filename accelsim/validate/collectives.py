@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from accelsim.arch.system_load import named_system
 from accelsim.comm import collective
 from accelsim.comm.result import BUS_FACTOR
 from accelsim.validate.sourced import is_published, sourced_rows
@@ -96,13 +97,14 @@ def read(path: str | os.PathLike = DATA / "published.csv") -> list[Measurement]:
     return rows
 
 
-def predict(row: Measurement) -> Prediction:
-    r = collective(row.op, row.system, row.devices, row.size, row.accelsim_algorithm if row.forced else None)
+def predict(row: Measurement, source: str | os.PathLike = DATA / "published.csv") -> Prediction:
+    """The row's collective on the system it names inside `source` (a preset, or a file beside it)."""
+    r = collective(row.op, named_system(row.system, source), row.devices, row.size, row.accelsim_algorithm if row.forced else None)
     return Prediction(row, r.busbw, r.seconds, r.algorithm)
 
 
 def predictions(path: str | os.PathLike = DATA / "published.csv") -> list[Prediction]:
-    return [predict(row) for row in read(path)]
+    return [predict(row, path) for row in read(path)]
 
 
 def is_dataset(path: str | os.PathLike) -> bool:

@@ -91,7 +91,7 @@ def read(path: str | os.PathLike = DATA / "published.csv") -> list[Measurement]:
 def predictions(path: str | os.PathLike = DATA / "published.csv", sample: int | None = None) -> list[Prediction]:
     """Every row (or every `sample`-th row of each suite, always keeping its first and last) predicted on its
     preset."""
-    from accelsim.arch import load_arch
+    from accelsim.arch.reference import named_arch
     from accelsim.validate import cases
 
     rows = read(path)
@@ -104,7 +104,7 @@ def predictions(path: str | os.PathLike = DATA / "published.csv", sample: int | 
     found = []
     for row in rows:
         if row.arch not in archs:
-            archs[row.arch] = load_arch(row.arch)
+            archs[row.arch] = named_arch(row.arch, path)   # a preset, or a file beside the CSV
         kernel = cases.predict(cases.parse(row.key), archs[row.arch], caches=held.get(row.suite, "warm"))
         extra = host[row.suite] - _launch(archs[row.arch]) if row.suite in host else 0.0
         found.append(Prediction(row, kernel + extra, kernel))

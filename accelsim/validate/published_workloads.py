@@ -163,7 +163,7 @@ def builds(path: Path) -> dict[str, str]:
 def predictions(path: str | os.PathLike = DATA / CSV, sample: int | None = None) -> list[Prediction]:
     """Every scored row (or every `sample`-th scored row of each suite, always keeping its first and last) predicted
     on its preset; rows sharing a key and preset are predicted once."""
-    from accelsim.arch import load_arch
+    from accelsim.arch.reference import named_arch
 
     rows = [r for r in read(path) if r.scored]
     fusion = builds(Path(path).parent / "dataset.yaml")
@@ -175,7 +175,7 @@ def predictions(path: str | os.PathLike = DATA / CSV, sample: int | None = None)
     found = []
     for row in rows:
         if row.arch not in archs:
-            archs[row.arch] = load_arch(row.arch)
+            archs[row.arch] = named_arch(row.arch, path)   # a preset, or a file beside the CSV
         built = (row.key, row.arch, fusion.get(row.suite, "runtime"))
         if built not in seconds:
             try:

@@ -181,3 +181,37 @@ def test_a_yaml_error_in_dataset_yaml_names_the_line_not_its_text(tmp_path):
     with pytest.raises(UserError, match=r"dataset\.yaml: line 2: YAML syntax error: mapping values") as e:
         score([folder], repredict=True)
     assert "s3cr3t" not in str(e.value)
+
+
+def published_copy(tmp_path: Path, source: Path, column: str, value: str) -> Path:
+    """`source`'s folder copied into tmp/ds with the first row's `column` set to `value` and only that row kept."""
+    folder = tmp_path / "ds"
+    folder.mkdir(parents=True)
+    shutil.copy(source.parent / "dataset.yaml", folder / "dataset.yaml")
+    with open(source, newline="") as f:
+        reader = csv.DictReader(f)
+        row = next(reader)
+        fields = reader.fieldnames
+    with open(folder / source.name, "w", newline="") as f:
+        out = csv.DictWriter(f, fields)
+        out.writeheader()
+        out.writerow({**row, column: value})
+    return folder
+
+
+@pytest.mark.parametrize("source, column, name", [
+    (ROOT / "validation" / "collectives" / "published.csv", "system", "dgx_h100"),
+    (ROOT / "validation" / "published" / "published.csv", "arch", "a100_80gb"),
+])
+def test_a_published_row_names_a_preset_or_a_file_beside_it_never_one_outside(tmp_path, source, column, name):
+    preset = ROOT / "archs" / ("systems/" if column == "system" else "") / f"{name}.yaml"
+    folder = published_copy(tmp_path, source, column, "../credentials")
+    outside(folder)
+    with pytest.raises(UserError, match=rf"'\.\./credentials' resolves to .*credentials, outside .*ds and .*archs"):
+        score([folder])
+    (folder / "mine.yaml").write_text(preset.read_text())
+    with open(folder / source.name) as f:
+        text = f.read()
+    (folder / source.name).write_text(text.replace("../credentials", "mine.yaml"))
+    [beside] = score([folder])
+    assert beside.predicted_s == score([published_copy(tmp_path / "preset", source, column, name)])[0].predicted_s

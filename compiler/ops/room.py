@@ -1,0 +1,108 @@
+"""The memory the numpy reference may fill, checked before each node runs.
+
+A run given a Budget (run_graph(..., budget=)) counts the bytes of every value it computes; before a node runs,
+its outputs' bytes as shape inference gives them are added to what is held and compared with the budget, so a
+node that would need more is refused, by name, before numpy allocates anything. Values whose shape is known only
+at run time (a stand-in shape) are counted as they come. Invariant: what a run holds never passes its budget by
+more than one such run-time-shaped value.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.dtypes import DType
+from compiler.errors import ModelError
+from compiler.graph import Graph, Node
+from compiler.ops.runtime import RUNTIME
+
+
+@dataclass(frozen=True)
+class Budget:
+    nbytes: int
+    origin: str = ""     # where the figure comes from, for the message: "half the 21 GiB free; ..."
+
+
+@dataclass
+class _Room:
+    budget: Budget
+    held: int = 0
+
+
+_ROOM: ContextVar[_Room | None] = ContextVar("accelsim_eval_room", default=None)
+
+
+@contextmanager
+def limited(budget: Budget | None):
+    """Within it, nodes run under `budget` (None: under the enclosing run's, if any). What a nested run (a Loop
+    or If body) holds is released when it ends; what it returns is counted by the node that stores it."""
+    if budget is not None:
+        token = _ROOM.set(_Room(budget))
+        try:
+            yield
+        finally:
+            _ROOM.reset(token)
+        return
+    room = _ROOM.get()
+    held = room.held if room is not None else 0
+    try:
+        yield
+    finally:
+        if room is not None:
+            room.held = held
+
+
+def held_bytes(dtype: DType, elements: int) -> int:
+    """Bytes the reference holds for `elements` values of `dtype` (narrow floats in float32)."""
+    size = 4 if dtype.is_float and dtype.narrow is not None else np.dtype(dtype.numpy).itemsize
+    return elements * size
+
+
+def before(graph: Graph, node: Node) -> None:
+    """Refuse `node` if its outputs, at their inferred shapes, would not fit beside what the run holds."""
+    room = _ROOM.get()
+    if room is None or node.resolved.get(RUNTIME) is not None:
+        return
+    needed = sum(held_bytes(graph.tensors[o].dtype, graph.tensors[o].elements) for o in node.outputs if o)
+    _check(room, f"{node.where()}: its outputs need", needed)
+
+
+def charge(node: Node, nbytes: int, what: str = "its outputs hold") -> None:
+    """Count `nbytes` just computed for `node`; refuse to go on if the run now holds more than its budget."""
+    room = _ROOM.get()
+    if room is not None:
+        _check(room, f"{node.where()}: {what}", nbytes)
+        room.held += nbytes
+
+
+def charge_input(name: str, nbytes: int) -> None:
+    """Count a runtime input's bytes, as charge does a node's."""
+    room = _ROOM.get()
+    if room is not None:
+        _check(room, f"input {name!r} holds", nbytes)
+        room.held += nbytes
+
+
+def check(what: str, nbytes: int, budget: Budget, held: int = 0) -> None:
+    """Refuse `nbytes` about to be made outside a run (inputs read or drawn) if, beside `held`, they pass
+    `budget`."""
+    _check(_Room(budget, held), what, nbytes)
+
+
+def _check(room: _Room, what: str, nbytes: int) -> None:
+    if room.held + nbytes > room.budget.nbytes:
+        beside = f" beside the {_size(room.held)} held already," if room.held else ","
+        origin = f" ({room.budget.origin})" if room.budget.origin else ""
+        raise ModelError(f"{what} {_size(nbytes)}{beside} more than the memory budget of "
+                         f"{_size(room.budget.nbytes)}{origin}")
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("EiB", 2 ** 60), ("PiB", 2 ** 50), ("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20),
+                        ("KiB", 2 ** 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes} B"
