@@ -140,12 +140,22 @@ def _latency(f: _File, value, path: str, clock_hz: float) -> tuple[float, int]:
     """(seconds, cycles at the arch clock) from `500 ns` or `28 cycles`."""
     if isinstance(value, str) and value.strip().endswith(("cycle", "cycles")):
         cycles = _quantity(f, value, path, units.parse_cycles, positive=False)
+        _not_too_long(f, value, path, cycles, clock_hz)
         return cycles / clock_hz, cycles
     try:
         seconds = units.parse_time(value)
     except units.UnitError as e:
         raise f.error(path, f"{e} (or a whole number of `cycles` at the arch clock)") from None
+    _not_too_long(f, value, path, seconds * clock_hz, clock_hz)
     return seconds, round(seconds * clock_hz)
+
+
+def _not_too_long(f: _File, value, path: str, cycles: float, clock_hz: float) -> None:
+    """Refuse a wait (a latency, a launch overhead) of more than SLOWEST_CYCLES arch cycles: `1e300 s` is no
+    latency, and its cycles would not fit the engine's int64 (nor a float: 1e300 s x 700 MHz is inf)."""
+    if not cycles <= SLOWEST_CYCLES:
+        raise f.error(path, f"{quoted(value)} is {cycles:.3g} arch cycles at the {clock_hz:.3g} Hz arch clock; at "
+                            f"most 2^32 (4.3e9, {SLOWEST_CYCLES / clock_hz:.3g} s) are allowed")
 
 
 def _array(f: _File, value, path: str) -> SystolicArray:
@@ -226,12 +236,20 @@ def _unit(f: _File, value, path: str, kind: Kind, clock_hz: float) -> ComputeUni
         array=array,
         dataflows=dataflows,
         limits=_limits(f, d["limits"], _at(path, "limits")) if "limits" in d else None,
-        launch_overhead_s=_quantity(f, d["launch_overhead"], _at(path, "launch_overhead"), units.parse_time,
-                                    positive=False) if "launch_overhead" in d else 0.0,
+        launch_overhead_s=_launch_overhead(f, d, path, clock_hz),
         pipeline_stages=_count(f, d["pipeline_stages"], _at(path, "pipeline_stages")) if "pipeline_stages" in d else 1,
         output_stage=_output_stage(f, d, path, kind, role),
         micro_kernel=_micro_kernel(f, d["micro_kernel"], _at(path, "micro_kernel")) if "micro_kernel" in d else None,
     )
+
+
+def _launch_overhead(f: _File, d: dict, path: str, clock_hz: float) -> float:
+    if "launch_overhead" not in d:
+        return 0.0
+    where = _at(path, "launch_overhead")
+    seconds = _quantity(f, d["launch_overhead"], where, units.parse_time, positive=False)
+    _not_too_long(f, d["launch_overhead"], where, seconds * clock_hz, clock_hz)
+    return seconds
 
 
 def _sustained(f: _File, d: dict, path: str, clock_hz: float) -> float:

@@ -48,7 +48,10 @@ def _parse(text, kind: str, units: dict) -> float:
         raise UnitError(f"{quoted(text)} is not {a} {kind}{did_you_mean}; use {allowed}")
     if not math.isfinite(number):
         raise UnitError(f"{quoted(text)} is not {a} finite {kind}")
-    return number * units[unit]
+    value = number * units[unit]
+    if not math.isfinite(value):        # `1e300 GHz`: each factor finite, the product not
+        raise UnitError(f"{quoted(text)} is too large to be {a} {kind}")
+    return value
 
 
 def parse_size(text) -> int:

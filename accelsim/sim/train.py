@@ -138,14 +138,25 @@ def _length(samples, epochs, dataset_size, tokens, per_sample) -> int | None:
             raise UserError(f"epochs {epochs!r}: must be a positive number")
         if dataset_size is None:
             raise UserError("epochs need --dataset-size (samples per epoch)")
-        return math.ceil(epochs * dataset_size)
+        return _counted("epochs x dataset_size", epochs * dataset_size)
     if dataset_size is not None:
         raise UserError("--dataset-size goes with --epochs")
     if tokens is not None:
         if not per_sample:
             raise UserError("--tokens applies to language models (an output of [batch, tokens, vocab])")
-        return math.ceil(tokens / per_sample)
-    return samples
+        return _counted("tokens", -(-tokens // per_sample))
+    return None if samples is None else _counted("samples", samples)
+
+
+MAX_SAMPLES = 2 ** 62   # 4.6e18, ten million times the 3e11 tokens GPT-3 trained on: past it a length is a typo
+
+
+def _counted(what: str, samples: float) -> int:
+    """A training length in whole samples, at most MAX_SAMPLES (`--epochs 1e308` is inf samples, no length)."""
+    if not samples <= MAX_SAMPLES:
+        shown = f"{samples:.3g}" if isinstance(samples, float) else f"over 2^{samples.bit_length() - 1}"
+        raise UserError(f"{what}: {shown} samples; at most 2^62 (4.6e18) are counted")
+    return math.ceil(samples)
 
 
 def _phase(phase: str) -> str:

@@ -73,6 +73,7 @@ ZERO_LINK = (systems_dir() / "dgx_a100.yaml").read_text().replace("bandwidth: 25
     (["allreduce", "--system", "dgx_a100", "--bytes=-1GiB"], "is negative"),
     (["allreduce", "--system", "dgx_a100", "--bytes", "1024"], "--bytes '1024' has no unit: write 1024 B"),
     (["allreduce", "--system", "dgx_a100", "--bytes", "1Gb"], "did you mean 'GB'?"),
+    (["allreduce", "--system", "dgx_a100", "--bytes", "1e300TiB"], "'1e300TiB' is too large to be a size"),
     (["allreduce", "--system", "dgx_a100", "--algorithm", "nvls"], "no level of the slice reduces in the network"),
     (["allreduce", "--system", "dgx_a100", "--algorithm", "tre"], "did you mean 'tree'?"),
     (["allreduce", "--system", "{zero}"], r"levels[0].bandwidth: '0 GB/s' must be greater than zero"),

@@ -187,6 +187,17 @@ MISTAKES = {
                                ["compute[0].clock", "'1e-30 Hz'", "1e+38 arch cycles per cycle of the unit"]),
     "sustained clock of 1e-30 Hz": ("    count: 1\n", "    count: 1\n    sustained_clock: 1e-30 Hz\n",
                                     ["compute[0].sustained_clock", "'1e-30 Hz'", "1e+38 arch cycles"]),
+    # a quantity whose number and unit are finite but whose product is not; waits past 2^32 arch cycles (42.9 s at
+    # 100 MHz), which the engine's int64 cycles could not hold (1e300 s at 700 MHz is inf, 1e30 cycles wraps)
+    "clock of 1e300 GHz": ("clock: 100 MHz", "clock: 1e300 GHz", ["clock", "'1e300 GHz'", "too large"]),
+    "capacity of 1e300 TB": ("capacity: 16 KiB", "capacity: 1e300 TB", ["memory[1].capacity", "too large"]),
+    "latency of 1e300 s": ("latency: 100 ns", "latency: 1e300 s",
+                           ["memory[0].latency", "'1e300 s'", "1e+308 arch cycles", "2^32", "42.9 s"]),
+    "latency of 1e30 cycles": ("latency: 100 ns", "latency: 1e30 cycles",
+                               ["memory[0].latency", "'1e30 cycles'", "1e+30 arch cycles", "2^32"]),
+    "latency just too long": ("latency: 100 ns", "latency: 43 s", ["memory[0].latency", "4.3e+09 arch cycles"]),
+    "launch overhead of 1e300 s": ("    count: 1\n", "    count: 1\n    launch_overhead: 1e300 s\n",
+                                   ["compute[0].launch_overhead", "'1e300 s'", "1e+308 arch cycles", "2^32"]),
     "unknown refill": ("bandwidth: 800 MB/s      # 8 B per cycle", "refill: tiles\n    bandwidth: 800 MB/s  #",
                        ["memory[1].refill", "'tiles'", "slot, tile"]),
     "output stage not a flag": ("ops_per_cycle: {int32: 8, int8: 8}\n    output_stage: true",
@@ -259,7 +270,9 @@ def test_an_array_beyond_any_chip_loads_with_a_warning(tmp_path, capsys):
 def test_the_slowest_rates_allowed_still_load(tmp_path):
     # 0.03 B/s and 0.03 Hz at a 100 MHz arch clock: 3.3e9 arch cycles per byte or unit cycle, under 2^32 = 4.3e9
     text = BASE.read_text().replace("bandwidth: 400 MB/s", "bandwidth: 0.03 B/s", 1)
-    text = text.replace("    count: 1\n", "    count: 1\n    clock: 0.03 Hz\n", 1)
+    text = text.replace("    count: 1\n", "    count: 1\n    clock: 0.03 Hz\n    launch_overhead: 42 s\n", 1)
+    text = text.replace("latency: 100 ns", "latency: 42 s", 1)      # 4.2e9 arch cycles, under 2^32
     (tmp_path / "slow.yaml").write_text(text)
     arch = load_arch(tmp_path / "slow.yaml")
     assert arch.memory[0].bandwidth_bytes_per_s == 0.03 and arch.compute[0].clock_hz == 0.03
+    assert arch.memory[0].latency_cycles == 4_200_000_000 and arch.compute[0].launch_overhead_s == 42

@@ -53,6 +53,9 @@ def test_other_kinds(parse, text, expected):
     (units.parse_time, "5 cycles", "is not a time"),
     (units.parse_time, "nan s", "is not a time"),
     (units.parse_cycles, "2.5 cycles", "whole number of cycles"),
+    (units.parse_frequency, "1e300 GHz", "'1e300 GHz' is too large to be a frequency"),   # finite x finite = inf
+    (units.parse_size, "1e300 TB", "too large to be a size"),
+    (units.parse_bandwidth, "1e306 TiB/s", "too large to be a bandwidth"),
 ])
 def test_rejects(parse, text, fragment):
     if fragment is None:

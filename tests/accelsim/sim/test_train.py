@@ -1,12 +1,14 @@
 """`accelsim train` and accelsim.sim.train: the step split by phase, micro-batches, memory against the device,
 throughput, MFU and the time to train; and every bad input a clear error."""
 import json
+import re
 
 import pytest
 
 from accelsim.cli import main
 from accelsim.sim.train import train
 from compiler import zoo
+from compiler.errors import UserError
 from compiler.builder import Builder
 
 GPT = dict(seq=32, layers=1, hidden=64, heads=2, vocab=512, max_positions=64)
@@ -103,3 +105,20 @@ def test_a_model_with_no_float_output_has_no_loss_target():
     with pytest.raises(Exception) as error:
         train(mlp_without_a_float_output(), "h100")
     assert "cross-entropy needs float scores" in str(error.value)
+
+
+@pytest.mark.parametrize("length, needle", [
+    (dict(epochs=1e308, dataset_size=10**12), "epochs x dataset_size: inf samples"),
+    (dict(epochs=5e6, dataset_size=10**12), "epochs x dataset_size: 5e+18 samples"),
+    (dict(samples=10**30), "samples: over 2^99 samples"),
+    (dict(tokens=10**400), "tokens: over 2^1323 samples"),
+])
+def test_a_length_past_any_count_is_refused_before_simulating(length, needle):
+    """--epochs 1e308 with a dataset of 1e12 samples made inf samples (an internal OverflowError); a length is at most
+    2^62 samples (4.6e18), and refused before the step is simulated."""
+    with pytest.raises(UserError, match=re.escape(f"{needle}; at most 2^62")):
+        train("gpt2", "h100", fidelity="roofline", **GPT, **length)
+
+
+def test_the_longest_length_is_counted():
+    assert train("gpt2", "h100", fidelity="roofline", samples=2**62, **GPT).samples == 2**62
