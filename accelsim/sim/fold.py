@@ -1,15 +1,16 @@
-"""An op whose nest repeats one loop of identical tiles many times (a batch of 512, a vocabulary of 50,257),
-simulated from a few of them: the cost of simulating follows the tiles that differ, not the batch.
+"""An op whose nest repeats loops of identical tiles many times (a batch of 512, a vocabulary of 50,257), simulated
+from a few of their iterations: the cost of simulating follows the tiles that differ, not the batch.
 
-Invariant: the result is the whole op's, exactly, wherever the schedule is periodic over the folded loop. The
+Invariant: the result is the whole op's, exactly, wherever the schedule is periodic over the folded loops. The
 engine issues rows in order, each at the max of its dependencies' ends and its resource's free time (a max-plus
 system), so once one iteration of identical rows runs exactly as the one before it, shifted, every further one
-does too, and each adds the same cycles, stalls, bytes and work. With f(head) the integer counts of the op
-simulated keeping `head` leading iterations and the last (compiler.codegen.fold), the op is taken as periodic
-when f(head) - f(head - 2) = f(head + 2) - f(head) in every count (two at a time: double buffers may alternate)
-and the waits do not shrink; then f(trips - 1) = f(head) + (trips - 1 - head) / 2 x (f(head + 2) - f(head)).
-Otherwise head doubles, and an op that has not settled by MAX_HEAD is simulated whole (refused past
-compiler.program.MAX_ROWS).
+does too, and each adds the same cycles, stalls, bytes and work; for an inner loop, in every iteration of the loops
+around it. With f(head) the integer counts of the op simulated keeping `head` leading iterations of a folded loop
+and its last (compiler.codegen.fold), the op is taken as periodic when f(head) - f(head - 2) = f(head + 2) - f(head)
+in every count (two at a time: double buffers may alternate) and the waits do not shrink; then
+f(trips - 1) = f(head) + (trips - 1 - head) / 2 x (f(head + 2) - f(head)). Otherwise head doubles, and an op that
+has not settled by MAX_HEAD is simulated with one folded loop fewer. With two folded loops, each f of the first is
+itself extrapolated along the second: the counts of the op with the first loop cut and the second whole.
 """
 from __future__ import annotations
 
@@ -21,12 +22,12 @@ from accelsim.out.result import OpResult
 from accelsim.price.clock import CYCLE_LIMIT
 from accelsim.price.energy import energy_j, with_promotion_j
 from accelsim.price.program import launch_cycles
-from compiler.codegen import fold_for
+from compiler.codegen import Fold, folds_for
 from compiler.dtypes import DType
 from compiler.errors import UserError
 
 PERIOD = 2        # iterations compared at a time: a double-buffered loop may settle into a period of two
-MAX_HEAD = 64     # past this many leading iterations an op that has not settled is simulated whole
+MAX_HEAD = 64     # past this many leading iterations a loop that has not settled is not folded
 COUNTS = ("cycles", "compute_cycles", "stall_cycles", "work", "tiles")     # integers, additive over tiles
 BY_LEVEL = ("stall_cycles_by_level", "bytes_read_by_level", "bytes_written_by_level", "bytes_by_level")
 
@@ -37,21 +38,46 @@ def simulate_folded(ir, arch, mappings, pricing, simulate, bound) -> list[OpResu
     if len(ir.ops) != 1 or mappings.get(ir.ops[0].name) is None:
         return None
     op = ir.ops[0]
-    fold = fold_for(op, mappings[op.name])
-    head = fold.head if fold is not None else MAX_HEAD + 1
+
+    simulated = {}
+
+    def counts(kept: tuple[Fold, ...]) -> dict:      # a Program kept at the same heads is simulated once
+        if kept not in simulated:
+            simulated[kept] = _integers(simulate(ir, arch, mappings, pricing, {op.name: kept})[0][0], arch)
+        return simulated[kept]
+
+    folds = folds_for(op, mappings[op.name])
+    for n in range(len(folds), 0, -1):                # both loops folded, else the longest alone
+        whole = _extrapolated(folds[:n], (), counts)
+        if whole is not None:
+            break
+    else:
+        return None
+    if not whole["cycles"] < CYCLE_LIMIT:      # Python ints here; what reads them next is int64
+        tiles = " x ".join(f"{fold.trips:,}" for fold in folds[:n])
+        raise UserError(f"op {op.name!r}: its {tiles} repeated tiles take {whole['cycles']:.3g} cycles, more than "
+                        f"the 2^62 the engine counts in 64-bit integers (--fidelity roofline prices any size)")
+    return [_result(op, whole.pop("result"), whole, arch, bound)]
+
+
+def _extrapolated(folds: tuple[Fold, ...], kept: tuple[Fold, ...], counts) -> dict | None:
+    """The integer counts of the op with `kept` cut as they say and `folds` whole, each extrapolated from a few of
+    its iterations (the first fold's along the counts of the rest, recursively); None if one never settles."""
+    if not folds:
+        return counts(kept)
+    fold, rest = folds[0], folds[1:]
+    head = fold.head
     while head <= MAX_HEAD and fold.trips >= 4 * (head + 2):
         head += (fold.trips - 1 - head) % PERIOD          # so that whole periods lead to the loop's last iteration
-        before, at, after = (_integers(simulate(ir, arch, mappings, pricing, {op.name: fold.with_head(h)})[0][0], arch)
-                             for h in (head - PERIOD, head, head + PERIOD))
+        points = [_extrapolated(rest, kept + (fold.with_head(h),), counts) for h in (head - PERIOD, head,
+                                                                                       head + PERIOD)]
+        if None in points:
+            return None
+        before, at, after = points
         step = _difference(before, at)
         if step == _difference(at, after) and _waits_grow(step):
             periods = (fold.trips - 1 - head) // PERIOD
-            whole = {key: _line(at[key], step[key], periods) for key in at if key != "result"}
-            if not whole["cycles"] < CYCLE_LIMIT:      # Python ints here; what reads them next is int64
-                raise UserError(f"op {op.name!r}: its {fold.trips:,} outer tiles take {whole['cycles']:.3g} "
-                                f"cycles, more than the 2^62 the engine counts in 64-bit integers (--fidelity roofline "
-                                f"prices any size)")
-            return [_result(op, at["result"], whole, arch, bound)]
+            return {key: _line(at[key], step[key], periods) if key != "result" else at[key] for key in at}
         head *= 2
     return None
 

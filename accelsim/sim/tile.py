@@ -85,9 +85,9 @@ _SIMULATED: dict[tuple, dict[tuple, OpResult]] = {}
 
 
 def simulate(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pricing = NATIVE,
-             folds: dict[str, Fold] | None = None) -> tuple[list[OpResult], Timeline]:
-    """Every op's Program at once, with the timeline a trace draws; `folds`: ops whose Program keeps only part of a
-    folded loop (compiler.codegen.fold), as accelsim.sim.fold runs them."""
+             folds: dict[str, tuple[Fold, ...]] | None = None) -> tuple[list[OpResult], Timeline]:
+    """Every op's Program at once, with the timeline a trace draws; `folds`: ops whose Program keeps only part of
+    their folded loops (compiler.codegen.fold), as accelsim.sim.fold runs them."""
     # numba (~0.4 s to import, ~0.25 s to load its cached kernels) only when an engine runs: a run that
     # accelsim.sim.cache answers never gets here
     from accelsim.engine.tile import attribute, schedule

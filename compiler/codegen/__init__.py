@@ -2,8 +2,8 @@
 
 Invariant: rows are in issue order and every dependency points to an earlier row; the number of rows
 follows the number of tiles, never the MACs (a tile covering many array folds is one compute row, and the
-compute model prices its folds), and of tiles that differ: a long outer loop of identical tiles may be folded
-to a few of its iterations (compiler.codegen.fold, `Code.folds`). `Code.tiles` says which part of the op each
+compute model prices its folds), and of tiles that differ: a long loop of identical tiles may be folded to a few
+of its iterations (compiler.codegen.fold, `Code.folds`). `Code.tiles` says which part of the op each
 compute row computes.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from compiler.codegen.einsum import einsum_rows
-from compiler.codegen.fold import Fold, fold_for
+from compiler.codegen.fold import Fold, folds_for
 from compiler.codegen.vector import chunk_axis, vector_rows
 from compiler.errors import UserError
 from compiler.ir import IR, Einsum, Move
@@ -40,15 +40,15 @@ class Code:
     op_rows: np.ndarray                      # op i owns rows op_rows[i]:op_rows[i + 1]
     tiles: list[Tiles | None]                # None for views (nothing moves)
     mappings: dict[str, Mapping] = field(default_factory=dict)   # each op's, as given (views have none)
-    folds: dict[str, Fold] = field(default_factory=dict)         # ops whose rows keep part of a folded loop
+    folds: dict[str, tuple[Fold, ...]] = field(default_factory=dict)   # ops whose rows keep part of folded loops
 
 
-def _rows(op, arch, mapping: Mapping, fold: Fold | None = None) -> tuple:
+def _rows(op, arch, mapping: Mapping, folds: tuple[Fold, ...] = ()) -> tuple:
     """(rows with deps local to the op, compute rows, dims, tile start, extent, inputs cut, axis)."""
     unit = unit_index(arch, mapping.unit)
     if isinstance(op, Einsum):
-        return *einsum_rows(op, mapping, arch, 0, unit, fold), (), -1
-    rows, computes, dims, start, extent, cut = vector_rows(op, arch, mapping, 0, unit)
+        return *einsum_rows(op, mapping, arch, 0, unit, folds), (), -1
+    rows, computes, dims, start, extent, cut = vector_rows(op, arch, mapping, 0, unit, folds)
     return rows, computes, dims, start, extent, cut, chunk_axis(op, mapping)[0]
 
 
@@ -59,8 +59,8 @@ def unit_index(arch, name: str) -> int:
     raise UserError(f"{arch.name}: a mapping names compute unit {name!r}, which the arch does not have")
 
 
-def generate(ir: IR, arch, mappings: dict[str, Mapping], folds: dict[str, Fold] | None = None) -> Code:
-    """The Program of `ir`; an op named in `folds` keeps only the iterations of its folded loop that the Fold keeps
+def generate(ir: IR, arch, mappings: dict[str, Mapping], folds: dict[str, tuple[Fold, ...]] | None = None) -> Code:
+    """The Program of `ir`; an op named in `folds` keeps only the iterations of its folded loops that its Folds keep
     (compiler.codegen.fold), which `Code.folds` records. Refused before the rows of an op that would take the
     Program past compiler.program.MAX_ROWS are built."""
     folds = folds or {}
@@ -78,11 +78,11 @@ def generate(ir: IR, arch, mappings: dict[str, Mapping], folds: dict[str, Fold] 
         mapping = mappings.get(op.name)
         if mapping is None:
             raise UserError(f"{op.kind.value} {op.name!r} has no mapping (compiler.map.map_ir maps every op)")
-        fold = folds.get(op.name)
+        kept = tuple(folds.get(op.name, ()))
         key = (op_signature(op), getattr(op, "axes", None), getattr(op, "ops_per_element", None),
-               replace(mapping, op=""), fold)
+               replace(mapping, op=""), kept)
         if key not in made:
-            made[key] = _rows(op, arch, mapping, fold)
+            made[key] = _rows(op, arch, mapping, kept)
         rows, computes, dims, start, extent, cut, axis = made[key]
         used[op.name] = mapping
         if index or offset:               # the first op's rows are already its own: a 2 M-row GEMM is not copied
@@ -103,4 +103,4 @@ def generate(ir: IR, arch, mappings: dict[str, Mapping], folds: dict[str, Fold] 
     return Code(program, np.array(op_rows, np.int64), tiles, used, {n: f for n, f in folds.items() if n in used})
 
 
-__all__ = ["Code", "Fold", "Tiles", "fold_for", "generate"]
+__all__ = ["Code", "Fold", "Tiles", "folds_for", "generate"]

@@ -85,10 +85,10 @@ def einsum_streams(op: Einsum, mapping: Mapping, arch, nest: Nest) -> list[Strea
     return streams
 
 
-def einsum_rows(op: Einsum, mapping: Mapping, arch, op_index: int, unit: int, fold: Fold | None = None):
+def einsum_rows(op: Einsum, mapping: Mapping, arch, op_index: int, unit: int, folds: tuple[Fold, ...] = ()):
     """(rows, compute row indices within them, step tile start and extent per dim: shape (steps, dims)); with
-    `fold`, the rows of the iterations it keeps (compiler.codegen.fold)."""
-    nest = Nest(mapping, fold)
+    `folds`, the rows of the iterations they keep (compiler.codegen.fold)."""
+    nest = Nest(mapping, folds)
     steps = np.arange(nest.steps, dtype=np.int64)
     start, extent = nest.tile(len(nest.tiles) - 1, steps)
     view = gemm_view(op)

@@ -1,13 +1,14 @@
-"""Folding a long run of identical tiles: which loop of an op's nest repeats the same rows, and how much of it a
+"""Folding long runs of identical tiles: which loops of an op's nest repeat the same rows, and how much of them a
 Program needs to keep.
 
-Invariant: a loop folds only where its iterations differ by position alone. It is the outermost loop of the
-nest, and every operand of an Einsum reads its dim as a plain axis of the loop's extent (x[.., m, ..], never a
-window's p + r or a block's k // 128), so its iterations 0 .. trips - 2 hold full tiles with the same footprints,
-bytes and shapes, and only the last one may be ragged. Its first iterations and its last, kept at their places in
-the op (compiler.codegen.nest.Nest), are rows the whole Program has; the iterations left out are copies of the kept
-interior ones. A batch of 512 is then 4 + 1 of its 512 tiles: accelsim.sim.fold extrapolates the rest where the
-schedule is periodic over them.
+Invariant: a loop folds only where its iterations differ by position alone. Every operand of an Einsum reads its
+dim as a plain axis of the loop's extent (x[.., m, ..], never a window's p + r or a block's k // 128), and no loop
+outside it cuts the same dim, so within each iteration of the loops around it its iterations 0 .. trips - 2 hold
+full tiles with the same footprints, bytes and shapes, and only the last one may be ragged. Its first iterations and
+its last, kept at their places in the op (compiler.codegen.nest.Nest), are rows the whole Program has; the
+iterations left out are copies of the kept interior ones. A batch of 512 is then 4 + 1 of its 512 tiles, whether
+its loop is the outermost (a forward GEMM) or runs inside the output tiles (a weight gradient's reduction over the
+batch): accelsim.sim.fold extrapolates the rest where the schedule is periodic over them.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from compiler.mapping import Mapping
 
 FOLD_STEPS = 16_384     # an op walking fewer steps is generated whole (about 0.1 s of codegen and engine)
 HEAD = 4                # leading iterations kept: the first, and interior ones to see the schedule settle
+MAX_FOLDS = 2           # loops folded at once: accelsim.sim.fold simulates 3 ** folds Programs to extrapolate
 
 
 def plain_dims(op: Einsum) -> set[str]:
@@ -34,17 +36,30 @@ def plain_dims(op: Einsum) -> set[str]:
     return plain
 
 
-def fold_for(op, mapping: Mapping, head: int = HEAD) -> Fold | None:
-    """The outermost loop of `op`'s nest, if it folds: None for an op of fewer than FOLD_STEPS steps, a loop too
-    short for leaving iterations out to save most of the work, or one over a dim an operand does not read plainly.
-    Only the outermost: an inner loop's iterations run beside the transfers of the loops around it (the next outer
-    tile prefetched while they compute), which fewer of them would no longer hide, so its few kept iterations
-    would not run as its many do (a Xeon's fc layer folded along k: 27% fast). A vector op's loop cuts its output
-    into chunks along one axis, each computed from its own slices (compiler.target.slicing): chunks differ by
-    position alone."""
+def folds_for(op, mapping: Mapping, head: int = HEAD) -> tuple[Fold, ...]:
+    """The loops of `op`'s nest to fold, longest first (the outermost of equals): those that may (foldable), one
+    more while the steps kept are still FOLD_STEPS or more (a vocabulary of 50,257 inside a batch of 512), at most
+    MAX_FOLDS; none for an op of fewer than FOLD_STEPS steps."""
     loops = loop_nest(mapping)
-    if not loops or math.prod(trips for _, trips, _ in loops) < FOLD_STEPS:
-        return None
-    dim, trips, _ = loops[0]
-    plain = plain_dims(op) if isinstance(op, Einsum) else {dim}
-    return Fold(0, trips, head) if dim in plain and trips >= 4 * (head + 2) else None
+    trips = [t for _, t, _ in loops]
+    candidates = sorted(foldable(op, loops, head), key=lambda j: (-trips[j], j))
+    folds = []
+    for j in candidates[:MAX_FOLDS]:
+        if math.prod(trips) < FOLD_STEPS:
+            break
+        folds.append(Fold(j, trips[j], head))
+        trips[j] = head + 1 + 2          # as many as accelsim.sim.fold keeps at most, at this head
+    return tuple(folds)
+
+
+def foldable(op, loops: list[tuple[str, int, int]], head: int = HEAD) -> list[int]:
+    """Indices of the loops of `loops` (compiler.codegen.nest.loop_nest) that may fold: long enough for leaving
+    iterations out to save most of the work, over a dim every operand reads plainly, and the first loop over its
+    dim: within a ragged outer tile of the same dim, an inner loop's iterations past the edge are empty, unlike the
+    kept ones. A vector op's loop cuts its output into chunks along one axis, each computed from its own slices
+    (compiler.target.slicing): chunks differ by position alone."""
+    if not loops:
+        return []
+    plain = plain_dims(op) if isinstance(op, Einsum) else {loops[0][0]}
+    return [j for j, (dim, trips, _) in enumerate(loops)
+            if dim in plain and trips >= 4 * (head + 2) and all(d != dim for d, _, _ in loops[:j])]

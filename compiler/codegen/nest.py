@@ -49,9 +49,10 @@ class Runs:
 
 
 class Nest:
-    def __init__(self, mapping: Mapping, fold: Fold | None = None):
-        """`fold`: walk only the iterations of one loop that compiler.codegen.fold keeps (its first `head` and its
-        last), each at its place in the op: the steps are those iterations', the tiles and flags the op's own."""
+    def __init__(self, mapping: Mapping, folds: tuple[Fold, ...] = ()):
+        """`folds`: walk only the iterations of each folded loop that compiler.codegen.fold keeps (its first `head`
+        and its last), each at its place in the op: the steps are those iterations', the tiles and flags the op's
+        own."""
         self.dims = tuple(d for d, _ in mapping.loops)
         self.extents = np.array([e for _, e in mapping.loops], np.int64)
         position = {d: i for i, d in enumerate(self.dims)}
@@ -63,13 +64,13 @@ class Nest:
         self.loops = loops = [(position[d], trips, level) for d, trips, level in loop_nest(mapping)]
         trips = [int(t) for _, t, _ in loops]
         self.real_trips = np.array(trips, np.int64)   # each loop's own trip count (a folded one's too)
-        self.fold = fold
+        self.folds = {fold.loop: fold for fold in folds}
         steps = math.prod(trips)          # Python ints: a 10^9-cubed GEMM must not wrap around int64
-        if fold is not None:
+        for fold in folds:
             trips[fold.loop] = fold.head + 1
         walked = math.prod(trips)
         if walked > MAX_STEPS:
-            folded = f" ({walked:,} with a loop of identical tiles folded)" if fold is not None else ""
+            folded = f" ({walked:,} with loops of identical tiles folded)" if folds else ""
             raise UserError(f"op {mapping.op!r}: its mapping walks {steps:,} tile steps{folded}; the tile engine "
                             f"simulates at most {MAX_STEPS:,} per op (--fidelity roofline prices any size)")
         steps = walked
@@ -84,8 +85,9 @@ class Nest:
     def index(self, j: int, steps: np.ndarray) -> np.ndarray:
         """Iteration of loop j at each step: of the op's loop, where a fold maps its last kept one to the last."""
         at = (steps // self.strides[j]) % self.trips[j]
-        if self.fold is not None and j == self.fold.loop:
-            at = np.where(at < self.fold.head, at, self.fold.trips - 1)
+        fold = self.folds.get(j)
+        if fold is not None:
+            at = np.where(at < fold.head, at, fold.trips - 1)
         return at
 
     def runs(self, relevant: set[str], level: int) -> Runs:

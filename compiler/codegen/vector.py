@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.codegen.assemble import OUTPUT, Stream, assemble
-from compiler.codegen.nest import Nest
+from compiler.codegen.nest import Fold, Nest
 from compiler.ir import IROp, Kind, Move
 from compiler.mapping import Mapping
 from compiler.target import sliced, vector_paths
@@ -25,15 +25,16 @@ def chunk_axis(op: IROp, mapping: Mapping) -> tuple[int, list[bool]]:
     return axis, sliced(op, axis)
 
 
-def vector_rows(op: IROp, arch, mapping: Mapping, op_index: int, unit: int):
+def vector_rows(op: IROp, arch, mapping: Mapping, op_index: int, unit: int, folds: tuple[Fold, ...] = ()):
     """(rows, compute rows, dims, chunk start and extent per output axis: shape (chunks, axes), which inputs are
-    cut along the chunk axis) of the chunk plan `mapping` (compiler.map.vector.plan)."""
+    cut along the chunk axis) of the chunk plan `mapping` (compiler.map.vector.plan); with `folds`, the rows of the
+    chunks they keep (compiler.codegen.fold)."""
     move = isinstance(op, Move)
     paths = vector_paths(arch, op)
     axis, cut = chunk_axis(op, mapping)
     shape = op.output.shape or (1,)
     dims = tuple(d for d, _ in mapping.loops)
-    nest = Nest(mapping)
+    nest = Nest(mapping, folds)
     steps = np.arange(nest.steps, dtype=np.int64)
     start, extent = nest.tile(1, steps)
     share = extent[axis] / shape[axis]           # the fraction of the op each chunk is

@@ -1,5 +1,5 @@
-"""A long loop of identical tiles simulated from a few of them: every figure of the op as the whole Program gives it,
-and the rows simulated do not grow with the batch."""
+"""Long loops of identical tiles simulated from a few of their iterations: every figure of the op as the whole Program
+gives it, and the rows simulated do not grow with the batch, wherever the batch's loop runs in the nest."""
 from dataclasses import replace
 
 import pytest
@@ -10,7 +10,7 @@ from accelsim.sim.fold import simulate_folded
 from accelsim.sim.model import load_arch, load_model
 from accelsim.sim.train import _compute_dtype
 from compiler.builder import Builder
-from compiler.codegen import fold_for
+from compiler.codegen import folds_for
 from compiler.codegen.nest import loop_nest
 from compiler.train import Optimizer, training_graph
 
@@ -37,7 +37,7 @@ def test_a_folded_op_has_every_figure_of_the_whole_op(arch, trains, fold_everyth
     seen = set()
     for op in compiled.ir.ops:
         mapping = compiled.mappings.get(op.name)
-        if mapping is None or fold_for(op, mapping) is None or tile._op_key(op, mapping) in seen:
+        if mapping is None or not folds_for(op, mapping) or tile._op_key(op, mapping) in seen:
             continue
         seen.add(tile._op_key(op, mapping))
         alone = replace(compiled.ir, ops=[op])
@@ -47,6 +47,69 @@ def test_a_folded_op_has_every_figure_of_the_whole_op(arch, trains, fold_everyth
         assert result is not None, op.name
         assert result[0].to_dict() == whole[0].to_dict(), op.name
     assert seen
+
+
+@pytest.fixture
+def simulated(monkeypatch):
+    """The rows and folds of every Program accelsim.sim.tile simulates."""
+    seen = []
+    simulate = tile.simulate
+
+    def recording(ir, arch, mappings, pricing, folds=None):
+        out = simulate(ir, arch, mappings, pricing, folds)
+        seen.append((len(out[1].code.program), tuple(len(f) for f in (folds or {}).values())))
+        return out
+
+    monkeypatch.setattr(tile, "simulate", recording)
+    return seen
+
+
+def one_einsum(graph, arch: str):
+    compiled = build(graph, arch)
+    (einsum,) = [op for op in compiled.ir.ops if op.kind.value == "einsum"]
+    return compiled, einsum
+
+
+def whole_and_folded(compiled, op):
+    alone = replace(compiled.ir, ops=[op])
+    whole, _ = tile.simulate(alone, compiled.arch, compiled.mappings, compiled.pricing)
+    folded = tile.simulate_ops(alone, compiled.arch, compiled.mappings, compiled.pricing)
+    return whole[0].to_dict(), folded[0].to_dict()
+
+
+def weight_gradient(tokens: int):
+    """dW = x^T dy over `tokens` rows (a batch of sequences): the reduction over the batch."""
+    b = Builder("wgrad")
+    y = b.node("Gemm", [b.input("x", (tokens, 768)), b.input("dy", (tokens, 4096))], transA=1)
+    return b.build([y])
+
+
+def test_a_reduction_over_the_batch_inside_the_output_tiles_folds(fold_everything, simulated):
+    rows = {}
+    for tokens in (8192, 65536):
+        compiled, op = one_einsum(weight_gradient(tokens), "gtx580")
+        nest = loop_nest(compiled.mappings[op.name])
+        # each output tile sums over every token: the tokens' loop is the innermost, and folds there
+        assert nest[-1][:2] == ("k", tokens // 32) and [d for d, _, _ in nest[:-1]] == ["m", "n"]
+        assert folds_for(op, compiled.mappings[op.name])[0].loop == len(nest) - 1
+        simulated.clear()
+        whole, folded = whole_and_folded(compiled, op)
+        assert folded == whole
+        rows[tokens] = sum(n for n, _ in simulated[1:])          # after the whole Program, the folded ones
+        assert rows[tokens] < simulated[0][0] / 4
+    assert rows[65536] == rows[8192]
+
+
+def test_two_long_loops_fold_together(fold_everything, simulated):
+    b = Builder("gemm")
+    y = b.node("MatMul", [b.input("x", (8192, 256)), b.weight("w", (256, 16384))])
+    compiled, op = one_einsum(b.build([y]), "gtx580")
+    assert [(d, t) for d, t, _ in loop_nest(compiled.mappings[op.name])] == [("m", 32), ("n", 32), ("k", 8)]
+    whole, folded = whole_and_folded(compiled, op)
+    assert folded == whole
+    # after the whole Program (32 x 32 x 8 steps), only Programs keeping a few iterations of both loops
+    assert simulated[0][1] == () and {folds for _, folds in simulated[1:]} == {(2,)}
+    assert max(n for n, _ in simulated[1:]) < simulated[0][0] / 10
 
 
 def batched_gemm(batch: int):

@@ -50,24 +50,24 @@ def test_a_dimension_of_two_to_the_forty_is_refused_before_its_tiles_are_built()
     assert peak < 256 << 20
 
 
-def test_a_long_loop_of_identical_tiles_is_simulated_folded_and_a_long_inner_one_refused():
+def test_a_long_loop_of_identical_tiles_is_simulated_folded_and_a_third_long_one_refused():
     from compiler.builder import Builder
 
     b = Builder("huge")
     y = b.node("MatMul", [b.input("x", (1 << 40, 64)), b.weight("w", (64, 64))])
     tall = b.build([y])
-    b = Builder("wide")
-    y = b.node("MatMul", [b.input("x", (1 << 30, 64)), b.input("w", (64, 1 << 26))])
-    wide = b.build([y])
+    b = Builder("deep")
+    y = b.node("MatMul", [b.input("x", (1 << 30, 1 << 26)), b.input("w", (1 << 26, 1 << 26))])
+    deep = b.build([y])
     tracemalloc.start()
     try:
         # 2^40 rows of x in identical tiles: the outer loop folds (compiler.codegen.fold), the rest is 64 x 64
         (op,) = accelsim.run(tall, arch="h100").ops
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.reset_peak()
-        # folded along x's rows, each of its tiles still walks 2^26 columns
-        with pytest.raises(UserError, match=r"'matmul': its mapping walks [\d,]+ tile steps \([\d,]+ with a loop"):
-            accelsim.run(wide, arch="h100")
+        # folded along x's rows and w's columns (compiler.codegen.fold.MAX_FOLDS), each tile still sums 2^26 terms
+        with pytest.raises(UserError, match=r"'matmul': its mapping walks [\d,]+ tile steps \([\d,]+ with loops"):
+            accelsim.run(deep, arch="h100")
         _, refused = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
