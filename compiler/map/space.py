@@ -4,6 +4,7 @@ until they fit, and on a PE array also as smaller buffers would shrink them, so 
 the tilings a smaller one's does; loop orders permute the b/m/n/k groups. (Vector ops: compiler.map.vector.)"""
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Iterator
 
@@ -35,6 +36,10 @@ FOLD_STEPS = (2, 8)
 # `_smaller_buffers` halves a level's room until the level holds this many tiles of the op: by then each tile's
 # fill is a small share of the op's transfer, and smaller tiles only add refetches and per-tile latency
 RUNG_TILES = 64
+# ... and the levels inside it until the room twice as large holds a INNER_RUNG_TILES-th of what the whole op needs
+# there: ifmap and ofmap tiles a quarter of a layer's (a 64x64 array, ResNet-18's layer1 convs at 224 px with 128 KiB
+# ifmap and ofmap SRAMs), not smaller, as each rung multiplies the tilings the search reports
+INNER_RUNG_TILES = 2
 
 
 def candidates(op: Einsum, arch) -> Iterator[Mapping]:
@@ -46,7 +51,7 @@ def candidates(op: Einsum, arch) -> Iterator[Mapping]:
     sizes = Footprints(op, arch)
     levels = op_levels(sizes.paths)
     signature = op_signature(op)
-    tilings, smaller, seen, problem = [], [], set(), None
+    tilings, seen, problem = [], set(), None
     align = _micro_blocks(unit, groups, dtype)
     for flow, targets, inner_first in _targets(unit, op, sizes.paths[-1]):
         if targets is None and tilings:
@@ -72,12 +77,10 @@ def candidates(op: Einsum, arch) -> Iterator[Mapping]:
                     if key not in seen:
                         seen.add(key)
                         tilings.append((flow, tiles, spread))
-                if unit.array is not None:
-                    smaller += [(flow, tiles, spread) for tiles in
-                                _smaller_buffers(sizes, levels, step, spread, groups, policy, extents)]
     if not tilings:
         raise nothing_fits(op, arch, problem)
     # After every target's largest tiles, what smaller buffers hold, smallest first
+    smaller = _smaller_buffers(sizes, levels, unit, op, groups, extents, align) if unit.array is not None else []
     for flow, tiles, spread in sorted(smaller, key=lambda found: _held(sizes, levels, found[1])):
         key = (flow, tuple(tuple(t.values()) for t in tiles), tuple(spread.items()))
         if key not in seen:
@@ -258,18 +261,22 @@ def _outer_tiles(sizes, levels, step, spread, groups, policy, extents):
     the one outside it, groups in `policy` order, never below the step."""
     tiles = [dict(extents)]
     for level in levels[1:-1]:
-        tile = dict(tiles[-1])
-        order = [d for g in "b" + policy for d in groups[g]]
-        for d in order:
-            if sizes.overflow(level, tile, True, spread) is None:
-                break
-            shrink_dim(sizes, level, tile, d, tiles[-1][d], step[d], spread)
-        problem = sizes.overflow(level, tile, True, spread)
-        if problem:
-            return problem
+        tile = _level_tile(sizes, level, tiles[-1], step, spread, groups, policy)
+        if isinstance(tile, Overflow):
+            return tile
         tiles.append(tile)
     tiles.append(dict(step))
     return tiles if len(levels) > 1 else tiles[:1]
+
+
+def _level_tile(sizes, level, outer, step, spread, groups, policy) -> dict[str, int] | Overflow:
+    """The tile at `level`: the one outside it (`outer`) shrunk, groups in `policy` order, never below the step."""
+    tile = dict(outer)
+    for d in [d for g in "b" + policy for d in groups[g]]:
+        if sizes.overflow(level, tile, True, spread) is None:
+            break
+        shrink_dim(sizes, level, tile, d, outer[d], step[d], spread)
+    return sizes.overflow(level, tile, True, spread) or tile
 
 
 def smaller_buffers(op, arch) -> bool:
@@ -280,51 +287,71 @@ def smaller_buffers(op, arch) -> bool:
     return unit.array is not None
 
 
-def _smaller_buffers(sizes, levels, step, spread, groups, policy, extents) -> list[list[dict[str, int]]]:
-    """The tilings a smaller buffer would give: `_outer_tiles` with the first on-chip level's room cut to each power
-    of two below its capacity, down to the step, while the room twice as large leaves that level fewer than
-    RUNG_TILES tiles of the op. Whether a room is offered depends on the room, never on the capacity, so a bigger
-    buffer keeps every tiling a smaller one allowed (its largest one too, where that left the level fewer than
-    RUNG_TILES tiles): a 4 MiB filter SRAM is also offered the 80 weight tiles a 64 KiB one holds, which stream
-    from DRAM under the array, not only 2 tiles of half a layer whose first fill nothing overlaps
-    (systolic_32x32, ResNet-18's layer4.0/conv2: 137 k cycles estimated with 2 tiles, 101 k with 80). Only the
-    first level: smaller tiles further in meet what the cost model does not see (small input loads queued in
-    program order on the DRAM channel ahead of the next weight tile: systolic_32x32's ifmap SRAM in steps of
-    7 B, estimated 100 k cycles, 172 k in the tile engine)."""
-    if len(levels) < 3 or getattr(sizes.arch.memory[levels[1]], "refill_per_tile", False):
+def _smaller_buffers(sizes, levels, unit, op, groups, extents, align) -> list[tuple]:
+    """(dataflow, tiles, spread) as smaller buffers would give them: the step shrunk to fit each combination of the
+    levels' rooms, and `_outer_tiles` under each combination of rooms of the levels outside it, each room a rung of
+    `_rungs`. Whether a rung is offered depends on the rung and the op, never on the capacity, so a bigger buffer
+    keeps every tiling a smaller one allowed, at every level: a 4 MiB filter SRAM is also offered the 80 weight
+    tiles a 64 KiB one holds, which stream from DRAM under the array, not only 2 tiles of half a layer whose first
+    fill nothing overlaps (systolic_32x32, ResNet-18's layer4.0/conv2: 137 k cycles estimated with 2 tiles, 101 k
+    with 80), and a 512 KiB ifmap and ofmap SRAM the rows of output a 128 KiB one holds per step (a 64x64 array,
+    ResNet-18's layer1 convs at 224 px: 41.3 k cycles in the tile engine with 512 KiB, 35.3 k with 128 KiB)."""
+    if len(levels) < 3 or any(getattr(sizes.arch.memory[lv], "refill_per_tile", False) for lv in levels[1:]):
         return []       # a level refilled tile by tile (TPU v1's weight FIFO) already streams its fill
-    level, at = levels[1], 1
-    capacity = sizes.arch.memory[level].capacity_bytes
-    room = 1 << (capacity - 1).bit_length() - 1 if capacity > 1 else 0
-    above = _outer_tiles(_Room(sizes, level, 2 * room), levels, step, spread, groups, policy, extents)
-    found = []
-    while room and not isinstance(above, Overflow) and _tiles(above[at], extents) < RUNG_TILES and above[at] != step:
-        tiles = _outer_tiles(_Room(sizes, level, room), levels, step, spread, groups, policy, extents)
-        if isinstance(tiles, Overflow):
-            break
-        if tiles not in found:
-            found.append(tiles)
-        above, room = tiles, room // 2
+    rungs = {level: _rungs(sizes, level, extents, RUNG_TILES if level == levels[1] else INNER_RUNG_TILES)
+             for level in levels[1:]}
+    found, seen = [], set()
+    for rooms in itertools.product(*rungs.values()):
+        view = _Room(sizes, dict(zip(rungs, rooms)))
+        for flow, targets, inner_first in _targets(unit, op, sizes.paths[-1]):
+            if targets is None:
+                continue
+            share = _shrink_to_fit(view, levels[1:], _split(groups, extents, targets, align), groups, inner_first,
+                                   extents, align)
+            if isinstance(share, Overflow):
+                continue
+            for spread in _spreads(groups, extents, share, unit.count, dealt=unit.limits is not None):
+                step = {d: min(extents[d], t * spread.get(d, 1)) for d, t in share.items()}
+                for policy in POLICIES:
+                    # the innermost level's room shapes the step alone: the levels outside it tile as before
+                    key = (flow, tuple(step.values()), tuple(spread.items()), policy, rooms[:-1])
+                    if key not in seen:
+                        seen.add(key)
+                        tiles = _outer_tiles(view, levels, step, spread, groups, policy, extents)
+                        if not isinstance(tiles, Overflow):
+                            found.append((flow, tiles, spread))
     return found
 
 
-def _tiles(tile: dict[str, int], extents: dict[str, int]) -> int:
-    return math.prod(math.ceil(e / tile[d]) for d, e in extents.items())
+def _rungs(sizes, level: int, extents: dict[str, int], depth: int) -> list[int | None]:
+    """Rooms a smaller buffer at arch `level` would have: None (its capacity), then each power of two below both
+    the capacity and what the whole op needs there (its tiles double-buffered), while the room twice as large holds
+    a `depth`-th of that need or less. Each depends on the op and the power of two alone, never on the capacity."""
+    whole = sum(n for _, n in sizes.need(level, extents, True))
+    top = min(sizes.arch.memory[level].capacity_bytes, whole)
+    room = 1 << (top - 1).bit_length() - 1 if top > 1 else 0
+    rooms = [None]
+    while room and 2 * room * depth >= whole:
+        rooms.append(room)
+        room //= 2
+    return rooms
 
 
 class _Room:
-    """Footprints as they would be with `room` bytes at arch level `level` (the others as they are)."""
+    """Footprints as they would be with `rooms` bytes at arch levels (None: the level's capacity; any other level as
+    it is)."""
 
-    def __init__(self, sizes: Footprints, level: int, room: int):
-        self.sizes, self.level, self.room = sizes, level, room
+    def __init__(self, sizes: Footprints, rooms: dict[int, int | None]):
+        self.sizes, self.arch = sizes, sizes.arch
+        self.rooms = {level: room for level, room in rooms.items() if room is not None}
 
     def overflow(self, level: int, tile: dict[str, int], double: bool, spread: dict[str, int]) -> Overflow | None:
-        if level != self.level:
+        if level not in self.rooms:
             return self.sizes.overflow(level, tile, double, spread)
-        lv = self.sizes.arch.memory[level]
+        lv, room = self.sizes.arch.memory[level], self.rooms[level]
         need = self.sizes.need(level, per_instance(tile, spread) if lv.instances > 1 and spread else tile, double)
         total = sum(n for _, n in need)
-        return None if total <= self.room else Overflow(max(need, key=lambda t: t[1])[0], lv.name, total, self.room)
+        return None if total <= room else Overflow(max(need, key=lambda t: t[1])[0], lv.name, total, room)
 
 
 def _held(sizes, levels, tiles) -> int:

@@ -59,3 +59,23 @@ def test_a_partial_sum_reload_waits_for_the_tail_of_the_step_before_it(layer4):
     estimate, engine = estimate_and_engine(arch, ir, op, outer_c)
     assert engine == pytest.approx(by_hand, rel=0.05)
     assert estimate == pytest.approx(by_hand, rel=0.1)
+
+
+def test_a_weight_tile_queued_behind_an_input_tile_on_the_dram_channel(layer4):
+    """layer4.0/conv2 with a 256 KiB filter SRAM holding c = 175 (25 steps of 7) of every weight and the ifmap SRAM
+    c = 91 (13 steps): DRAM serves the loads in program order, and the next weight tile's load is queued behind the
+    input tile's loaded at the same step, which waits for its slot, freed by the step 13 steps back. So each 50,400 B
+    weight tile (1,969 + 50 cycles from DRAM) starts 13 steps of 64 cycles before it is needed: 1,184 steps of 64
+    cycles plus 47 tiles x (2,019 - 832) exposed = 132 k cycles (the steps' 63-cycle tails come on top); the weights
+    alone take 92 k at 12.8 GB/s, which the estimate said (101 k)."""
+    arch, ir, ops = layer4
+    at_256k = replace(arch, memory=tuple(replace(lv, capacity_bytes=256 * 1024) if lv.name == "filter_sram" else lv
+                                         for lv in arch.memory))
+    op = ops["layer4.0/conv2"]
+    queued = next(m for m in candidates(op, at_256k)
+                  if (dict(m.levels[1].tile)["c"], dict(m.levels[2].tile)["c"], dict(m.levels[-1].tile)["c"]) ==
+                  (175, 91, 7) and dict(m.levels[1].tile)["k"] == 32)
+    by_hand = 1184 * 64 + 47 * (2019 - 13 * 64)          # 132 k cycles
+    estimate, engine = estimate_and_engine(at_256k, ir, op, queued)
+    assert engine == pytest.approx(by_hand, rel=0.1)
+    assert estimate == pytest.approx(engine, rel=0.1)

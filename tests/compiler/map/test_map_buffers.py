@@ -1,19 +1,21 @@
 """A bigger buffer never makes the same mapping problem slower: the space at a capacity holds every tiling a
 smaller power-of-two capacity allowed (compiler.map.space._smaller_buffers), and the search reports every tiling,
-so its pick is estimated no slower (compiler.map.search). systolic_32x32 with only filter_sram's capacity changed.
+so its pick is estimated no slower (compiler.map.search). systolic_32x32 with filter_sram's capacity changed, then
+all three SRAMs'.
 """
 import math
 from dataclasses import replace
 from functools import lru_cache
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from accelsim.arch import load_arch
 from accelsim.price.cost import reporter
 from accelsim.sim.model import load_model
 from compiler.map import map_op
-from compiler.map.space import RUNG_TILES, candidates
+from compiler.map.space import INNER_RUNG_TILES, RUNG_TILES, candidates
+from compiler.target import Footprints
 from compiler.pipeline import Options, compile_graph
 
 LAYERS = ("layer4.0/conv2", "layer2.0/conv1", "fc")      # weights of 2.36 MB, 74 kB and 513 kB, at 32 px
@@ -97,3 +99,50 @@ def test_resnet18s_last_stage_takes_no_longer_with_a_bigger_filter_sram():
     assert all(later <= earlier for earlier, later in zip(times, times[1:])), times
     weights = sum(op.inputs[1].nbytes for op in stage if op.name.endswith(("conv1", "conv2", "downsample.0")))
     assert times[-1] < 1.1 * weights / 12.8e9          # DRAM-bound: within 10% of the weights' stream
+
+
+SRAMS = ("filter_sram", "ifmap_sram", "ofmap_sram")
+
+
+@lru_cache(maxsize=None)
+def with_srams(capacities: tuple[int, int, int]):
+    arch = load_arch("systolic_32x32")
+    sized = dict(zip(SRAMS, capacities))
+    memory = tuple(replace(lv, capacity_bytes=sized[lv.name]) if lv.name in sized else lv for lv in arch.memory)
+    return replace(arch, memory=memory)
+
+
+def offered(op, capacities) -> bool:
+    """Whether every SRAM is at least as big as the smallest room the space offers it: a RUNG_TILES-th (the filter
+    SRAM) or an INNER_RUNG_TILES-th (the others) of what the whole op needs there double-buffered, halved."""
+    arch = with_srams(capacities)
+    sizes, extents = Footprints(op, arch), dict(op.loops)
+    index = {lv.name: i for i, lv in enumerate(arch.memory)}
+    for name, capacity, depth in zip(SRAMS, capacities, (RUNG_TILES, INNER_RUNG_TILES, INNER_RUNG_TILES)):
+        whole = sum(n for _, n in sizes.need(index[name], extents, True))
+        if capacity < whole and 2 * capacity * depth < whole:
+            return False
+    return True
+
+
+# Each SRAM 4 KiB to 1 MiB, and a bigger design up to 16 times each of them
+sram_sizes = st.tuples(*[st.integers(12, 20)] * 3, *[st.integers(0, 4)] * 3).map(
+    lambda p: (tuple(1 << e for e in p[:3]), tuple(1 << (e + g) for e, g in zip(p[:3], p[3:]))))
+SMALL_LAYERS = ("layer2.0/conv1", "layer3.0/downsample.0")      # 56 kB / 29 kB of inputs, 74 kB / 33 kB of weights
+
+
+@settings(max_examples=10, deadline=None)
+@given(sram_sizes, st.sampled_from(SMALL_LAYERS))
+def test_bigger_srams_keep_every_tiling_smaller_ones_allowed(pair, layer):
+    small, big = pair
+    op = op_named(layer)
+    assume(offered(op, small))
+    assert tilings(op, with_srams(small)) <= tilings(op, with_srams(big))
+
+
+@settings(max_examples=6, deadline=None)
+@given(sram_sizes, st.sampled_from(SMALL_LAYERS))
+def test_the_pick_with_bigger_srams_is_estimated_no_slower(pair, layer):
+    small, big = pair
+    op = op_named(layer)
+    assert estimate(op, with_srams(big)) <= estimate(op, with_srams(small))
