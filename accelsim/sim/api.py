@@ -44,9 +44,10 @@ def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike |
 
         if fidelity not in FIDELITIES:
             raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
-        compiled = build(model, hw, batch=batch, dtype=dtype, compat=compat, mapped=fidelity == "tile", fuse=fuse,
+        # built unmapped: simulate says whether the model fits the device before it maps and simulates it
+        compiled = build(model, hw, batch=batch, dtype=dtype, compat=compat, mapped=False, fuse=fuse,
                          launch=launch, caches=caches, **model_options)
-        return simulate(compiled, fidelity, trace=trace and fidelity == "tile")
+        return simulate(compiled, fidelity, trace=trace and fidelity == "tile", warn_fit=True)
 
     stored = None if trace else cache.key(model, hw, batch=batch, dtype=dtype, fidelity=fidelity, compat=compat,
                                           fuse=fuse, launch=launch, caches=caches, options=model_options)
@@ -77,15 +78,18 @@ def scalesim_layers(model: str | os.PathLike | Graph, arch: str | os.PathLike | 
 
 def evaluate(model: str | os.PathLike | Graph, inputs: dict[str, np.ndarray] | None = None, seed: int = 0,
              batch: int | None = None, **model_options) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Run the numpy reference. Returns (inputs used, outputs); random inputs (seeded) where none given."""
+    """Run the numpy reference. Returns (inputs used, outputs); random inputs (seeded) where none given.
+    Every node runs only if its outputs fit the memory budget (accelsim.sim.inputs.eval_budget)."""
+    from accelsim.sim.inputs import eval_budget
     from compiler.ops.interpret import run_graph
 
     graph = load_model(model, batch=batch, weights=True, **model_options)
-    feeds = dict(inputs) if inputs is not None else random_inputs(graph, seed)
+    budget = eval_budget()
+    feeds = dict(inputs) if inputs is not None else random_inputs(graph, seed, budget)
     for name, value in feeds.items():
         if name in graph.inputs:
             check_kind(graph, name, np.asarray(value))
-    return feeds, run_graph(graph, feeds)
+    return feeds, run_graph(graph, feeds, budget)
 
 
 def check_kind(graph: Graph, name: str, value: np.ndarray) -> None:
@@ -101,12 +105,21 @@ def check_kind(graph: Graph, name: str, value: np.ndarray) -> None:
                         f"convert it first (accelsim does not cast inputs)")
 
 
-def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
-    """Standard-normal floats; integer inputs (token ids) uniform in [0, 100) so any vocabulary fits."""
+def random_inputs(graph: Graph, seed: int = 0, budget=None) -> dict[str, np.ndarray]:
+    """Standard-normal floats; integer inputs (token ids) uniform in [0, 100) so any vocabulary fits. With a
+    `budget` (compiler.ops.room.Budget), each is refused before it is drawn if it would not fit beside the others
+    (a draw is made in 8-byte numbers, then stored at the input's dtype)."""
+    from compiler.ops import room
+
     rng = np.random.default_rng(seed)
-    feeds = {}
+    feeds, held = {}, 0
     for name in graph.inputs:
         tensor = graph.tensor(name)
+        if budget is not None:
+            stored = room.held_bytes(tensor.dtype, tensor.elements)
+            room.check(f"{graph.source}: input {name!r} of shape {list(tensor.shape)} drawn at random needs",
+                       stored + 8 * tensor.elements, budget, held)
+            held += stored
         if tensor.dtype.is_float:
             feeds[name] = rng.standard_normal(tensor.shape).astype(tensor.dtype.numpy)
         elif tensor.dtype == DType.bool:

@@ -17,13 +17,14 @@ from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Move, Operand, Role
+from compiler.ops import room
 from compiler.ops.base import OpDef, fail, out, register
 from compiler.ops.runtime import forget_stand_in, known_input, require_static, stand_in
 
 if TYPE_CHECKING:      # onnx (~1 s with ml_dtypes) is imported where a body is read: a built-in model has none
     import onnx
 
-MAX_UNROLL = 4096   # iterations a constant-count Loop is unrolled into for simulation
+MAX_UNROLL = 4096   # iterations a constant-count Loop is unrolled into for simulation, and the most eval runs
 
 
 @register("If")
@@ -164,6 +165,10 @@ class Loop(OpDef):
         go = True if args[1] is None else bool(np.asarray(args[1]).reshape(-1)[0])
         t = 0
         while go and (trips is None or t < trips):
+            if t == MAX_UNROLL:
+                raise fail(node, f"ran {MAX_UNROLL} iterations (trip count {'none' if trips is None else trips}) "
+                                 f"and its condition still holds; eval runs at most {MAX_UNROLL}, as many as "
+                                 f"simulation unrolls")
             body = bodies[t] if bodies is not None else generic or _iteration(node, t, state)
             given = state + captured if bodies is not None or generic is None else \
                 [np.array(t, np.int64), np.array(go)] + state + captured
@@ -171,6 +176,8 @@ class Loop(OpDef):
             go = bool(np.asarray(results[body.outputs[0]]).reshape(-1)[0])
             state = [results[name] for name in body.outputs[1:1 + n]]
             stacks.append([results[name] for name in body.outputs[1 + n:]])
+            room.charge(node, sum(np.asarray(v).nbytes for v in stacks[-1]), f"its scan outputs after {t + 1} "
+                                                                             f"iterations hold")
             t += 1
         template = node.resolved["template"]
         scans = []

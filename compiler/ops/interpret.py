@@ -12,15 +12,25 @@ from compiler.dtypes import DType
 from compiler.errors import MissingWeightsError, ModelError
 from compiler.graph import Graph
 from compiler.ir import IR
+from compiler.ops import room
+from compiler.ops.room import Budget, limited
 from compiler.ops.shapes import opdef
 
 
-def run_graph(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    env = initial_env(graph, feeds)
-    for node in graph.nodes:
-        if not folded(graph, node):
-            store(graph, node, env, opdef(graph, node).reference(node, arguments(node, env)))
-    return {name: env[name] for name in graph.outputs}
+def run_graph(graph: Graph, feeds: dict[str, np.ndarray], budget: Budget | None = None) -> dict[str, np.ndarray]:
+    """Every graph output by name. With a `budget`, a node whose outputs would not fit beside what the run holds
+    is refused before it runs (compiler.ops.room); a body run by a Loop or If node shares its node's budget."""
+    with limited(budget, graph.source):
+        env = initial_env(graph, feeds)
+        if budget is not None:
+            for name in graph.inputs:
+                room.charge_input(name, env[name].nbytes)
+        for node in graph.nodes:
+            if not folded(graph, node):
+                room.before(graph, node)
+                store(graph, node, env, opdef(graph, node).reference(node, arguments(node, env)))
+                room.charge(node, sum(env[o].nbytes for o in node.outputs if o))
+        return {name: env[name] for name in graph.outputs}
 
 
 # -- one node at a time: what run_graph does per node, for walks that run several graphs together ------------

@@ -30,17 +30,18 @@ class Budget:
 class _Room:
     budget: Budget
     held: int = 0
+    source: str = ""     # the file evaluated, named in messages
 
 
 _ROOM: ContextVar[_Room | None] = ContextVar("accelsim_eval_room", default=None)
 
 
 @contextmanager
-def limited(budget: Budget | None):
+def limited(budget: Budget | None, source: str = ""):
     """Within it, nodes run under `budget` (None: under the enclosing run's, if any). What a nested run (a Loop
     or If body) holds is released when it ends; what it returns is counted by the node that stores it."""
     if budget is not None:
-        token = _ROOM.set(_Room(budget))
+        token = _ROOM.set(_Room(budget, source=source))
         try:
             yield
         finally:
@@ -94,7 +95,8 @@ def check(what: str, nbytes: int, budget: Budget, held: int = 0) -> None:
 
 def _check(room: _Room, what: str, nbytes: int) -> None:
     if room.held + nbytes > room.budget.nbytes:
-        beside = f" beside the {_size(room.held)} held already," if room.held else ","
+        what = f"{room.source}: {what}" if room.source else what
+        beside = f" beside the {_size(room.held)} held already," if room.held * 100 >= room.budget.nbytes else ","
         origin = f" ({room.budget.origin})" if room.budget.origin else ""
         raise ModelError(f"{what} {_size(nbytes)}{beside} more than the memory budget of "
                          f"{_size(room.budget.nbytes)}{origin}")

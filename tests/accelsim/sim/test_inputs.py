@@ -132,3 +132,19 @@ def test_any_npz_reads_or_is_refused(tmp_path_factory, members, cut, compressed)
         read_arrays(str(path), BUDGET)
     except UserError:
         pass
+
+
+def test_eval_draws_no_random_input_that_would_not_fit(tmp_path, monkeypatch, capsys):
+    """An input declared [2^20, 2^20] float32 (4 TiB, 12 TiB with its float64 draw) is refused before drawing."""
+    from onnx import TensorProto, helper
+
+    from accelsim.cli import main
+    from tests.compiler.onnx_models import model
+
+    path = tmp_path / "huge_input.onnx"
+    path.write_bytes(model([helper.make_node("Relu", ["x"], ["y"])], [("x", TensorProto.FLOAT, [2 ** 20, 2 ** 20])],
+                           [("y", TensorProto.FLOAT)], 17).SerializeToString())
+    monkeypatch.setenv(ENV, "1 GiB")
+    assert main(["eval", str(path)]) == 2
+    assert f"huge_input.onnx: input 'x' of shape [1048576, 1048576] drawn at random needs 12 TiB, more than the " \
+           f"memory budget of 1 GiB ({ENV}=1 GiB)" in capsys.readouterr().err

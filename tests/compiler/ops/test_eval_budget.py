@@ -1,0 +1,85 @@
+"""The numpy reference under a memory budget: a node whose outputs would not fit beside what the run holds is
+refused by name before numpy allocates them; values of run-time shape are counted as they come; a Loop runs at
+most MAX_UNROLL iterations, as simulation unrolls."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.errors import ModelError
+from compiler.frontend import from_model
+from compiler.ops import control
+from compiler.ops.interpret import run_graph
+from compiler.ops.room import Budget
+from tests.compiler.onnx_models import model as onnx_model
+
+F32, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+MiB = Budget(1 << 20, "a test's 1 MiB")
+
+
+def _const(name, value):
+    return numpy_helper.from_array(np.asarray(value), name)
+
+
+def _tile(repeats):
+    nodes = [helper.make_node("Tile", ["x", "r"], ["t"]), helper.make_node("Relu", ["t"], ["y"])]
+    return from_model(onnx_model(nodes, [("x", F32, [2, 3])], [("y", F32)], 17,
+                                 [_const("r", np.array(repeats, np.int64))]))
+
+
+def test_a_node_too_large_is_refused_by_name_before_it_runs():
+    """Tile x 10^9 of a [2, 3] float32: 22.4 GiB, never allocated (without the budget: a MemoryError, or minutes
+    of paging)."""
+    graph = _tile([10 ** 9, 1])
+    with pytest.raises(ModelError, match=r"node 'tile_0' \(Tile\): its outputs need 22.4 GiB, more than the memory "
+                                         r"budget of 1 MiB \(a test's 1 MiB\)"):
+        run_graph(graph, {"x": np.ones((2, 3), np.float32)}, MiB)
+
+
+def test_what_a_run_holds_counts_against_the_budget():
+    """Tile to [20000, 3] float32 is 234 KiB; its Relu 234 KiB more: fits in 1 MiB, not in 300 KiB."""
+    graph = _tile([10 ** 4, 1])
+    x = np.ones((2, 3), np.float32)
+    assert run_graph(graph, {"x": x}, MiB)["y"].shape == (20000, 3)
+    with pytest.raises(ModelError, match=r"node 'relu_1' \(Relu\): its outputs need 234 KiB beside the 234 KiB held "
+                                         r"already, more than the memory budget of 300 KiB"):
+        run_graph(graph, {"x": x}, Budget(300 << 10))
+    assert run_graph(graph, {"x": x})["y"].shape == (20000, 3)      # no budget: no limit
+
+
+def _counting_loop(trip_count=True, scan_shape=(1,)):
+    """v += 1 while the condition (passed through) holds; each iteration scans out v broadcast to scan_shape.
+    trip_count: a run-time input M, or none at all."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cin"], ["cout"]), helper.make_node("Add", ["v", "one"], ["v2"]),
+         helper.make_node("Expand", ["v2", "shape"], ["scan"])],
+        "body", [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("cin", BOOL, []),
+                 helper.make_tensor_value_info("v", F32, [1])],
+        [helper.make_tensor_value_info(n, t, None) for n, t in (("cout", BOOL), ("v2", F32), ("scan", F32))],
+        initializer=[_const("one", np.ones(1, np.float32)), _const("shape", np.array(scan_shape, np.int64))])
+    inputs = [("v0", F32, [1])] + ([("M", I64, [])] if trip_count else [])
+    trips = "M" if trip_count else ""
+    nodes = [helper.make_node("Loop", [trips, "cond", "v0"], ["final", "scans"], body=body)]
+    return from_model(onnx_model(nodes, inputs, [("final", F32), ("scans", F32)], 17,
+                                 [_const("cond", np.array(True))]))
+
+
+def test_a_loop_whose_condition_never_fails_stops_at_the_unroll_limit(monkeypatch):
+    monkeypatch.setattr(control, "MAX_UNROLL", 50)
+    graph = _counting_loop(trip_count=False)
+    with pytest.raises(ModelError, match=r"node 'loop_0' \(Loop\): ran 50 iterations \(trip count none\) and its "
+                                         r"condition still holds; eval runs at most 50"):
+        run_graph(graph, {"v0": np.zeros(1, np.float32)})
+    counted = _counting_loop()
+    out = run_graph(counted, {"v0": np.zeros(1, np.float32), "M": np.array(50, np.int64)})
+    assert out["final"][0] == 50 and out["scans"].shape == (50, 1)
+    with pytest.raises(ModelError, match=r"ran 50 iterations \(trip count 51\)"):
+        run_graph(counted, {"v0": np.zeros(1, np.float32), "M": np.array(51, np.int64)})
+
+
+def test_a_loops_scan_outputs_are_counted_as_they_grow():
+    """Each iteration scans out 64 KiB; the loop's output shape is known only at run time, so the budget is
+    checked as the stack grows: the 16th iteration's scan value would pass 1 MiB, long before the 1000 asked."""
+    graph = _counting_loop(scan_shape=(128, 128))
+    with pytest.raises(ModelError, match=r"node 'expand_2' \(Expand\): its outputs need 64 KiB beside the 960 KiB "
+                                         r"held already"):
+        run_graph(graph, {"v0": np.zeros(1, np.float32), "M": np.array(1000, np.int64)}, MiB)
