@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelsim.sim.api import check_kind, random_inputs
+from accelsim.sim.inputs import eval_budget
 from accelsim.sim.model import load_model
 from accelsim.sim.train import training_form
 from compiler.errors import UserError
@@ -94,14 +95,15 @@ def evaluate_step(model: str | os.PathLike | Graph, inputs: dict[str, np.ndarray
         if name in graph.inputs:
             check_kind(graph, name, np.asarray(value))
     step = training_graph(graph, loss=loss, optimizer=update)
-    feeds = given or random_inputs(graph, seed)
+    budget = eval_budget()
+    feeds = given or random_inputs(graph, seed, budget)
     if step.labels is not None:
         output, want = graph.tensor(graph.outputs[0]), step.graph.tensor(step.labels)
         feeds[step.labels] = _random_labels(output, want, loss, seed) if labels is None else \
             _checked(np.asarray(labels), output, want, loss)
     step.graph.outputs = step.graph.outputs + [step.grads[p] for p in step.params]
     with np.errstate(over="ignore", invalid="ignore"):     # an overflow shows as inf or nan, noted by the table
-        out = run_graph(step.graph, feeds)
+        out = run_graph(step.graph, feeds, budget)
     states = {s: new for p in step.params for s, new in zip(step.state[p], step.updated[p][1:])}
     return StepValues(loss_kind=loss, optimizer=update, loss=out[step.loss],
                       params={p: np.asarray(graph.weights[p]) for p in step.params},

@@ -148,3 +148,13 @@ def test_eval_draws_no_random_input_that_would_not_fit(tmp_path, monkeypatch, ca
     assert main(["eval", str(path)]) == 2
     assert f"huge_input.onnx: input 'x' of shape [1048576, 1048576] drawn at random needs 12 TiB, more than the " \
            f"memory budget of 1 GiB ({ENV}=1 GiB)" in capsys.readouterr().err
+
+
+def test_a_training_step_runs_under_the_budget_too(monkeypatch, capsys):
+    from accelsim.cli import main
+
+    monkeypatch.setenv(ENV, "1 MB")
+    assert main(["eval", "alexnet", "--train", "--batch", "1", "--opt", "image=63", "--opt", "fc=64",
+                 "--opt", "classes=10"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("accelsim: error: zoo model 'alexnet': node") and f"({ENV}=1 MB)" in err
