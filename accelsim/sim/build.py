@@ -13,6 +13,7 @@ The stages, top to bottom:
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, replace
 
 from accelsim.arch import Arch
@@ -25,7 +26,7 @@ from accelsim.sim.memory import footprint, note
 from accelsim.sim.model import load_arch, load_model
 from compiler.codegen import Code, generate
 from compiler.dtypes import DType
-from compiler.errors import UserError
+from compiler.errors import CapacityWarning, UserError
 from compiler.graph import Graph
 from compiler.ir import IR
 from compiler.ops.lower import folded_nodes
@@ -95,13 +96,20 @@ def mappings_for(ir: IR, arch: Arch, how: Pricing = NATIVE, budget: int | None =
     return map_ir(ir, arch, reporter(arch, ir, how), budget or DEFAULT_BUDGET)
 
 
-def simulate(compiled: Compiled, fidelity: str = "tile", trace: bool = False, memory: bool = True) -> Result:
+def simulate(compiled: Compiled, fidelity: str = "tile", trace: bool = False, memory: bool = True,
+             warn_fit: bool = False) -> Result:
     """Run what `build` made: the tile engine (`trace` keeps the whole timeline, for accelsim.out.trace, at the
     cost of memory) or the roofline bound. `memory`: the Result holds what the model holds on the device as it runs
-    (accelsim.sim.memory), and a note if that does not fit; a training step counts its own (compiler.train.step)."""
+    (accelsim.sim.memory), and a note if that does not fit; a training step counts its own (compiler.train.step).
+    `warn_fit`: a run that does not fit says so (a CapacityWarning) before it is mapped and simulated, from liveness
+    over its graph alone."""
     if fidelity not in FIDELITIES:
         raise UserError(f"fidelity {fidelity!r} is not available; choose from {', '.join(FIDELITIES)}")
     ir, hw = compiled.ir, compiled.arch
+    held = footprint(compiled.graph, ir, hw) if memory else {}
+    if warn_fit and memory:
+        for line in note(held, hw.name):
+            warnings.warn(CapacityWarning(f"{line}; the run is simulated as if it did"), stacklevel=2)
     if fidelity == "tile" and len(compiled.mappings) < len(ir.ops):     # built unmapped: map it now
         compiled = replace(compiled, mappings=mappings_for(ir, hw, compiled.pricing))
     timeline = None
@@ -119,7 +127,6 @@ def simulate(compiled: Compiled, fidelity: str = "tile", trace: bool = False, me
     widened = sorted({(op.dtype, op.rate_dtype, op.unit) for op in ops if op.dtype != op.rate_dtype})
     notes += [f"{d} ops run at the {r} rate of {u} (it has no {d} path)" for d, r, u in widened]
     ops, more = compiled.pricing.finish(ops, ir, hw)
-    held = footprint(compiled.graph, ir, hw) if memory else {}
     return Result(model=_model_info(compiled), arch=_arch_info(hw, compiled.dtype), fidelity=fidelity, ops=ops,
                   notes=notes + more + (note(held, hw.name) if memory else []), memory=held, timeline=timeline,
                   mappings=compiled.mappings if fidelity == "tile" else {})
