@@ -60,9 +60,9 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     """accelsim's own warnings (an arch beyond any buildable chip, a model that does not fit) as one line, as its
     errors are."""
     from accelsim.arch.schema import ArchWarning
-    from compiler.errors import CapacityWarning
+    from compiler.errors import CacheWarning, CapacityWarning
 
-    if issubclass(category, (ArchWarning, CapacityWarning)):
+    if issubclass(category, (ArchWarning, CacheWarning, CapacityWarning)):
         print(f"accelsim: warning: {message}", file=sys.stderr)
     else:
         _PLAIN_WARNING(message, category, filename, lineno, file, line)

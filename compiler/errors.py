@@ -29,6 +29,11 @@ class CapacityWarning(UserWarning):
     """A model that does not fit its device's memory, said before it is simulated as if it did."""
 
 
+class CacheWarning(UserWarning):
+    """A file of the on-disk cache not used (damaged, not a regular file, too large, another user's): names it and
+    says why; the result is computed again."""
+
+
 def read_text(path, error: type[UserError] = UserError, shown: str | None = None) -> str:
     """The UTF-8 text of a file the user gave, newlines as open() reads them. One that cannot be read, or is not
     UTF-8, is `error` naming the file (as `shown`, else its path), the line and the first bad byte."""

@@ -25,9 +25,12 @@ def _own_cache(tmp_path_factory):
         (root / "rtl").symlink_to(shared / "rtl", target_is_directory=True)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         run = tmp_path_factory.getbasetemp().parent / "accelsim_cache"     # this run's, beside the workers' folders
+        from compiler.map.entry import user
+
+        (root / user()).mkdir(mode=0o700)
         for part in ("mappings", "runs"):
             (run / part).mkdir(parents=True, exist_ok=True)
-            (root / part).symlink_to(run / part, target_is_directory=True)
+            (root / user() / part).symlink_to(run / part, target_is_directory=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ACCELSIM_CACHE", str(root))
         yield root

@@ -4,14 +4,15 @@ compiler.map.disk's mappings, so a run asked for again builds nothing and import
 Invariant: a Result read back equals the one simulating would give now. The key holds everything a run reads: the
 zoo model's name and options (or a hash of everything a Graph holds), the arch's content, dtype, fidelity, compat,
 fuse, launch and caches, and a hash of every source of accelsim and compiler. A whole run is the unit, as no op's
-result can then depend on context the key misses (what ran before, its neighbours, fusion, launch). Files are replaced
-whole (compiler.map.disk.write); an unreadable, malformed, mismatched or altered file (its body's SHA-256 is in its
-first line) is ignored and the run computed again.
+result can then depend on context the key misses (what ran before, its neighbours, fusion, launch). Files are this
+user's, under $ACCELSIM_CACHE/user-<uid>/runs, and replaced whole; one that is not a regular file of this user's,
+is over RUN_BYTES, or does not carry its key and the digest of key and content (compiler.map.entry), or whose
+Result is of another layout or out of range, is warned about, removed and the run computed again.
 
-A file is three lines: a header (format, key, the SHA-256 of the rest), the Result with its ops as rows, and the
-mappings. `store` checks, field by field, that the Result reads back exactly before writing it, so `load` checks
-the hash and the layout, not every value again; the mappings are decoded when first asked for (a score of many
-runs needs their seconds only).
+A file is three lines: a header (key, digest), the Result with its ops as rows, and the mappings. `store` checks,
+field by field, that the Result reads back exactly before writing it, so `load` checks the digest, the layout and
+the ranges (counts and times of every op: no negative, infinite or NaN value), not every type again; the mappings
+are decoded when first asked for (a score of many runs needs their seconds only).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import dataclasses
 import enum
 import hashlib
 import json
+import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,9 +31,10 @@ from accelsim.arch import Arch
 from accelsim.out.result import OpResult, Result
 from compiler.dtypes import DType
 from compiler.graph import Graph
-from compiler.map import disk
+from compiler.map import disk, entry
 
-FORMAT = 3           # the file layout below; a change bumps it, and old files are never read again
+FORMAT = 4           # the file layout below; a change bumps it, and old files are never read again
+RUN_BYTES = 64 << 20                   # a run's file: ~1 KiB per op; a larger one is refused before it is read
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("accelsim", "compiler")     # every module a run may import, and their data (accelsim/data)
 GRAPH_BYTES = 64 << 20                 # a Graph holding more weight and constant bytes than this is not hashed
@@ -43,7 +46,7 @@ def key(model, arch: Arch, *, batch, dtype, fidelity: str, compat, fuse: str, la
     process (a model file, whose content the build reads; a Graph holding an importer, a value of no plain type or
     over GRAPH_BYTES of arrays; a Pricing object; an option that is no plain value) or the cache is off: then
     nothing is read or written."""
-    if disk.root() is None:
+    if folder() is None:
         return None
     model = graph_digest(model) if isinstance(model, Graph) else model if _zoo_name(model) else None
     if model is None:
@@ -60,35 +63,38 @@ def key(model, arch: Arch, *, batch, dtype, fidelity: str, compat, fuse: str, la
 
 def load(entry_key: list, arch: Arch, recompute) -> Result | None:
     """The Result stored under `entry_key`, naming `arch`'s file (the key holds the arch's content, not where it
-    lies); None if absent, unreadable, altered or malformed. Its mappings are decoded when first asked for; should
-    they not decode then, `recompute()` (the run, computed) gives them."""
-    try:
-        head, _, body = disk.path(entry_key, folder()).read_bytes().partition(b"\n")
-        header = json.loads(head)
-        if header["key"] != entry_key:          # a (40-hex-digit) name clash, or a file edited by hand
-            return None
-        if header["sha256"] != hashlib.sha256(body).hexdigest():
-            return None
-        result_text, _, mappings_text = body.partition(b"\n")
-        result = _rows_to_result(json.loads(result_text))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
+    lies); None if absent, or (warned about and removed) not a run this user stored under that key. Its mappings
+    are decoded when first asked for; should they not decode then, `recompute()` (the run, computed) gives them."""
+    where = disk.path(entry_key, folder())
+    body = entry.read(where, entry_key, RUN_BYTES)
+    if body is None:
         return None
+    result_text, _, mappings_text = body.partition(b"\n")
+    try:
+        data = json.loads(result_text)
+        result = _rows_to_result(data)
+        problem = _out_of_range(data)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as error:
+        problem = f"does not hold a run ({type(error).__name__}: {error})"
+    if problem:
+        return entry.bad(where, problem)
     return Result(model=result.model, arch={**result.arch, "file": str(arch.source_file)}, fidelity=result.fidelity,
                   ops=result.ops, notes=result.notes, memory=result.memory,
-                  mappings=StoredMappings(mappings_text, recompute))
+                  mappings=StoredMappings(mappings_text, recompute, where))
 
 
 class StoredMappings(Mapping):
     """A stored run's mappings (op name -> compiler.mapping.Mapping), decoded and checked on first use; if they
-    do not read back exactly, the ones of the run computed again."""
+    do not read back exactly, the file is warned about and removed, and the run's own computed again."""
 
-    def __init__(self, text: bytes, recompute):
-        self._text, self._recompute, self._mappings = text, recompute, None
+    def __init__(self, text: bytes, recompute, where: Path):
+        self._text, self._recompute, self._where, self._mappings = text, recompute, where, None
 
     def _decoded(self) -> dict:
         if self._mappings is None:
             self._mappings = _decode_mappings(self._text)
             if self._mappings is None:
+                entry.bad(self._where, "holds mappings that do not read back as they were written")
                 self._mappings = dict(self._recompute().mappings)
             self._text = b""
         return self._mappings
@@ -130,8 +136,8 @@ def store(entry_key: list, result: Result) -> None:
             _result_to_rows(data), {name: disk.encode(m) for name, m in result.mappings.items()}))
     except (TypeError, ValueError, KeyError):
         return
-    header = json.dumps({"format": FORMAT, "key": entry_key, "sha256": hashlib.sha256(body.encode()).hexdigest()})
-    disk.write(disk.path(entry_key, folder()), f"{header}\n{body}")
+    if _out_of_range(data) is None:      # else `load` would refuse it each time
+        entry.write(disk.path(entry_key, folder()), entry_key, body, RUN_BYTES)
 
 
 def _result_to_rows(data: dict) -> dict:
@@ -140,7 +146,7 @@ def _result_to_rows(data: dict) -> dict:
 
 
 def _rows_to_result(data: dict) -> Result:
-    """The Result `_result_to_rows` wrote. The body's hash vouches for the values (`store` checked them); this checks
+    """The Result `_result_to_rows` wrote. The digest vouches for the types (`store` checked them); this checks
     the layout, so a file of another one raises a KeyError or TypeError rather than giving a wrong Result."""
     if type(data) is not dict or set(data) != RESULT_FIELDS:
         raise KeyError(f"a result with fields {sorted(data)}")
@@ -152,8 +158,21 @@ def _rows_to_result(data: dict) -> Result:
                   ops=ops, notes=[_text(note) for note in data["notes"]], memory=_kind(data["memory"], dict))
 
 
-def folder() -> Path:
-    return disk.root() / "runs"
+def folder() -> Path | None:
+    """Where this user's runs go; None when the cache is off or its user folder is not safe to use."""
+    return entry.folder(disk.root(), "runs")
+
+
+def _out_of_range(data: dict) -> str | None:
+    """The first count or time of an op (`encode`'s dict, or rows) that is negative, past int64, infinite or NaN."""
+    for op in data["ops"]:
+        values = op.values() if type(op) is dict else op
+        for value in values:
+            for number in value.values() if type(value) is dict else value if type(value) is list else (value,):
+                if type(number) is int and not 0 <= number < 1 << 63 or \
+                        type(number) is float and not (math.isfinite(number) and number >= 0):
+                    return f"an op holds {number!r}, where counts and times are finite and not negative"
+    return None
 
 
 def encode(result: Result) -> dict:

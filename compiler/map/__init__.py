@@ -31,12 +31,12 @@ def map_op(op: IROp, arch, report: Report, budget: int = DEFAULT_BUDGET, cache: 
     if found is not None:
         return found
     stored = disk.key(signature, arch, budget, report) if einsum and cache is CACHE else None
-    best = disk.load(stored, op.name) if stored is not None else None
+    best = disk.load(stored, op, arch) if stored is not None else None
     if best is None:
         best = search(candidates(op, arch), report, budget, every_tiling=smaller_buffers(op, arch)) if einsum \
             else plan(op, arch)
         if stored is not None:
-            disk.store(stored, best)
+            disk.store(stored, best, op, arch)
     if cache is not None:
         cache.store(key, best)
     return best

@@ -1,11 +1,13 @@
-"""The searched mappings kept on disk between processes: one small JSON file per key under
-$ACCELSIM_CACHE/mappings (default ~/.cache/accelsim/mappings; ACCELSIM_CACHE=off keeps nothing), so a fresh
+"""The searched mappings kept on disk between processes: one small file per key under
+$ACCELSIM_CACHE/user-<uid>/mappings (default ~/.cache/accelsim; ACCELSIM_CACHE=off keeps nothing), so a fresh
 process skips the search. Whole runs are kept beside them, in runs/ (accelsim.sim.cache).
 
 Invariant: a mapping read back equals the one the search would find now. The key holds everything the search
 reads (op signature, the arch's content, budget, the cost model and what it is bound to) and the sources of the
-mapper and the cost model; a file is replaced whole (written aside, then os.replace), so a reader never sees half
-of one; an unreadable or malformed file is ignored and searched again. JSON, never pickle: the folder may be shared.
+mapper and the cost model. A file is this user's, carries its key and the digest of key and content, and is
+replaced whole (compiler.map.entry); the mapping it holds must be the op's (its signature and loops), its tiles
+nest (1 <= tile <= the enclosing level's), and it must be legal on the arch (compiler.map.legal). A file failing
+any of this is warned about, removed and searched again. JSON, never pickle.
 """
 from __future__ import annotations
 
@@ -14,15 +16,19 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import types
 import weakref
 from functools import cache
 from pathlib import Path
 
+from compiler.map import entry
+from compiler.map.legal import check
 from compiler.mapping import LevelTile, Mapping, Spatial
 
-FORMAT = 1          # the file layout below; a change bumps it, and old files are never read again
+FORMAT = 2          # the file layout below; a change bumps it, and old files are never read again
+MAPPING_BYTES = 1 << 20      # a mapping's file is a few KiB; a larger one is refused before it is read
+AXES = ("rows", "cols", "lanes", "units")
+DATAFLOWS = (None, "ws", "os", "is")
 COMPILER = Path(__file__).resolve().parents[1]
 # What the search reads besides the op and the arch; the cost model's own folder is added (source_digest).
 MAPPER_SOURCES = ("map", "target", "mapping.py", "ir.py", "dtypes.py", "codegen/nest.py")
@@ -39,15 +45,15 @@ def root() -> Path | None:
     return None if where == OFF else Path(where)
 
 
-def folder() -> Path:
-    """Where the mappings go (ask `root` first: there is none when the cache is off)."""
-    return root() / "mappings"
+def folder() -> Path | None:
+    """Where this user's mappings go; None when the cache is off or its user folder is not safe to use."""
+    return entry.folder(root(), "mappings")
 
 
 def key(signature: str, arch, budget: int, report) -> list | None:
     """What the search of one op depends on, as JSON-able values; None when the arch or the report has no content
     that another process could recognise, or the cache is off (then nothing is read or written)."""
-    if root() is None:
+    if folder() is None:
         return None
     content = arch_digest(arch)
     model = cost_model(report)
@@ -62,38 +68,66 @@ def path(entry_key: list, under: Path | None = None) -> Path:
     return (under or folder()) / name[:2] / f"{name[2:]}.json"       # 256 subfolders: a sweep leaves many files
 
 
-def load(entry_key: list, op_name: str) -> Mapping | None:
-    """The mapping stored under `entry_key`, renamed to `op_name`; None if absent, unreadable or malformed."""
-    try:
-        data = json.loads(path(entry_key).read_text())
-        if data["key"] != entry_key:           # a (40-hex-digit) name clash, or a file edited by hand
-            return None
-        mapping = decode(data["mapping"])
-        if encode(mapping) != data["mapping"]:   # every field of the expected type, nothing extra
-            return None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+def load(entry_key: list, op, arch) -> Mapping | None:
+    """The mapping stored under `entry_key` for `op` on `arch`, renamed to the op's name; None if absent or (warned
+    about, removed) not a mapping of this op that is legal on `arch`."""
+    where = path(entry_key)
+    body = entry.read(where, entry_key, MAPPING_BYTES)
+    if body is None:
         return None
-    return mapping if mapping.op == op_name else dataclasses.replace(mapping, op=op_name)
-
-
-def store(entry_key: list, mapping: Mapping) -> None:
-    """Writes the file aside and renames it into place; a folder that cannot be written is no error."""
-    write(path(entry_key), json.dumps({"key": entry_key, "mapping": encode(mapping)}, separators=(",", ":")))
-
-
-def write(target: Path, text: str) -> None:
-    """`text` written aside and renamed onto `target`: a reader sees the old file or the new one, never half of
-    one, however many processes write at once; a folder that cannot be written is no error."""
-    temporary = None
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=target.parent, prefix=".", suffix=".tmp", delete=False) as out:
-            temporary = out.name
-            out.write(text)
-        os.replace(temporary, target)
-    except OSError:
-        if temporary is not None:
-            Path(temporary).unlink(missing_ok=True)
+        data = json.loads(body)
+        mapping = decode(data)
+        problem = "does not read back as it was written" if encode(mapping) != data else \
+            fault(mapping, entry_key[1], op, arch)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as error:
+        problem = f"does not hold a mapping ({type(error).__name__}: {error})"
+    if problem:
+        return entry.bad(where, problem)
+    return mapping if mapping.op == op.name else dataclasses.replace(mapping, op=op.name)
+
+
+def store(entry_key: list, mapping: Mapping, op, arch) -> None:
+    """Writes the file aside and renames it into place; a folder that cannot be written is no error. A mapping
+    `load` would refuse is not kept (it would be searched again each time, with a warning)."""
+    if fault(mapping, entry_key[1], op, arch) is None:
+        entry.write(path(entry_key), entry_key, json.dumps(encode(mapping), separators=(",", ":")),
+                    MAPPING_BYTES)
+
+
+def fault(mapping: Mapping, signature: str, op, arch) -> str | None:
+    """Why `mapping` cannot be `op`'s mapping of `signature` on `arch`, or None: the op's signature and loops, every
+    level's tile of every loop between 1 and the enclosing level's, loop orders over those dims, spatial factors
+    between 1 and their loop's extent, each dim's GEMM role, then compiler.map.legal.check."""
+    if mapping.signature != signature:
+        return f"holds a mapping of another op ({mapping.signature})"
+    if mapping.loops != tuple((d, e) for d, e in op.loops):
+        return f"holds loops {list(mapping.loops)}, not the op's {list(op.loops)}"
+    dims, outer = [d for d, _ in mapping.loops], dict(mapping.loops)
+    if not mapping.levels or len({lv.level for lv in mapping.levels}) != len(mapping.levels):
+        return "has no memory levels, or one twice"
+    names = {level.name for level in arch.memory}
+    for lv in mapping.levels:
+        if lv.level not in names:
+            return f"level {lv.level!r} is not one of {arch.name}'s"
+        if [d for d, _ in lv.tile] != dims:
+            return f"level {lv.level}: tiles dims {[d for d, _ in lv.tile]}, not the op's {dims}"
+        wrong = next(((d, e) for d, e in lv.tile if not 1 <= e <= outer[d]), None)
+        if wrong:
+            return f"level {lv.level}: tile {wrong[0]}={wrong[1]}, outside 1..{outer[wrong[0]]}"
+        if len(set(lv.order)) != len(lv.order) or not set(lv.order) <= outer.keys():
+            return f"level {lv.level}: loop order {list(lv.order)} is not over distinct dims of {dims}"
+        outer = dict(lv.tile)
+    extents = dict(mapping.loops)
+    for s in mapping.spatial:
+        if s.dim not in extents or s.axis not in AXES or not 1 <= s.factor <= extents[s.dim]:
+            return f"spatial loop {s.dim} on {s.axis} x{s.factor}: not a dim, an axis of {AXES} and 1..its extent"
+    if mapping.dataflow not in DATAFLOWS:
+        return f"dataflow {mapping.dataflow!r} is none of ws, os, is"
+    if [d for d, _ in mapping.parts] != dims or any(p not in "bmnk" or len(p) != 1 for _, p in mapping.parts):
+        return f"GEMM roles {list(mapping.parts)} are not one of b, m, n, k per dim"
+    illegal = check(mapping, op, arch)
+    return None if illegal is None else f"is not legal on {arch.name}: {illegal}"
 
 
 def encode(mapping: Mapping) -> dict:

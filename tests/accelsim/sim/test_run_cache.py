@@ -4,7 +4,6 @@ an option, the sources) changes the key; a corrupt file is computed again, never
 leave a whole file; ACCELSIM_CACHE=off reads and writes nothing. Every test has a cache folder of its own."""
 import copy
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -17,7 +16,8 @@ import pytest
 import accelsim
 from accelsim.sim import build as pipeline
 from accelsim.sim import cache
-from compiler.map import CACHE, disk
+from compiler.errors import CacheWarning
+from compiler.map import CACHE, disk, entry
 
 ROOT = Path(__file__).resolve().parents[3]
 OP_FIELDS = list(cache.OP_FIELDS)
@@ -52,7 +52,7 @@ def folder(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "source_digest", lambda: cache.LOADED)
     monkeypatch.setenv("ACCELSIM_CACHE", str(tmp_path / "cache"))
     CACHE.clear()
-    yield tmp_path / "cache" / "runs"
+    yield tmp_path / "cache" / entry.user() / "runs"
     CACHE.clear()
 
 
@@ -179,20 +179,21 @@ def read_file(file: Path) -> tuple[dict, dict, dict]:
 
 
 def write_file(file: Path, header: dict, result: dict, mappings: dict, rehash: bool) -> None:
-    """The three lines written back; `rehash` puts the new body's hash in the header, as a forger would."""
+    """The three lines written back; `rehash` puts the new body's digest in the header, as a forger would."""
     body = json.dumps(result) + "\n" + json.dumps(mappings)
     if rehash:
-        header = {**header, "sha256": hashlib.sha256(body.encode()).hexdigest()}
+        header = {**header, "digest": entry.digest(header["key"], body.encode())}
     file.write_text(json.dumps(header) + "\n" + body)
 
 
 DAMAGES = ["", "{", "not json", "[]", '{"key": 1}', "truncate", "wrong type", "extra field", "wrong mapping",
-           "extra result field", "no memory", "wrong hash", "no hash"]
+           "extra result field", "no memory", "wrong hash", "no hash", "negative", "nan"]
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
 def test_a_damaged_file_is_computed_again(damage, folder, builds, monkeypatch):
-    """Any change to a file's bytes is caught by its hash; a file of another layout by the reader."""
+    """Any change to a file's bytes is caught by its digest; a file of another layout or out of range by the reader;
+    each is warned about, naming the file, and written again."""
     accelsim.run("gpt2", "xeon_spr", **SMALL["gpt2"])
     (file,) = folder.rglob("*.json")
     text = file.read_text()
@@ -215,12 +216,16 @@ def test_a_damaged_file_is_computed_again(damage, folder, builds, monkeypatch):
         next(iter(mappings.values()))["loops"] = "nonsense"
         write_file(file, header, result, mappings, rehash=False)
     elif damage == "wrong hash":
-        write_file(file, {**header, "sha256": "0" * 64}, result, mappings, rehash=False)
+        write_file(file, {**header, "digest": "0" * 64}, result, mappings, rehash=False)
     elif damage == "no hash":
-        write_file(file, {k: v for k, v in header.items() if k != "sha256"}, result, mappings, rehash=False)
+        write_file(file, {k: v for k, v in header.items() if k != "digest"}, result, mappings, rehash=False)
+    elif damage in ("negative", "nan"):       # a forger's values, rehashed: refused by their range
+        result["ops"][0][OP_FIELDS.index("seconds")] = -1.0 if damage == "negative" else float("nan")
+        write_file(file, header, result, mappings, rehash=True)
     else:
         file.write_text(damage)
-    again = accelsim.run("gpt2", "xeon_spr", **SMALL["gpt2"])
+    with pytest.warns(CacheWarning, match=str(file)):
+        again = accelsim.run("gpt2", "xeon_spr", **SMALL["gpt2"])
     assert builds == [1, 1]
     assert_same(again, computed("gpt2", "xeon_spr", monkeypatch, **SMALL["gpt2"]))
     assert read_file(file)[0]["key"] == header["key"]       # written again, whole
@@ -236,6 +241,8 @@ def test_mappings_that_do_not_read_back_are_computed_again(folder, builds, monke
     write_file(file, header, result, mappings, rehash=True)
     again = accelsim.run("gpt2", "xeon_spr", **SMALL["gpt2"])
     assert builds == [1], "the Result was read back"
+    with pytest.warns(CacheWarning, match="mappings that do not read back"):
+        dict(again.mappings)
     assert_same(again, computed("gpt2", "xeon_spr", monkeypatch, **SMALL["gpt2"]))
     assert builds == [1, 1, 1]          # the mappings, computed again; then `computed`
 

@@ -14,7 +14,8 @@ from accelsim.arch import load_arch
 from accelsim.price.compat import KNOWN
 from accelsim.price.cost import reporter
 from accelsim.sim.build import build
-from compiler.map import CACHE, disk, map_ir, map_op
+from compiler.errors import CacheWarning
+from compiler.map import CACHE, disk, entry, map_ir, map_op
 from compiler.mapping import op_signature
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -48,7 +49,7 @@ def folder(tmp_path, monkeypatch):
     """An empty cache folder, and an empty in-memory cache (so the disk is asked)."""
     monkeypatch.setenv("ACCELSIM_CACHE", str(tmp_path))
     CACHE.clear()
-    yield tmp_path / "mappings"
+    yield tmp_path / entry.user() / "mappings"
     CACHE.clear()
 
 
@@ -84,8 +85,40 @@ def resnet_conv(arch):
     return ir, next(op for op in ir.ops if op.name == "layer1.0/conv1")
 
 
-@pytest.mark.parametrize("damage", [b"{not json", b"", b'{"key": [1], "mapping": {}}', "factor"])
-def test_a_corrupt_file_is_searched_again(folder, damage, monkeypatch):
+def rehashed(file, edit) -> None:
+    """The mapping in `file` changed by `edit(mapping dict)` and written back with its digest recomputed, as a
+    forger with write access to the file would: only the checks on what it holds can refuse it."""
+    header, _, body = file.read_bytes().partition(b"\n")
+    header = json.loads(header)
+    mapping = json.loads(body)
+    edit(mapping)
+    body = json.dumps(mapping).encode()
+    file.write_bytes(json.dumps({**header, "digest": entry.digest(header["key"], body)}).encode() + b"\n" + body)
+
+
+def set_tile(level: int, dim: str, extent):
+    def edit(mapping):
+        mapping["levels"][level]["tile"] = [[d, extent if d == dim else e] for d, e in mapping["levels"][level]["tile"]]
+    return edit
+
+
+FORGERIES = {   # each a mapping of the right types that is not this op's legal mapping on tpu_v1
+    "factor of the wrong type": lambda m: m["spatial"][0].__setitem__(2, str(m["spatial"][0][2])),
+    "zero tile": set_tile(-1, "c", 0),                 # was a ZeroDivisionError on every run
+    "negative tile": set_tile(-1, "c", -5),            # was priced: 1433 cycles instead of 1729
+    "tile over its level": set_tile(-1, "c", 65),
+    "another op's loops": lambda m: m.__setitem__("loops", [[d, 1 if d == "k" else e] for d, e in m["loops"]]),
+    "a dataflow the array lacks": lambda m: m.__setitem__("dataflow", "os"),
+    "an unknown level": lambda m: m["levels"][-1].__setitem__("level", "l9"),
+    "an unknown unit": lambda m: m.__setitem__("unit", "gpu"),
+    "a loop order over other dims": lambda m: m["levels"][0].__setitem__("order", ["x"]),
+    "a spatial factor over its loop": lambda m: m["spatial"][0].__setitem__(2, 10 ** 6),
+}
+DAMAGES = [b"{not json", b"", b'{"key": [1], "mapping": {}}', "one digit", *FORGERIES]
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_corrupt_or_forged_file_is_warned_about_and_searched_again(folder, damage, monkeypatch):
     import compiler.map
 
     searches = []
@@ -94,18 +127,22 @@ def test_a_corrupt_file_is_searched_again(folder, damage, monkeypatch):
     arch = load_arch("tpu_v1")
     ir, op = resnet_conv(arch)
     first = map_op(op, arch, reporter(arch, ir))
-    (entry,) = folder.rglob("*.json")
-    if damage == "factor":      # valid JSON, a field of the wrong type
-        data = json.loads(entry.read_text())
-        data["mapping"]["spatial"][0][2] = str(data["mapping"]["spatial"][0][2])
-        damage = json.dumps(data).encode()
-    entry.write_bytes(damage)
+    (file,) = folder.rglob("*.json")
+    if damage == "one digit":      # a one-character change, the digest not recomputed
+        text = file.read_text()
+        assert '["c",22]' in text
+        file.write_text(text.replace('["c",22]', '["c",2]', 1))
+    elif damage in FORGERIES:
+        rehashed(file, FORGERIES[damage])
+    else:
+        file.write_bytes(damage)
     CACHE.clear()
-    again = map_op(op, arch, reporter(arch, ir))
+    with pytest.warns(CacheWarning, match=str(file)):
+        again = map_op(op, arch, reporter(arch, ir))
     assert len(searches) == 2, "the damaged file was read as a mapping"
     assert again == first
     key = disk.key(op_signature(op), arch, 24, reporter(arch, ir))
-    assert disk.path(key) == entry and disk.load(key, op.name) == first     # the damaged file was replaced
+    assert disk.path(key) == file and disk.load(key, op, arch) == first     # the damaged file was replaced
 
 
 def test_an_unwritable_folder_is_no_error(tmp_path, monkeypatch):
@@ -114,7 +151,8 @@ def test_an_unwritable_folder_is_no_error(tmp_path, monkeypatch):
     arch = load_arch("tpu_v1")
     ir, op = resnet_conv(arch)
     CACHE.clear()
-    assert map_op(op, arch, reporter(arch, ir)) == map_op(op, arch, reporter(arch, ir), cache=None)
+    with pytest.warns(CacheWarning, match="file/user-.*: cannot be read .*; the cache is not used"):
+        assert map_op(op, arch, reporter(arch, ir)) == map_op(op, arch, reporter(arch, ir), cache=None)
 
 
 def test_the_key_follows_budget_arch_content_and_pricing():
