@@ -4,9 +4,11 @@ the checks on them; the main CLI and any sub-CLI import them from here.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+from compiler import output
 from compiler.errors import UserError
 
 
@@ -91,27 +93,67 @@ def positive(name: str, value: int | None) -> None:
 
 
 OUTPUTS = ("json", "csv", "html", "trace", "plot", "out", "vcd", "waves", "db")   # flags that name what is written
+FOLDERS = ("plot",)   # output flags that name a folder, unless a command's parser sets `folders` to its own
 
 
 def check_outputs(args: argparse.Namespace) -> None:
     """Every output a command was given, checked before anything runs (a long simulation is not lost to a
-    typo in --json): the folder it goes in must exist."""
+    typo in --json): the folder it goes in must exist; a file output must not be a folder, a FIFO or a device,
+    nor a file the command reads (the model, --arch, --inputs...: it would be destroyed), nor another output."""
+    folders = getattr(args, "folders", FOLDERS)
+    inputs = _inputs(args)
+    named: list[tuple[str, str]] = []
     for flag in OUTPUTS:
         target = getattr(args, flag, None)
-        if target and target != "-" and not Path(target).resolve().parent.is_dir():
-            raise UserError(f"--{flag} {target}: the folder {Path(target).parent} does not exist; create it or "
+        if not target or target == "-":
+            continue
+        where = f"--{flag} {target}"
+        if not Path(target).resolve().parent.is_dir():
+            raise UserError(f"{where}: the folder {Path(target).parent} does not exist; create it or "
                             f"write elsewhere")
+        if flag not in folders and flag != "db":   # the sweep store is a database, opened in place
+            output.target(target, where)
+        for key, source in inputs + named:
+            if _same_file(target, source):
+                raise UserError(f"{where}: that is {key} {source}, which this command "
+                                f"{'reads' if (key, source) in inputs else 'also writes'}; write to another file")
+        named.append((f"the --{flag} file", target))
+
+
+def _inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(option, path) for every argument that names an existing file: what the command reads."""
+    found = []
+    for key, value in vars(args).items():
+        if key in OUTPUTS or key in ("handler", "folders"):
+            continue
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, str) and item != "-" and _is_file(item):
+                found.append((f"the {key.replace('_', ' ')} file", item))
+    return found
+
+
+def _is_file(text: str) -> bool:
+    try:
+        return os.path.isfile(text)
+    except (OSError, ValueError):   # a name too long, or holding a NUL: not a file
+        return False
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether `a` and `b` name one file: the same path once links are followed, or links to one file."""
+    try:
+        return os.path.realpath(a) == os.path.realpath(b) or os.path.samefile(a, b)
+    except (OSError, ValueError):   # either is not there (yet)
+        return False
 
 
 def write(target: str, text: str) -> None:
-    """`text` to the file `target`, or to stdout for '-'; an unwritable file is the user's error."""
+    """`text` to the file `target` (written aside and renamed: compiler.output), or to stdout for '-'; an
+    unwritable file is the user's error."""
     if target == "-":
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
-    try:
-        Path(target).write_text(text if text.endswith("\n") else text + "\n")
-    except OSError as error:
-        raise UserError(f"{target}: cannot write ({error.strerror})") from None
+    output.write_file(target, text if text.endswith("\n") else text + "\n")
 
 
 def many_devices(parser) -> None:

@@ -197,7 +197,7 @@ def _add_validate_parsers(validate) -> None:
                      "<host preset name>-<date>-<time> here)")
     cpu.add_argument("--arch", help="price on this preset or YAML file as it is (default: the host's, detected, "
                      "with --threads cores)")
-    cpu.set_defaults(handler=_validate_cpu)
+    cpu.set_defaults(handler=_validate_cpu, folders=("out",))
 
 
 def _describe(parser: argparse.ArgumentParser) -> None:
@@ -286,12 +286,14 @@ def _eval_train(args, inputs: dict | None) -> int:
 
 
 def _write_arrays(path: str, arrays: dict) -> None:
+    """An .npz at exactly `path` (numpy, given a name, would add `.npz` to one without it), written aside and
+    renamed (compiler.output)."""
     import numpy as np
 
-    try:
-        np.savez(path, **arrays)
-    except OSError as error:
-        raise UserError(f"{path}: cannot write ({error.strerror})") from None
+    from compiler.output import replacing
+
+    with replacing(path, f"--out {path}") as temporary, open(temporary, "wb") as file:
+        np.savez(file, **arrays)
     print(f"wrote {len(arrays)} arrays to {path}")
 
 

@@ -16,6 +16,7 @@ from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.frontend import TERNARY_MARK
 from compiler.graph import Graph, Tensor
+from compiler.output import replacing
 
 # protobuf cannot serialize a message past 2 GiB; above 1.5 GiB of weights the graph's own bytes
 # could push it over, so weights go to a side file (`<model>.onnx.data`) instead.
@@ -36,26 +37,29 @@ def to_model(graph: Graph, opset: int | None = None) -> onnx.ModelProto:
 
 def save_onnx(graph: Graph, path: str | os.PathLike, external_data: bool | None = None,
               opset: int | None = None, check: bool = True) -> Path:
-    """Write `path` (and `path.data` with external data: on request, or by default past 1.5 GiB).
+    """Write `path` (and `path.data` with external data: on request, or by default past 1.5 GiB), each file
+    written aside and renamed (compiler.output): a failure leaves the files there before as they were.
 
-    With `check`, the written file is read back by onnx's full checker (strict shape inference).
+    With `check`, the written file is read back by onnx's full checker (strict shape inference) before it
+    replaces `path`.
     """
     path = Path(path)
     if external_data is None:
         external_data = weight_bytes(graph) > EXTERNAL_THRESHOLD_BYTES
-    if not external_data:
-        model = to_model(graph, opset)
-        onnx.save_model(model, str(path))
-    else:
-        location = path.name + ".data"
-        with open(path.parent / location, "wb") as data:
-            model = _model(graph, opset, sink=_Sink(data, location))
-        onnx.save_model(model, str(path))
-    if check:
-        try:
-            onnx.checker.check_model(str(path), full_check=True)
-        except Exception as error:
-            raise ModelError(f"{path}: the exported model fails onnx's checker ({error})") from None
+    with replacing(path) as temporary:
+        if not external_data:
+            onnx.save_model(to_model(graph, opset), str(temporary))
+        else:
+            location = path.name + ".data"
+            # the side file is renamed first: the model names it, and the checker reads it through the model
+            with replacing(path.parent / location) as side, open(side, "wb") as data:
+                model = _model(graph, opset, sink=_Sink(data, location))
+            onnx.save_model(model, str(temporary))
+        if check:
+            try:
+                onnx.checker.check_model(str(temporary), full_check=True)
+            except Exception as error:
+                raise ModelError(f"{path}: the exported model fails onnx's checker ({error})") from None
     return path
 
 

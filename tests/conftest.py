@@ -82,3 +82,39 @@ def pytest_terminal_summary(terminalreporter):
         for reason, ids in missing.items():
             terminalreporter.write_line(f"{len(ids):4} x {reason} (e.g. {ids[0]})", red=True)
         terminalreporter.write_line("`make test` installs them all", red=True)
+
+
+class SmallDisk:
+    """A 64 KiB tmpfs at `path`; `fill()` takes its last free page, as a full disk would."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fill(self) -> None:
+        fd = os.open(self.path / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while True:
+                os.write(fd, b"\0" * 4096)
+        except OSError as error:
+            assert error.strerror == "No space left on device", error
+        finally:
+            os.close(fd)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A disk that can be filled (a 64 KiB tmpfs, mounted for the test and unmounted after): outputs written on
+    a full disk. Mounting needs root; elsewhere the test is skipped, saying so."""
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("a full disk is a 64 KiB tmpfs, and mounting one needs root")
+    mount = tmp_path / "small_disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"this host refuses a tmpfs mount ({done.stderr.decode().strip()})")
+    try:
+        yield SmallDisk(mount)
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)

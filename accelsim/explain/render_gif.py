@@ -6,7 +6,7 @@ last frame is shown a little longer); the artists are made once and only their t
 from __future__ import annotations
 
 from accelsim.explain.film import Film, Frame
-from compiler.errors import UserError
+from compiler import output
 
 PE_W, PE_H, GAP = 3.4, 1.35, 0.12        # a PE's box, in layout units (1 unit = 0.55 inch)
 C_W, C_H = 0.85, 0.42                    # an element of C
@@ -78,12 +78,9 @@ def write_gif(film: Film, path, fps: float = 2.0) -> int:
 
     writer = PillowWriter(fps=fps)
     grabbed = 0
-    try:
-        with writer.saving(fig, str(path), dpi=100):
-            for frame in film.frames + (film.frames[-1],) * HOLD:
-                draw(frame)
-                writer.grab_frame()
-                grabbed += 1
-    except OSError as error:
-        raise UserError(f"{path}: cannot write ({error.strerror or error})") from None
+    with output.replacing(path) as temporary, writer.saving(fig, str(temporary), dpi=100):
+        for frame in film.frames + (film.frames[-1],) * HOLD:
+            draw(frame)
+            writer.grab_frame()
+            grabbed += 1
     return grabbed

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import html
 import json
-from pathlib import Path
 
 from accelsim.arch import Dataflow
 from accelsim.explain.render_text import describe
 from accelsim.explain.film import Film
-from compiler.errors import UserError
+from compiler import output
 
 
 def film_data(film: Film) -> dict:
@@ -40,10 +39,7 @@ def write_html(film: Film, path) -> None:
     legend = LEGEND_OS if film.dataflow is Dataflow.OS else LEGEND
     page = PAGE.replace("__TITLE__", html.escape(title)).replace("__SUMMARY__", html.escape(describe(film))) \
         .replace("__LEGEND__", legend).replace("__DATA__", data).replace("__SCRIPT__", SCRIPT)
-    try:
-        Path(path).write_text(page, encoding="utf-8")
-    except OSError as error:
-        raise UserError(f"{path}: cannot write ({error.strerror})") from None
+    output.write_file(path, page)
 
 
 LEGEND = """<b style="color:#1f5fa8">S</b> the stationary operand (grey, in brackets: the other bank of its double buffer),

@@ -9,9 +9,8 @@ the time the schedule gave it (blocking tensor-parallel collectives inside).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from compiler.errors import UserError
+from compiler import output
 
 US = 1e6
 LINKS = 10_000           # the links' process id, after every device's
@@ -60,7 +59,4 @@ def _names(pid: int, process: str, threads: dict[int, str]) -> list[dict]:
 
 def write_parallel_trace(result, path: str) -> None:
     text = json.dumps({"traceEvents": trace_events(result), "displayTimeUnit": "ns"})
-    try:
-        Path(path).write_text(text)
-    except OSError as error:
-        raise UserError(f"{path}: cannot write ({error.strerror})") from None
+    output.write_file(path, text)

@@ -7,10 +7,10 @@ latency is in `args`, not in the slice), and timestamps are microseconds at the 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 
+from compiler import output
 from compiler.errors import UserError
 from compiler.program import COMPUTE, LOAD, STORE
 
@@ -64,7 +64,4 @@ def write_trace(result, path: str) -> None:
     if result.timeline is None:
         raise UserError("--trace needs the tile-level timeline: run with --fidelity tile")
     text = json.dumps({"traceEvents": trace_events(result.timeline), "displayTimeUnit": "ns"})
-    try:
-        Path(path).write_text(text)
-    except OSError as error:
-        raise UserError(f"{path}: cannot write ({error.strerror})") from None
+    output.write_file(path, text)

@@ -15,6 +15,7 @@ from accelsim.report.figures import Figure, joules, label, run_figures
 from accelsim.report.html import Cell
 from accelsim.out.result import Result
 from accelsim.out.table import seconds, si
+from compiler import output
 from compiler.errors import UserError
 
 
@@ -93,20 +94,12 @@ def write_pngs(figures: list[Figure], plot_dir: str) -> list[Path]:
     folder = Path(plot_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        paths = []
-        for fig in figures:
-            path = folder / f"{fig.name}.png"
-            path.write_bytes(fig.png)
-            paths.append(path)
     except OSError as error:
         raise UserError(f"--plot {plot_dir}: cannot write ({error.strerror})") from None
-    return paths
+    return [output.write_file(folder / f"{fig.name}.png", fig.png, f"--plot {plot_dir}: {fig.name}.png")
+            for fig in figures]
 
 
 def write_text(target: str, text: str) -> Path:
-    path = Path(target)
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise UserError(f"--html {target}: cannot write ({error.strerror})") from None
-    return path
+    """The page `text` to `target` (written aside and renamed: compiler.output)."""
+    return output.write_file(target, text, f"--html {target}")

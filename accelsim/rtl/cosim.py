@@ -19,6 +19,7 @@ from accelsim.sim import cycle
 from accelsim.price.systolic import native_cycles, steady_and_tail
 from accelsim.rtl import runner
 from accelsim.sim.stimulus import Outcome, Stimulus, assemble, chain, expected_outputs, gemm
+from compiler import output
 from compiler.errors import UserError
 from compiler.ir import Einsum
 from compiler.mapping import gemm_view
@@ -113,7 +114,8 @@ def cosim(model, layer: str, arch, sim: str = "icarus", batch: int | None = None
     if waves and rtl_run.waves is not None:
         import shutil
 
-        shutil.copy(rtl_run.waves, waves)
+        with output.replacing(waves, f"--waves {waves}") as temporary:
+            shutil.copyfile(rtl_run.waves, temporary)
     _per_tile_cycles(parts, model_out, tiles, "cycle_model")
     _per_tile_cycles(parts, rtl_run.outcome, tiles, "rtl")
     report.mismatch = _first_mismatch(parts, tiles, stim, depth, model_out, rtl_run.outcome)

@@ -16,6 +16,7 @@ from accelsim.engine.cycle import systolic as kernel
 from accelsim.engine.cycle import systolic_os as os_kernel
 from accelsim.sim.stimulus import Outcome, Stimulus
 from accelsim.out.vcd import VcdWriter
+from compiler import output
 
 PORT_BITS = ("w_valid", "w_ready", "x_valid", "x_ready", "x_last", "x_acc", "y_valid", "y_last")
 CLOCK_NS = 10           # the 100 MHz teaching clock: one cycle is 10 ns, clk rises at its start
@@ -214,7 +215,7 @@ def write_vcd(path, stim: Stimulus, outcome: Outcome, waves: Waves, reset_cycles
                ("x_valid", 1), ("x_ready", 1), ("x_data", stim.rows * 8), ("x_last", 1), ("x_acc", 1),
                ("y_valid", 1), ("y_data", stim.cols * 32), ("y_last", 1)]
     half = CLOCK_NS // 2
-    with open(path, "w") as f:
+    with output.replacing(path) as temporary, open(temporary, "w") as f:
         vcd = VcdWriter(f, "systolic_core", signals, timescale="1ns")
         y_word = 0
         for j in range(reset_cycles + waves.cycles):

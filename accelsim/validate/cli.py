@@ -27,7 +27,7 @@ def add_score_parser(group) -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="OUT.png", help="write a log-log plot of predicted against measured times")
     p.add_argument("--as-recorded", action="store_true", help="score the CSV's predicted_s column instead of "
                    "predicting every case again with the current model on the dataset's arch.yaml")
-    p.set_defaults(handler=score_command)
+    p.set_defaults(handler=score_command, folders=())   # --plot names a .png here
     return p
 
 
@@ -104,7 +104,7 @@ def add_cuda_parser(group) -> argparse.ArgumentParser:
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu-interpreter"], help="cuda (default), or "
                    "cpu-interpreter: the same harness on this host under Triton's interpreter, to check it "
                    "without a GPU (its times mean nothing)")
-    p.set_defaults(handler=cuda_command)
+    p.set_defaults(handler=cuda_command, folders=("out",))
     return p
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import io
 import math
 import platform
 import statistics
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from compiler import output
 from compiler.errors import UserError
 from accelsim.validate.cases import Case, parse, predict
 from accelsim.validate.dataset import arch_text, git_commit, new_folder, write_arch
@@ -266,11 +268,12 @@ def mape(rows: list[Row]) -> dict[str, float]:
 
 
 def write_csv(rows: list[Row], path: Path) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["suite", "case", "threads", "measured_s", "predicted_s"])
-        for r in rows:
-            writer.writerow([r.suite, r.case.key, r.threads, f"{r.measured_s:.6e}", f"{r.predicted_s:.6e}"])
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(["suite", "case", "threads", "measured_s", "predicted_s"])
+    for r in rows:
+        writer.writerow([r.suite, r.case.key, r.threads, f"{r.measured_s:.6e}", f"{r.predicted_s:.6e}"])
+    output.write_file(path, text.getvalue())
 
 
 def validate_cpu(suite: str, threads: int, repeats: int, out_dir: str | None, arch: str | None) -> dict[str, float]:
@@ -290,7 +293,7 @@ def validate_cpu(suite: str, threads: int, repeats: int, out_dir: str | None, ar
     rows = run_suites(keys, priced, threads, repeats)
     write_csv(rows, folder / "measurements.csv")
     dataset = provenance(threads, repeats, source, rows)
-    (folder / "dataset.yaml").write_text(yaml.safe_dump(dataset, sort_keys=False, width=120))
+    output.write_file(folder / "dataset.yaml", yaml.safe_dump(dataset, sort_keys=False, width=120))
     scores = mape(rows)
     for name, value in scores.items():
         target = TARGETS[name].get("mape")

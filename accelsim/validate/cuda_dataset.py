@@ -13,6 +13,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from compiler import output
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from accelsim.validate.cases import parse
@@ -88,7 +89,7 @@ def validate_cuda(suite: str, arch: str, out_dir: str, repeats: int, budget_s: f
             "caches": COLD,
             "measured_s": "the vendor library through PyTorch; triton_s: accelsim's generated kernels",
             "measurements": "measurements.csv", "targets": _targets(work), "cases_planned": len(work)}
-    (folder / "dataset.yaml").write_text(yaml.safe_dump(meta, sort_keys=False, width=120))
+    output.write_file(folder / "dataset.yaml", yaml.safe_dump(meta, sort_keys=False, width=120))
     out = CsvOut(folder / "measurements.csv")
     start = time.perf_counter()
     try:
@@ -96,7 +97,7 @@ def validate_cuda(suite: str, arch: str, out_dir: str, repeats: int, budget_s: f
     finally:
         out.close()
     meta.update(cases_measured=len(rows), cases_not_reached=len(left), wall_s=round(time.perf_counter() - start, 1))
-    (folder / "dataset.yaml").write_text(yaml.safe_dump(meta, sort_keys=False, width=120))
+    output.write_file(folder / "dataset.yaml", yaml.safe_dump(meta, sort_keys=False, width=120))
     for name, value in mape(rows).items():
         target = TARGETS.get(name, {}).get("mape")
         print(f"{name}: MAPE {value:.1%} over {sum(r.suite == name for r in rows)} cases"

@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from compiler import output
 from compiler.errors import UserError
 
 
@@ -59,7 +60,7 @@ def write_arch(folder: Path, text: str):
 
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "arch.yaml").write_text(text)
     except OSError as error:
         raise UserError(f"{folder}: cannot write ({error.strerror})") from None
+    output.write_file(folder / "arch.yaml", text)
     return load_arch_text(text, str(folder / "arch.yaml"), folder / "arch.yaml")

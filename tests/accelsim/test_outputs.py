@@ -1,0 +1,103 @@
+"""What a command writes: never one of its own inputs (nor two outputs in one file), never into a folder, FIFO or
+device, always at the path it names, and on a full disk the previous file stays whole with nothing left beside it."""
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from accelsim.cli import main
+
+PREVIOUS = b'{"previous": "good result"}\n'
+
+
+@pytest.fixture
+def files(tmp_path):
+    """A one-Relu ONNX model, its inputs and an arch file, as a user's inputs."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "in.onnx")
+    np.savez(tmp_path / "in.npz", x=np.ones((1, 4), np.float32))
+    (tmp_path / "myarch.yaml").write_text((_archs() / "tpu_v1.yaml").read_text())
+    (tmp_path / "link.onnx").symlink_to("in.onnx")
+    return tmp_path
+
+
+def _archs():
+    import accelsim
+    from pathlib import Path
+
+    return Path(accelsim.__file__).parents[1] / "archs"
+
+
+def _contents(folder) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("argv, flag, said", [
+    (["eval", "in.onnx", "--inputs", "in.npz", "--out", "in.npz"], "--out in.npz", "the inputs file in.npz"),
+    (["run", "in.onnx", "--arch", "myarch.yaml", "--csv", "myarch.yaml"], "--csv myarch.yaml", "the arch file"),
+    (["run", "in.onnx", "--json", "in.onnx"], "--json in.onnx", "the model file in.onnx, which this command reads"),
+    (["run", "in.onnx", "--json", "link.onnx"], "--json link.onnx", "the model file in.onnx"),
+    (["export", "in.onnx", "--out", "in.onnx"], "--out in.onnx", "the model file in.onnx"),
+    (["compare", "in.onnx", "--arch", "tpu_v1", "--arch", "myarch.yaml", "--html", "myarch.yaml"],
+     "--html myarch.yaml", "the arch file myarch.yaml"),
+    (["run", "in.onnx", "--json", "r.txt", "--csv", "r.txt"], "--csv r.txt", "the --json file r.txt, which this "
+                                                                             "command also writes"),
+])
+def test_an_output_never_overwrites_an_input(files, argv, flag, said, capsys, monkeypatch):
+    monkeypatch.chdir(files)
+    before = _contents(files)
+    ran = []
+    monkeypatch.setattr("accelsim.sim.build.build", lambda *a, **k: ran.append(1))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{flag}: that is {said}" in err and "internal error" not in err
+    assert _contents(files) == before and not ran
+
+
+@pytest.mark.parametrize("argv", [["run", "in.onnx", "--json", "{target}"], ["run", "in.onnx", "--html", "{target}"],
+                                  ["eval", "in.onnx", "--out", "{target}"], ["export", "in.onnx", "--out", "{target}"]])
+@pytest.mark.parametrize("kind, said", [("folder", "is a folder"), ("fifo", "is not a regular file"),
+                                        ("device", "is not a regular file")])
+def test_a_folder_fifo_or_device_is_refused_before_anything_runs(files, argv, kind, said, capsys, monkeypatch):
+    monkeypatch.chdir(files)
+    target = "/dev/full" if kind == "device" else "target"
+    if kind == "folder":
+        os.mkdir("target")
+    elif kind == "fifo":
+        os.mkfifo("target")
+    ran = []
+    monkeypatch.setattr("accelsim.sim.build.build", lambda *a, **k: ran.append(1))
+    monkeypatch.setattr("accelsim.sim.model.load_model", lambda *a, **k: ran.append(1))
+    assert main([a.format(target=target) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert f"{argv[-2]} {target}: {said}" in err and "internal error" not in err and not ran
+    assert not os.path.exists("/dev/full.npz") and not any(p.name.startswith(".") for p in files.iterdir())
+
+
+def test_eval_writes_the_file_it_names_and_says(files, capsys, monkeypatch):
+    monkeypatch.chdir(files)
+    assert main(["eval", "in.onnx", "--inputs", "in.npz", "--out", "outputs"]) == 0
+    assert "wrote 1 arrays to outputs\n" in capsys.readouterr().out
+    assert not os.path.exists("outputs.npz")
+    with np.load("outputs", allow_pickle=False) as saved:
+        assert saved.files == ["y"] and (saved["y"] == 1).all()
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "{model}", "--json", "{target}"], ["run", "{model}", "--csv", "{target}"],
+    ["run", "{model}", "--trace", "{target}"], ["run", "{model}", "--html", "{target}"],
+    ["eval", "{model}", "--out", "{target}"], ["export", "{model}", "--out", "{target}"],
+])
+def test_a_full_disk_keeps_the_previous_output_whole(files, small_disk, argv, capsys):
+    target = small_disk.path / "previous"
+    target.write_bytes(PREVIOUS)
+    small_disk.fill()
+    assert main([a.format(model=files / "in.onnx", target=target) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert f"{target}: cannot write (No space left on device)" in err and "internal error" not in err
+    assert target.read_bytes() == PREVIOUS
+    assert sorted(p.name for p in small_disk.path.iterdir()) == ["filler", "previous"]
