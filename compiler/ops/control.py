@@ -169,6 +169,7 @@ class Loop(OpDef):
                 raise fail(node, f"ran {MAX_UNROLL} iterations (trip count {'none' if trips is None else trips}) "
                                  f"and its condition still holds; eval runs at most {MAX_UNROLL}, as many as "
                                  f"simulation unrolls")
+            room.iterate(node)
             body = bodies[t] if bodies is not None else generic or _iteration(node, t, state)
             given = state + captured if bodies is not None or generic is None else \
                 [np.array(t, np.int64), np.array(go)] + state + captured

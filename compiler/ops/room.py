@@ -4,7 +4,7 @@ A run given a Budget (run_graph(..., budget=)) counts the bytes of every value i
 its outputs' bytes as shape inference gives them are added to what is held and compared with the budget, so a
 node that would need more is refused, by name, before numpy allocates anything. Values whose shape is known only
 at run time (a stand-in shape) are counted as they come. Invariant: what a run holds never passes its budget by
-more than one such run-time-shaped value.
+more than one such run-time-shaped value, and its loops make at most MAX_ITERATIONS iterations in all.
 """
 from __future__ import annotations
 
@@ -26,11 +26,15 @@ class Budget:
     origin: str = ""     # where the figure comes from, for the message: "half the 21 GiB free; ..."
 
 
+MAX_ITERATIONS = 1 << 16   # loop iterations a run makes in all, nested loops' included
+
+
 @dataclass
 class _Room:
     budget: Budget
     held: int = 0
     source: str = ""     # the file evaluated, named in messages
+    iterations: int = 0
 
 
 _ROOM: ContextVar[_Room | None] = ContextVar("accelsim_eval_room", default=None)
@@ -77,6 +81,18 @@ def charge(node: Node, nbytes: int, what: str = "its outputs hold") -> None:
     if room is not None:
         _check(room, f"{node.where()}: {what}", nbytes)
         room.held += nbytes
+
+
+def iterate(node: Node) -> None:
+    """Count one iteration of a loop node; refuse to go on past MAX_ITERATIONS in the run (each Loop stops at
+    its own limit, but loops nested three deep could run that limit cubed)."""
+    room = _ROOM.get()
+    if room is not None:
+        room.iterations += 1
+        if room.iterations > MAX_ITERATIONS:
+            source = f"{room.source}: " if room.source else ""
+            raise ModelError(f"{source}{node.where()}: the run's loops have made {MAX_ITERATIONS:,} iterations in "
+                             f"all (nested loops multiply), the most eval makes")
 
 
 def charge_input(name: str, nbytes: int) -> None:

@@ -7,7 +7,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler.errors import ModelError
 from compiler.frontend import from_model
-from compiler.ops import control
+from compiler.ops import control, room
 from compiler.ops.interpret import run_graph
 from compiler.ops.room import Budget
 from tests.compiler.onnx_models import model as onnx_model
@@ -83,3 +83,30 @@ def test_a_loops_scan_outputs_are_counted_as_they_grow():
     with pytest.raises(ModelError, match=r"node 'expand_2' \(Expand\): its outputs need 64 KiB beside the 960 KiB "
                                          r"held already"):
         run_graph(graph, {"v0": np.zeros(1, np.float32), "M": np.array(1000, np.int64)}, MiB)
+
+
+def test_nested_loops_stop_at_the_runs_iteration_limit(monkeypatch):
+    """Two loops of 100 iterations each, one inside the other: 10,100 iterations in all, each within its own
+    Loop's limit; the run's limit (here 1,000) stops them."""
+    monkeypatch.setattr(room, "MAX_ITERATIONS", 1000)
+    inner = helper.make_graph(
+        [helper.make_node("Identity", ["c1"], ["c1out"]), helper.make_node("Add", ["w", "one"], ["w2"])], "inner",
+        [helper.make_tensor_value_info("j", I64, []), helper.make_tensor_value_info("c1", BOOL, []),
+         helper.make_tensor_value_info("w", F32, [1])],
+        [helper.make_tensor_value_info("c1out", BOOL, None), helper.make_tensor_value_info("w2", F32, None)],
+        initializer=[_const("one", np.ones(1, np.float32))])
+    outer = helper.make_graph(
+        [helper.make_node("Identity", ["c0"], ["c0out"]), helper.make_node("Loop", ["M", "go", "v"], ["v2"],
+                                                                           body=inner)], "outer",
+        [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("c0", BOOL, []),
+         helper.make_tensor_value_info("v", F32, [1])],
+        [helper.make_tensor_value_info("c0out", BOOL, None), helper.make_tensor_value_info("v2", F32, None)],
+        initializer=[_const("go", np.array(True))])
+    graph = from_model(onnx_model([helper.make_node("Loop", ["M", "cond", "v0"], ["final"], body=outer)],
+                                  [("v0", F32, [1]), ("M", I64, [])], [("final", F32)], 17,
+                                  [_const("cond", np.array(True))]))
+    feeds = {"v0": np.zeros(1, np.float32), "M": np.array(100, np.int64)}
+    assert run_graph(graph, feeds)["final"][0] == 100 * 100                  # no budget: no run limit
+    with pytest.raises(ModelError, match=r"node 'loop_\d' \(Loop\): the run's loops have made 1,000 iterations in "
+                                         r"all \(nested loops multiply\)"):
+        run_graph(graph, feeds, MiB)
