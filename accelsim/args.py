@@ -111,7 +111,10 @@ def check_outputs(args: argparse.Namespace) -> None:
         if not Path(target).resolve().parent.is_dir():
             raise UserError(f"{where}: the folder {Path(target).parent} does not exist; create it or "
                             f"write elsewhere")
-        if flag not in folders and flag != "db":   # the sweep store is a database, opened in place
+        if flag in folders:
+            if os.path.lexists(target) and not os.path.isdir(target):
+                raise UserError(f"{where}: is not a folder; name a folder (it is created if missing)")
+        elif flag != "db":   # the sweep store is a database, opened in place
             output.target(target, where)
         for key, source in inputs + named:
             if _same_file(target, source):

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from accelsim.validate.sourced import settings
+from compiler import output
 from compiler.passes.boundary import CACHES
 from compiler.errors import UserError, read_text
 from compiler.references import referenced
@@ -309,8 +310,6 @@ def plot(scores: list[DatasetScore], out: str | os.PathLike) -> Path:
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize="small")
     out = Path(out)
-    try:
-        figure.savefig(out, format="png")
-    except OSError as error:
-        raise UserError(f"{out}: cannot write ({error.strerror})") from None
+    with output.replacing(out, f"--plot {out}") as temporary:
+        figure.savefig(temporary, format="png")
     return out

@@ -78,6 +78,15 @@ def test_a_folder_fifo_or_device_is_refused_before_anything_runs(files, argv, ki
     assert not os.path.exists("/dev/full.npz") and not any(p.name.startswith(".") for p in files.iterdir())
 
 
+def test_a_plot_folder_that_is_a_file_is_refused_before_anything_runs(files, capsys, monkeypatch):
+    monkeypatch.chdir(files)
+    ran = []
+    monkeypatch.setattr("accelsim.sim.build.build", lambda *a, **k: ran.append(1))
+    before = _contents(files)
+    assert main(["run", "in.onnx", "--plot", "in.npz"]) == 2
+    assert "--plot in.npz: is not a folder" in capsys.readouterr().err and not ran and _contents(files) == before
+
+
 def test_eval_writes_the_file_it_names_and_says(files, capsys, monkeypatch):
     monkeypatch.chdir(files)
     assert main(["eval", "in.onnx", "--inputs", "in.npz", "--out", "outputs"]) == 0
