@@ -8,7 +8,7 @@ from compiler import export
 from compiler.builder import Builder
 from compiler.compare import graphs_equal
 from compiler.dtypes import DType
-from compiler.errors import MissingWeightsError, ModelError
+from compiler.errors import MissingWeightsError, ModelError, UserError
 from compiler.export import save_onnx, to_model
 from compiler.frontend import TERNARY_MARK, from_model, load_onnx
 from compiler.ops.interpret import run_graph, run_ir
@@ -227,3 +227,29 @@ def test_torch_exports_round_trip(tmp_path, name, opset):
     np.testing.assert_allclose(run_ort(str(again), {"x": x})["y"], run_ort(str(path), {"x": x})["y"],
                                rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(run_ort(str(again), {"x": x})["y"], expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("external_data", [False, True])
+def test_a_full_disk_keeps_the_previous_model_and_its_data(small_disk, external_data):
+    """Both files of a model with external data are written aside: a full disk leaves the previous pair whole."""
+    b = Builder("big", weights=True)
+    g = b.build([b.node("MatMul", [b.input("x", (1, 512)), b.weight("w", (512, 512))])])
+    model, data = small_disk.path / "m.onnx", small_disk.path / "m.onnx.data"
+    model.write_bytes(b"previous model")
+    data.write_bytes(b"previous data")
+    small_disk.fill()
+    with pytest.raises(UserError, match=r"m.onnx(.data)?: cannot write \(No space left on device\)"):
+        save_onnx(g, model, external_data=external_data)
+    assert model.read_bytes() == b"previous model" and data.read_bytes() == b"previous data"
+    assert sorted(p.name for p in small_disk.path.iterdir()) == ["filler", "m.onnx", "m.onnx.data"]
+
+
+def test_a_model_that_fails_the_checker_leaves_the_previous_file(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise onnx.checker.ValidationError("made to fail")
+
+    monkeypatch.setattr(onnx.checker, "check_model", refuse)
+    (tmp_path / "m.onnx").write_bytes(b"previous model")
+    with pytest.raises(ModelError, match="fails onnx's checker"):
+        save_onnx(mixed_graph(), tmp_path / "m.onnx")
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"] and (tmp_path / "m.onnx").read_bytes() == b"previous model"
