@@ -38,15 +38,33 @@ def eval_budget() -> Budget:
 
 
 def _available() -> int:
-    """MemAvailable (free memory plus what the kernel can reclaim), else the free pages."""
+    """MemAvailable (free memory plus what the kernel can reclaim; else the free pages), or less where this
+    process is held to less: by its address-space limit (ulimit -v) or its cgroup's memory.max."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    available = _number("/proc/meminfo", "MemAvailable:", 1024) or os.sysconf("SC_AVPHYS_PAGES") * page
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        mapped = (_number("/proc/self/statm", "", page) or 0)
+        available = min(available, max(soft - mapped, 0))
+    limit, used = _number("/sys/fs/cgroup/memory.max"), _number("/sys/fs/cgroup/memory.current")
+    if limit is not None and used is not None:
+        available = min(available, max(limit - used, 0))
+    return available
+
+
+def _number(path: str, key: str = "", scale: int = 1) -> int | None:
+    """The first number of `path` (of its line starting with `key`) times `scale`; None where there is none
+    (no such file, or `max`)."""
     try:
-        with open("/proc/meminfo") as file:
+        with open(path) as file:
             for line in file:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                if line.startswith(key):
+                    return int(line[len(key):].split()[0]) * scale
     except (OSError, ValueError, IndexError):
         pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return None
 
 
 def read_arrays(path: str, budget: Budget) -> dict[str, np.ndarray]:

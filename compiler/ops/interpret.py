@@ -28,7 +28,10 @@ def run_graph(graph: Graph, feeds: dict[str, np.ndarray], budget: Budget | None 
         for node in graph.nodes:
             if not folded(graph, node):
                 room.before(graph, node)
-                store(graph, node, env, opdef(graph, node).reference(node, arguments(node, env)))
+                try:
+                    store(graph, node, env, opdef(graph, node).reference(node, arguments(node, env)))
+                except MemoryError as error:      # a temporary larger than the outputs, or a budget above the RAM
+                    raise room.exhausted(node, error) from None
                 room.charge(node, sum(env[o].nbytes for o in node.outputs if o))
         return {name: env[name] for name in graph.outputs}
 

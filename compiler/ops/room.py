@@ -109,6 +109,15 @@ def check(what: str, nbytes: int, budget: Budget, held: int = 0) -> None:
     _check(_Room(budget, held), what, nbytes)
 
 
+def exhausted(node: Node, error: MemoryError) -> ModelError:
+    """numpy's MemoryError inside `node` as the user's error naming it (exit 2, not an internal error)."""
+    room = _ROOM.get()
+    source = f"{room.source}: " if room is not None and room.source else ""
+    budget = f"; the memory budget is {_size(room.budget.nbytes)} ({room.budget.origin})" \
+        if room is not None and room.budget.origin else ""
+    return ModelError(f"{source}{node.where()}: out of memory while it ran ({error or 'MemoryError'}){budget}")
+
+
 def _check(room: _Room, what: str, nbytes: int) -> None:
     if room.held + nbytes > room.budget.nbytes:
         what = f"{room.source}: {what}" if room.source else what

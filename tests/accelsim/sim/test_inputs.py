@@ -158,3 +158,20 @@ def test_a_training_step_runs_under_the_budget_too(monkeypatch, capsys):
                  "--opt", "classes=10"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("accelsim: error: zoo model 'alexnet': node") and f"({ENV}=1 MB)" in err
+
+
+def test_an_address_space_limit_bounds_the_budget(monkeypatch):
+    """Under `ulimit -v 4000000` (3.8 GiB) the budget is at most half of it, whatever the machine has free."""
+    import resource
+    import subprocess
+    import sys
+
+    monkeypatch.delenv(ENV, raising=False)
+    limit = 4_000_000 * 1024
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+    out = subprocess.run([sys.executable, "-c", "from accelsim.sim.inputs import eval_budget; "
+                          "print(eval_budget().nbytes)"], capture_output=True, text=True, preexec_fn=limited,
+                         check=True).stdout
+    assert 0 < int(out) <= limit // 2

@@ -10,6 +10,7 @@ from compiler.frontend import from_model
 from compiler.ops import control, room
 from compiler.ops.interpret import run_graph
 from compiler.ops.room import Budget
+from compiler.ops.shapes import opdef
 from tests.compiler.onnx_models import model as onnx_model
 
 F32, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
@@ -110,3 +111,16 @@ def test_nested_loops_stop_at_the_runs_iteration_limit(monkeypatch):
     with pytest.raises(ModelError, match=r"node 'loop_\d' \(Loop\): the run's loops have made 1,000 iterations in "
                                          r"all \(nested loops multiply\)"):
         run_graph(graph, feeds, MiB)
+
+
+def test_numpy_running_out_of_memory_inside_a_node_names_it(monkeypatch):
+    """A temporary larger than the outputs (or a budget set above the machine's memory) can still exhaust it."""
+    graph = _tile([2, 1])
+
+    def starved(*args, **kwargs):
+        raise MemoryError("Unable to allocate 8.00 TiB")
+    relu = next(n for n in graph.nodes if n.op == "Relu")
+    monkeypatch.setattr(type(opdef(graph, relu)), "reference", starved)
+    with pytest.raises(ModelError, match=r"node 'relu_1' \(Relu\): out of memory while it ran \(Unable to allocate "
+                                         r"8.00 TiB\); the memory budget is 1 MiB \(a test's 1 MiB\)"):
+        run_graph(graph, {"x": np.ones((2, 3), np.float32)}, MiB)
