@@ -444,6 +444,9 @@ def _node(proto: onnx.NodeProto, index: int, source: str) -> Node:
                              f"{attr.name!r} cannot be read ({error})") from None
         if isinstance(attrs[attr.name], bytes):
             attrs[attr.name] = attrs[attr.name].decode()
+        if attr.type == onnx.AttributeProto.TENSOR:     # a Constant's value: as much data as its dims say
+            where = f"{source}: node {proto.name or index!r} ({proto.op_type}): attribute {attr.name!r}"
+            _check_inline_data(attr.t, DType.from_onnx(attr.t.data_type, where), where)
     return Node(proto.name, proto.op_type, tuple(proto.input), tuple(proto.output), attrs, proto.domain)
 
 

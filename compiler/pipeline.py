@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from compiler.dtypes import DType
 from compiler.graph import Graph
 from compiler.ir import IR
-from compiler.ops.lower import lower
+from compiler.ops.lower import lower, refuse_empty
 from compiler.passes.boundary import boundary
 from compiler.passes.fuse import fuse
 from compiler.passes.qdq import fold_qdq
@@ -31,6 +31,7 @@ PIPELINE = [quantize, fold_qdq, fuse, boundary]
 
 
 def compile_graph(graph: Graph, options: Options = Options()) -> IR:
+    refuse_empty(graph)
     ir = lower(graph)
     for step in PIPELINE:
         ir = step(ir, options)

@@ -145,7 +145,11 @@ class Range(OpDef):
                 raise fail(node, f"{name} is {t.dtype.value} but start is {ins[0].dtype.value}")
         if values[2].reshape(()) == 0:
             raise fail(node, "delta must not be 0")
-        return [out(node, self._range(*values).shape, ins[0].dtype)]
+        count = self._count(*values)
+        if count is None:
+            shown = ", ".join(f"{name} {np.asarray(v).reshape(()).item()}" for name, v in zip(names, values))
+            raise fail(node, f"{shown}: not a finite length")
+        return [out(node, (count,), ins[0].dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         return [self._range(*args)]
@@ -155,11 +159,18 @@ class Range(OpDef):
         return _fill(node, graph, lambda: self._range(*values))
 
     @staticmethod
-    def _range(start, limit, delta) -> np.ndarray:
-        dtype = np.asarray(start).dtype
+    def _count(start, limit, delta) -> int | None:
+        """The output's length, without making it (Range(0, 1e15, 1) is 7 PiB of float64); None if not finite."""
         start, limit, delta = (np.asarray(v).reshape(()).item() for v in (start, limit, delta))
         if isinstance(start, int):
-            count = max(-((start - limit) // delta), 0)   # exact ceil((limit - start) / delta) for ints
-            return (start + np.arange(count, dtype=np.int64) * delta).astype(dtype)
-        count = max(int(math.ceil((limit - start) / delta)), 0)
-        return (start + np.arange(count, dtype=np.float64) * delta).astype(dtype)
+            return max(-((start - limit) // delta), 0)   # exact ceil((limit - start) / delta) for ints
+        span = (limit - start) / delta
+        return max(math.ceil(span), 0) if math.isfinite(span) else None
+
+    @staticmethod
+    def _range(start, limit, delta) -> np.ndarray:
+        dtype = np.asarray(start).dtype
+        count = Range._count(start, limit, delta)
+        start, delta = (np.asarray(v).reshape(()).item() for v in (start, delta))
+        wide = np.int64 if isinstance(start, int) else np.float64
+        return (start + np.arange(count, dtype=wide) * delta).astype(dtype)

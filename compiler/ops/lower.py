@@ -27,3 +27,20 @@ def lower(graph: Graph) -> IR:
 def folded_nodes(graph: Graph) -> list[str]:
     """Nodes computed at import time (constants, shape arithmetic): they never run on the hardware."""
     return [n.name for n in graph.nodes if n.outputs and all(not o or o in graph.constants for o in n.outputs)]
+
+
+def refuse_empty(graph: Graph) -> None:
+    """For simulation: a node that runs on the hardware reads and writes no tensor of zero elements (an input of
+    [0, 4], a Slice to [1, 0]): tiles of size 0 divide by zero in every cost model. Constants and initializers may
+    be empty (an unused Resize roi); an op that computes from an empty one has an empty input or output beside it.
+    (lower() itself lowers them: the reference interpreter runs empty tensors, as ONNX does.)"""
+    stored = graph.constants.keys() | set(graph.weights)
+    for node in graph.nodes:
+        if node.outputs and all(not o or o in graph.constants for o in node.outputs):
+            continue
+        for role, names in (("input", node.inputs), ("output", node.outputs)):
+            for name in names:
+                tensor = graph.tensors.get(name) if name and name not in stored else None
+                if tensor is not None and tensor.elements == 0:
+                    raise ModelError(f"{graph.source}: {node.where()}: {role} {name!r} of shape {list(tensor.shape)} "
+                                     f"is empty; accelsim simulates no empty tensors (accelsim eval runs them)")

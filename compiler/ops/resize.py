@@ -195,13 +195,15 @@ def _plan(node: Node, graph: Graph, shape: tuple[int, ...]) -> _Plan:
     lengths = [shape[a] for a in axes]
     if scales is not None:
         factors = [float(s) for s in scales]
-        if any(s <= 0 for s in factors):
-            raise fail(node, f"scales {factors} must be positive")
+        if not all(math.isfinite(s) and s > 0 for s in factors):   # nan and inf make no output size
+            raise fail(node, f"scales {factors} must be positive finite numbers")
         outs = [int(math.floor(n * s)) for n, s in zip(lengths, factors)]
     else:
         outs = [int(s) for s in sizes]
         if any(s < 1 for s in outs):
             raise fail(node, f"sizes {outs} must be positive")
+        if 0 in lengths:
+            raise fail(node, f"resizes an empty axis (input shape {list(shape)}) to sizes {outs}: no scale does that")
         factors = [o / n for o, n in zip(outs, lengths)]
         if policy != "stretch":
             one = min(factors) if policy == "not_larger" else max(factors)
