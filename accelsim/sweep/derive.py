@@ -6,7 +6,8 @@ name, not index). Quantities with units read as SI numbers (`64 KiB` -> 65536, `
 is written back in the unit kind the target already has (bytes and cycles rounded to whole numbers). Invariant:
 only that whitelist is ever evaluated, on expressions of bounded length and nesting, and every value it makes is
 a finite number within a float's range, so no expression can run long or exhaust memory (`9 ** 9 ** 9 ** 9` is
-refused at its first step); anything else is a DeriveError.
+refused at its first step, as the spec loads: parts made of numbers alone are computed then); anything else is a
+DeriveError.
 """
 from __future__ import annotations
 
@@ -75,6 +76,7 @@ def parse_derived(doc, key: str, expression) -> Derived:
     except (RecursionError, MemoryError):   # the parser's own nesting limit
         raise DeriveError(f"{text!r} is nested too deeply (at most {MAX_DEPTH} levels)") from None
     _check(tree.body, text)
+    _fold_constants(tree.body, text)
     references = []
     for node in ast.walk(tree.body):
         if isinstance(node, (ast.Name, ast.Attribute)) and not _inside_reference(node, tree.body):
@@ -148,6 +150,37 @@ def _check(node: ast.AST, text: str, depth: int = 0) -> None:
     else:
         allowed = "numbers, key paths, + - * / // % **, " + ", ".join(_CALLS)
         raise DeriveError(f"{text!r}: {ast.unparse(node)!r} is not allowed (allowed: {allowed})")
+
+
+def _fold_constants(root: ast.AST, text: str) -> None:
+    """Compute every largest part made of numbers alone, so that one no point can compute (`9 ** 9 ** 9 ** 9`,
+    `1 / 0`) is refused as the spec loads, not point by point."""
+    if _constant(root, text):
+        _fold(root, text, whole=True)
+
+
+def _constant(node: ast.AST, text: str) -> bool:
+    """True if `node` holds no key path; the largest such parts below one that does are computed."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return False
+    parts = [node.left, node.right] if isinstance(node, ast.BinOp) else \
+        [node.operand] if isinstance(node, ast.UnaryOp) else list(node.args)
+    constant = [_constant(part, text) for part in parts]
+    if not all(constant):
+        for part, alone in zip(parts, constant):
+            if alone:
+                _fold(part, text)
+    return all(constant)
+
+
+def _fold(node: ast.AST, text: str, whole: bool = False) -> None:
+    try:
+        _evaluate(node, {})
+    except (ArithmeticError, ValueError, TypeError) as error:
+        part = "" if whole else f" {ast.unparse(node)}:"
+        raise DeriveError(f"{text!r}:{part} {error}") from None
 
 
 def _evaluate(node: ast.AST, values: dict[str, float]) -> float:

@@ -66,3 +66,27 @@ def test_any_expression_computes_or_is_refused(expression, key):
         derived(expression, key)
     except DeriveError:
         pass
+
+
+@pytest.mark.parametrize("expression, message", [
+    ("9 ** 9 ** 9 ** 9", "'9 \\*\\* 9 \\*\\* 9 \\*\\* 9': 9 \\*\\* 387420489 is too large"),
+    ("clock * (1 / 0)", "'clock \\* \\(1 / 0\\)': 1 / 0: division by zero"),
+    ("max(clock, 10 ** 10 ** 10)", "10 \\*\\* 10 \\*\\* 10: 10 \\*\\* 10000000000 is too large"),
+])
+def test_parts_of_numbers_alone_are_computed_as_the_spec_loads(expression, message):
+    with pytest.raises(DeriveError, match=message):
+        parse_derived(BASE, "memory.dram.latency", expression)
+
+
+def test_a_huge_power_in_a_spec_is_one_line_before_the_sweep_starts(tmp_path, capsys):
+    from accelsim.cli import main
+
+    spec = {"base": "systolic_8x8", "models": [{"name": "resnet18", "options": {"image": 32}}],
+            "objectives": ["latency"], "axes": {"compute.pe_array.array.rows": [4, 8]},
+            "derive": {"memory.dram.latency": "9 ** 9 ** 9 ** 9"}}
+    path = tmp_path / "powbomb.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert main(["sweep", str(path), "--jobs", "1"]) == 2
+    assert "powbomb.yaml: derive.memory.dram.latency: '9 ** 9 ** 9 ** 9': 9 ** 387420489 is too large" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "powbomb.sqlite").exists()
