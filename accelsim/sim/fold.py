@@ -69,10 +69,11 @@ def _extrapolated(folds: tuple[Fold, ...], kept: tuple[Fold, ...], counts) -> di
     head = fold.head
     while head <= MAX_HEAD and fold.trips >= 4 * (head + 2):
         head += (fold.trips - 1 - head) % PERIOD          # so that whole periods lead to the loop's last iteration
-        points = [_extrapolated(rest, kept + (fold.with_head(h),), counts) for h in (head - PERIOD, head,
-                                                                                       head + PERIOD)]
-        if None in points:
-            return None
+        points = []
+        for h in (head - PERIOD, head, head + PERIOD):
+            points.append(_extrapolated(rest, kept + (fold.with_head(h),), counts))
+            if points[-1] is None:          # a fold inside never settles: give up this set of folds (bounded work)
+                return None
         before, at, after = points
         step = _difference(before, at)
         if step == _difference(at, after) and _waits_grow(step):

@@ -6,11 +6,11 @@ import pytest
 
 import accelsim.sim.tile as tile
 from accelsim.sim.build import build
-from accelsim.sim.fold import simulate_folded
+from accelsim.sim.fold import _extrapolated, simulate_folded
 from accelsim.sim.model import load_arch, load_model
 from accelsim.sim.train import _compute_dtype
 from compiler.builder import Builder
-from compiler.codegen import folds_for
+from compiler.codegen import Fold, folds_for
 from compiler.codegen.nest import loop_nest
 from compiler.train import Optimizer, training_graph
 
@@ -140,3 +140,30 @@ def test_a_larger_batch_simulates_no_more_rows(monkeypatch, fold_everything):
             whole, _ = tile.simulate(compiled.ir, compiled.arch, compiled.mappings, compiled.pricing)
             assert [r.to_dict() for r in result] == [r.to_dict() for r in whole]
     assert simulated[480] == simulated[48] > 0
+
+
+def synthetic_counts(per_inner):
+    """The counts of an op of two loops, a (40 trips) around b (30): 7 cycles to start, 5 per iteration of a and
+    per_inner(b) for b iterations of b inside it, half of it computing; 64 bytes per tile."""
+    def counts(kept: tuple) -> dict:
+        heads = {fold.loop: fold.head + 1 for fold in kept}
+        a, b = heads.get(0, 40), heads.get(1, 30)
+        cycles, compute = 7 + a * (5 + per_inner(b)), a * per_inner(b) // 2
+        level = {"dram": 64 * a * b}
+        return {"cycles": cycles, "compute_cycles": compute, "stall_cycles": cycles - compute, "work": a * b,
+                "tiles": a * b, "stall_cycles_by_level": {"dram": cycles - compute}, "bytes_read_by_level": level,
+                "bytes_written_by_level": {}, "bytes_by_level": level, "level_cycles": {"dram": cycles},
+                "useful": a * b, "result": None}
+    return counts
+
+
+def test_two_folds_extrapolate_each_along_the_other():
+    folds = (Fold(0, 40, 4), Fold(1, 30, 4))
+    periodic = synthetic_counts(lambda b: 6 * b)
+    whole = _extrapolated(folds, (), periodic)
+    assert whole == periodic(()) and whole["cycles"] == 7 + 40 * (5 + 6 * 30)
+    # an inner loop whose iterations cost more and more never settles: the pair is given up
+    assert _extrapolated(folds, (), synthetic_counts(lambda b: b * b)) is None
+    # folded alone, the outer loop still settles: it is what simulate_folded falls back to
+    growing = synthetic_counts(lambda b: b * b)
+    assert _extrapolated(folds[:1], (), growing) == growing(())
