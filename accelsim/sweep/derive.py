@@ -217,6 +217,7 @@ def _bounded(value):
     (-8) ** 0.5)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{value!r} is not a real number")
-    if isinstance(value, int) and value.bit_length() > _MAX_BITS or isinstance(value, float) and not math.isfinite(value):
+    huge = value.bit_length() > _MAX_BITS if isinstance(value, int) else not math.isfinite(value)
+    if huge:
         raise OverflowError(f"{value if isinstance(value, float) else 'a value'} is too large")
     return value

@@ -166,9 +166,10 @@ class Loop(OpDef):
         t = 0
         while go and (trips is None or t < trips):
             if t == MAX_UNROLL:
-                raise fail(node, f"ran {MAX_UNROLL} iterations (trip count {'none' if trips is None else trips}) "
-                                 f"and its condition still holds; eval runs at most {MAX_UNROLL}, as many as "
-                                 f"simulation unrolls")
+                count = "none" if trips is None else trips
+                raise ModelError(f"{room.where(node)}: ran {MAX_UNROLL} iterations (trip count {count}) and its "
+                                 f"condition still holds; eval runs at most {MAX_UNROLL}, as many as simulation "
+                                 f"unrolls")
             room.iterate(node)
             body = bodies[t] if bodies is not None else generic or _iteration(node, t, state)
             given = state + captured if bodies is not None or generic is None else \

@@ -83,6 +83,12 @@ def charge(node: Node, nbytes: int, what: str = "its outputs hold") -> None:
         room.held += nbytes
 
 
+def where(node: Node) -> str:
+    """The node as messages name it, after the file evaluated when a run knows it."""
+    room = _ROOM.get()
+    return f"{room.source}: {node.where()}" if room is not None and room.source else node.where()
+
+
 def iterate(node: Node) -> None:
     """Count one iteration of a loop node; refuse to go on past MAX_ITERATIONS in the run (each Loop stops at
     its own limit, but loops nested three deep could run that limit cubed)."""
@@ -90,8 +96,7 @@ def iterate(node: Node) -> None:
     if room is not None:
         room.iterations += 1
         if room.iterations > MAX_ITERATIONS:
-            source = f"{room.source}: " if room.source else ""
-            raise ModelError(f"{source}{node.where()}: the run's loops have made {MAX_ITERATIONS:,} iterations in "
+            raise ModelError(f"{where(node)}: the run's loops have made {MAX_ITERATIONS:,} iterations in "
                              f"all (nested loops multiply), the most eval makes")
 
 
@@ -112,10 +117,9 @@ def check(what: str, nbytes: int, budget: Budget, held: int = 0) -> None:
 def exhausted(node: Node, error: MemoryError) -> ModelError:
     """numpy's MemoryError inside `node` as the user's error naming it (exit 2, not an internal error)."""
     room = _ROOM.get()
-    source = f"{room.source}: " if room is not None and room.source else ""
     budget = f"; the memory budget is {_size(room.budget.nbytes)} ({room.budget.origin})" \
         if room is not None and room.budget.origin else ""
-    return ModelError(f"{source}{node.where()}: out of memory while it ran ({error or 'MemoryError'}){budget}")
+    return ModelError(f"{where(node)}: out of memory while it ran ({error or 'MemoryError'}){budget}")
 
 
 def _check(room: _Room, what: str, nbytes: int) -> None:

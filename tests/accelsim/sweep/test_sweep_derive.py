@@ -52,7 +52,8 @@ _leaves = st.one_of(st.integers(-2 ** 70, 2 ** 70).map(str), st.floats(allow_nan
                     st.sampled_from(["clock", "memory.dram.capacity", "compute.pe_array.array.rows", "nan", "x.y"]))
 _expressions = st.recursive(
     _leaves, lambda inner: st.one_of(
-        st.tuples(inner, st.sampled_from(["+", "-", "*", "/", "//", "%", "**"]), inner).map(lambda t: f"({' '.join(t)})"),
+        st.tuples(inner, st.sampled_from(["+", "-", "*", "/", "//", "%", "**"]), inner)
+        .map(lambda t: f"({' '.join(t)})"),
         st.tuples(st.sampled_from(["-", "+"]), inner).map("".join),
         st.tuples(st.sampled_from(["min", "max", "round", "sqrt", "log2"]), st.lists(inner, max_size=3))
         .map(lambda t: f"{t[0]}({', '.join(t[1])})")),
