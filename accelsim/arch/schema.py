@@ -57,11 +57,13 @@ def _mapping(f: _File, value, path: str, required, optional=()) -> dict:
     allowed = (*required, *optional)
     if not isinstance(value, dict):
         raise f.error(path, f"{_what(value, path, 'a mapping')}; expected keys {', '.join(allowed)}")
+    if not path and value and not any(key in allowed for key in value):   # another kind of file: its keys unshown
+        raise f.error(path, f"the document has none of the keys {', '.join(allowed)}")
     for key in value:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), allowed, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise f.error(_at(path, key), f"unknown key {key!r}; {hint}allowed: {', '.join(allowed)}")
+            raise f.error(_at(path, key), f"unknown key {quoted(key)}; {hint}allowed: {', '.join(allowed)}")
     for key in required:
         if key not in value:
             raise f.error(_at(path, key), f"missing key {key!r} (required: {', '.join(required)})")

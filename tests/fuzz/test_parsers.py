@@ -131,9 +131,9 @@ SECRET = "s3cr3tFAKE"
 # what a `device:` or `base:` may name: presets, files beside the naming file, and files it must not reach (outside
 # its folder: by .., by an absolute path, through a link); the secret in each must never reach a message
 REFERENCES = ["a100", "systolic_8x8", "h100", "device.yaml", "./device.yaml", "sub/../device.yaml", "key.yaml",
-              "credentials", "link.yaml", "../outside/secret.yaml", "../outside/credentials", "{root}/outside/secret.yaml",
-              "{root}/work/device.yaml", "sub/../../outside/secret.yaml", "../../../../../../etc/passwd", "", "/",
-              "sub", "missing.yaml", "a100.cfg", "{presets}/a100.yaml"]
+              "token.yaml", "credentials", "link.yaml", "../outside/secret.yaml", "../outside/credentials",
+              "{root}/outside/secret.yaml", "{root}/work/device.yaml", "sub/../../outside/secret.yaml",
+              "../../../../../../etc/passwd", "", "/", "sub", "missing.yaml", "a100.cfg", "{presets}/a100.yaml"]
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +147,7 @@ def references(tmp_path_factory):
         (folder / "credentials").write_text(f"aws_access_key_id = AKIAFAKE\naws_secret_access_key = {SECRET}\n")
     (root / "work" / "key.yaml").write_text(f"-----BEGIN OPENSSH PRIVATE KEY-----\n{SECRET}\n-----END OPENSSH"
                                             f" PRIVATE KEY-----\n")
+    (root / "work" / "token.yaml").write_text(f"ghp_{SECRET}: x\n")
     arch = (ROOT / "archs" / "systolic_8x8.yaml").read_text()
     (root / "work" / "device.yaml").write_text(arch)
     (root / "outside" / "secret.yaml").write_text(arch.replace("name: systolic_8x8", f"name: {SECRET}"))
