@@ -87,6 +87,16 @@ def test_a_plot_folder_that_is_a_file_is_refused_before_anything_runs(files, cap
     assert "--plot in.npz: is not a folder" in capsys.readouterr().err and not ran and _contents(files) == before
 
 
+def test_a_repeated_command_replaces_its_own_previous_output(files, capsys, monkeypatch):
+    monkeypatch.chdir(files)
+    (files / "y.npz").write_bytes(PREVIOUS)
+    for _ in range(2):     # the second run reads nothing it writes: y.npz is its output, as it was the first's
+        assert main(["eval", "in.onnx", "--inputs", "in.npz", "--out", "y.npz"]) == 0
+    with np.load("y.npz", allow_pickle=False) as saved:
+        assert saved.files == ["y"]
+    assert not any(p.name.startswith(".") for p in files.iterdir())
+
+
 def test_eval_writes_the_file_it_names_and_says(files, capsys, monkeypatch):
     monkeypatch.chdir(files)
     assert main(["eval", "in.onnx", "--inputs", "in.npz", "--out", "outputs"]) == 0
