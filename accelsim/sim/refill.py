@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.program import COMPUTE, LOAD
+from compiler.errors import UserError
+from compiler.program import COMPUTE, LOAD, MAX_DEPS, MAX_ROWS
 
 
 def refill(arch, program: np.ndarray, dep: np.ndarray, occupancy: np.ndarray
@@ -56,12 +57,29 @@ def refill(arch, program: np.ndarray, dep: np.ndarray, occupancy: np.ndarray
         column[k] = slot[r]
         slot[r] += 1
     extra = int(slot.max())
+    _bounded(arch, n, width + extra)
     more = np.full((n, extra), -1, np.int64)
     more[rows, column] = [a[1] for a in added]
     early = np.zeros((n, extra), np.int64)
     early[rows, column] = [a[2] for a in added]
     return (np.hstack([dep, more]), np.hstack([on_release, more >= 0]), np.hstack([share, np.zeros(more.shape)]),
             np.hstack([lead, early]))
+
+
+# the most dependency cells (rows x columns) the tile engine takes: as many as a Program of MAX_ROWS rows has; a
+# refilled level on an 8x8 array (ResNet-18 at 32x32 on TPU v1's memories) needs 51 M, a 1x1 array 6,000 M (150 GB)
+MAX_CELLS = MAX_ROWS * MAX_DEPS
+
+
+def _bounded(arch, rows: int, columns: int) -> None:
+    """Refuse, before allocating it, a dependency matrix past MAX_CELLS: a load refilled in thousands of parts waits
+    on thousands of computes, and every row gets that many columns."""
+    if rows * columns > MAX_CELLS:
+        levels = ", ".join(lv.name for lv in arch.memory if lv.refill_per_tile)
+        raise UserError(f"{arch.name}: {levels} (refill: tile) is refilled in so many parts that {rows:,} Program rows "
+                        f"would wait on up to {columns:,} rows each, {rows * columns:,} dependencies; the tile engine "
+                        f"takes at most {MAX_CELLS:,} (a larger array takes fewer parts; --fidelity roofline prices "
+                        f"any size)")
 
 
 def _parts(program: np.ndarray, dep: np.ndarray, fifo: np.ndarray) -> tuple[dict[int, list[int]], dict[int, int]]:
