@@ -43,6 +43,10 @@ def is_published(path: str | os.PathLike, columns, csv_name: str = "published.cs
     if (not path.is_dir() and path.name != csv_name) or not csv_path.is_file() or \
             not (folder / "dataset.yaml").is_file():
         return False
+    try:
+        referenced(csv_name, folder)           # a link out of the folder is not the dataset's CSV
+    except UserError as error:
+        raise UserError(f"{csv_path}: {error}; a dataset's files lie in its folder") from None
     with open(csv_path, newline="") as f:
         return set(columns) <= set(next(csv.reader(f), []))
 

@@ -215,3 +215,15 @@ def test_a_published_row_names_a_preset_or_a_file_beside_it_never_one_outside(tm
     (folder / source.name).write_text(text.replace("../credentials", "mine.yaml"))
     [beside] = score([folder])
     assert beside.predicted_s == score([published_copy(tmp_path / "preset", source, column, name)])[0].predicted_s
+
+
+@pytest.mark.parametrize("source", [ROOT / "validation" / "collectives" / "published.csv",
+                                    ROOT / "validation" / "published" / "published.csv"])
+def test_a_published_csv_linked_from_outside_the_folder_is_refused(tmp_path, source):
+    folder = published_copy(tmp_path, source, "case", "linked")
+    (folder.parent / "elsewhere.csv").write_text((folder / source.name).read_text())
+    (folder / source.name).unlink()
+    (folder / source.name).symlink_to(folder.parent / "elsewhere.csv")
+    with pytest.raises(UserError, match=r"published\.csv: 'published\.csv' resolves to .*elsewhere\.csv, outside .*ds; "
+                                        r"a dataset's files lie in its folder"):
+        score([folder])
