@@ -4,6 +4,7 @@ the checks on them; the main CLI and any sub-CLI import them from here.
 from __future__ import annotations
 
 import argparse
+import mmap
 import os
 import sys
 from pathlib import Path
@@ -120,6 +121,9 @@ def check_outputs(args: argparse.Namespace) -> None:
             if _same_file(target, source):
                 raise UserError(f"{where}: that is {key} {source}, which this command "
                                 f"{'reads' if (key, source) in inputs else 'also writes'}; write to another file")
+            if key == "the model file" and _external_data(source, target):
+                raise UserError(f"{where}: that is the external data of the model {source}, which this command "
+                                f"reads; write to another file")
         named.append((f"the --{flag} file", target))
 
 
@@ -133,6 +137,28 @@ def _inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
             if isinstance(item, str) and item != "-" and _is_file(item):
                 found.append((f"the {key.replace('_', ' ')} file", item))
     return found
+
+
+def _external_data(model: str, target: str) -> bool:
+    """Whether `target` is a file the ONNX `model` keeps its tensors in (external data lies beside the model): the
+    model is parsed only when the file's name appears in it."""
+    if not (model.endswith(".onnx") and _is_file(target) and _same_file(Path(model).parent, Path(target).parent)):
+        return False
+    name = Path(target).name
+    with open(model, "rb") as file:
+        if os.fstat(file.fileno()).st_size == 0:
+            return False
+        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            if data.find(name.encode()) < 0:
+                return False
+    import onnx
+    from onnx.external_data_helper import _get_all_tensors
+
+    try:
+        tensors = _get_all_tensors(onnx.load(model, load_external_data=False))
+        return any(e.key == "location" and e.value == name for t in tensors for e in t.external_data)
+    except Exception:   # not a readable model: the command says so when it reads it
+        return False
 
 
 def _is_file(text: str) -> bool:

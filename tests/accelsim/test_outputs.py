@@ -58,6 +58,22 @@ def test_an_output_never_overwrites_an_input(files, argv, flag, said, capsys, mo
     assert _contents(files) == before and not ran
 
 
+def test_an_output_never_overwrites_the_models_external_data(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [4, 4], np.ones(16, np.float32).tobytes(), raw=True)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], initializer=[weight])
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "m.onnx",
+                    save_as_external_data=True, location="weights.bin", size_threshold=0)
+    before = _contents(tmp_path)
+    ran = []
+    monkeypatch.setattr("accelsim.sim.build.build", lambda *a, **k: ran.append(1))
+    assert main(["run", "m.onnx", "--json", "weights.bin"]) == 2
+    assert "--json weights.bin: that is the external data of the model m.onnx" in capsys.readouterr().err
+    assert _contents(tmp_path) == before and not ran
+
+
 @pytest.mark.parametrize("argv", [["run", "in.onnx", "--json", "{target}"], ["run", "in.onnx", "--html", "{target}"],
                                   ["eval", "in.onnx", "--out", "{target}"], ["export", "in.onnx", "--out", "{target}"]])
 @pytest.mark.parametrize("kind, said", [("folder", "is a folder"), ("fifo", "is not a regular file"),
