@@ -97,8 +97,9 @@ def store(entry_key: list, mapping: Mapping, op, arch) -> None:
 
 def fault(mapping: Mapping, signature: str, op, arch) -> str | None:
     """Why `mapping` cannot be `op`'s mapping of `signature` on `arch`, or None: the op's signature and loops, every
-    level's tile of every loop between 1 and the enclosing level's, loop orders over those dims, spatial factors
-    between 1 and their loop's extent, each dim's GEMM role, then compiler.map.legal.check."""
+    level's tile of every loop between 1 and the enclosing level's, loop orders over those dims, spatial loops that
+    split a dim's innermost tile at most its extent ways (compiler.mapping.Spatial), each dim's GEMM role, then
+    compiler.map.legal.check."""
     if mapping.signature != signature:
         return f"holds a mapping of another op ({mapping.signature})"
     if mapping.loops != tuple((d, e) for d, e in op.loops):
@@ -118,10 +119,14 @@ def fault(mapping: Mapping, signature: str, op, arch) -> str | None:
         if len(set(lv.order)) != len(lv.order) or not set(lv.order) <= outer.keys():
             return f"level {lv.level}: loop order {list(lv.order)} is not over distinct dims of {dims}"
         outer = dict(lv.tile)
-    extents = dict(mapping.loops)
+    split = dict.fromkeys(outer, 1)        # how many ways the spatial loops split each dim's innermost tile
     for s in mapping.spatial:
-        if s.dim not in extents or s.axis not in AXES or not 1 <= s.factor <= extents[s.dim]:
-            return f"spatial loop {s.dim} on {s.axis} x{s.factor}: not a dim, an axis of {AXES} and 1..its extent"
+        if s.dim not in outer or s.axis not in AXES or s.factor < 1:
+            return f"spatial loop {s.dim} on {s.axis} x{s.factor}: not a dim, an axis of {AXES} and a factor >= 1"
+        split[s.dim] *= s.factor
+    over = next((d for d in split if split[d] > outer[d]), None)
+    if over:
+        return f"spatial loops split {over}'s innermost tile of {outer[over]} {split[over]} ways"
     if mapping.dataflow not in DATAFLOWS:
         return f"dataflow {mapping.dataflow!r} is none of ws, os, is"
     if [d for d, _ in mapping.parts] != dims or any(p not in "bmnk" or len(p) != 1 for _, p in mapping.parts):

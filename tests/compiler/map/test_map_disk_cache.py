@@ -107,6 +107,7 @@ FORGERIES = {   # each a mapping of the right types that is not this op's legal 
     "zero tile": set_tile(-1, "c", 0),                 # was a ZeroDivisionError on every run
     "negative tile": set_tile(-1, "c", -5),            # was priced: 1433 cycles instead of 1729
     "tile over its level": set_tile(-1, "c", 65),
+    "tile under its spatial loops": set_tile(-1, "c", 2),      # 22 -> 2 with the digest recomputed: rows x22
     "another op's loops": lambda m: m.__setitem__("loops", [[d, 1 if d == "k" else e] for d, e in m["loops"]]),
     "a dataflow the array lacks": lambda m: m.__setitem__("dataflow", "os"),
     "an unknown level": lambda m: m["levels"][-1].__setitem__("level", "l9"),
