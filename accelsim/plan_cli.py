@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from accelsim.args import model_args, model_options, positive, write
+from accelsim.parallel.plan import SEARCH_BUDGET as BUDGET, SEARCH_S as TIME_LIMIT_S
 from accelsim.train_cli import OPTIMIZERS, add_choice
 from compiler.errors import UserError
 
@@ -38,6 +39,14 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--exhaustive", action="store_true",
                    help="simulate every plan that fits (by default a plan whose lower bound puts it behind the best "
                         "--top and off the Pareto front is left unsimulated: the plans shown are the same)")
+    p.add_argument("--time-limit", type=float, default=TIME_LIMIT_S, metavar="S",
+                   help=f"seconds the search prices candidates before it answers with the best found so far, saying "
+                        f"it was cut short and how many it skipped (default {TIME_LIMIT_S:g}; 0: no limit)")
+    p.add_argument("--budget", type=int, default=BUDGET, metavar="N",
+                   help=f"candidates priced at most (default {BUDGET:,}): a larger space keeps each split of the "
+                        f"devices with its fewest micro-batch counts")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr (it is shown on a terminal as a bar, "
+                                                        "otherwise as a line every 10%% once a search takes seconds)")
     p.add_argument("--json", metavar="FILE", help="write the search as JSON ('-' for stdout): every plan shown and "
                                                   "every discarded plan with its reason")
     p.set_defaults(handler=_plan)
@@ -46,8 +55,10 @@ def add_plan_parser(sub) -> None:
 def _plan(args: argparse.Namespace) -> int:
     from accelsim.parallel.search import search
 
-    for name in ("batch", "devices", "top", "workers", "seq"):
+    for name in ("batch", "devices", "top", "workers", "seq", "budget"):
         positive(name, getattr(args, name))
+    if not args.time_limit >= 0 or args.time_limit == float("inf"):
+        raise UserError(f"--time-limit {args.time_limit:g}: must be a number of seconds, at least 0 (0: no limit)")
     given = [flag for flag, value, default in (("--optimizer", args.optimizer, "sgd"),
                                                 ("--recompute", args.recompute, RECOMPUTE),
                                                 ("--zero", args.zero, ZERO)) if value != default]
@@ -58,7 +69,9 @@ def _plan(args: argparse.Namespace) -> int:
     found = search(args.model, args.system, devices=args.devices, batch=args.batch, training=args.train,
                    optimizer=args.optimizer, dtype=args.dtype, top=args.top, workers=args.workers,
                    fidelity=args.fidelity, recompute=_list(args.recompute, str, "--recompute"),
-                   zero=_list(args.zero, int, "--zero"), exhaustive=args.exhaustive, **model_options(args))
+                   zero=_list(args.zero, int, "--zero"), exhaustive=args.exhaustive,
+                   time_limit=args.time_limit or None, budget=args.budget,
+                   progress=not args.quiet and args.json != "-", **model_options(args))
     if args.json:
         write(args.json, found.to_json())
     if args.json != "-":

@@ -1,7 +1,7 @@
 """The planner's result: every candidate plan either scored (step time, MFU, memory at the fullest device, its
 bottleneck in words), pruned (it fits, but a lower bound puts it behind the best and off the front) or discarded
-with its reason; the best ranked by step time, and the Pareto front of step time
-against memory. JSON and table views.
+with its reason, or skipped when the search was cut short (time limit, budget); the best ranked by step time, and
+the Pareto front of step time against memory. JSON and table views.
 
 Invariant: `ranked` is sorted by (seconds, plan text), so the same search gives the same output in the same order;
 a plan is on the front when no other is at least as fast and as small, and faster or smaller.
@@ -71,6 +71,8 @@ class PlanSearch:
     workers: int = 1
     notes: list[str] = field(default_factory=list)
     pruned: list[Pruned] = field(default_factory=list)     # fit, but provably behind the best and off the front
+    cut_short: str = ""            # why the search stopped before pricing every candidate ("": it did not)
+    skipped: int = 0               # candidates left unpriced when it was cut short
 
     @property
     def best(self) -> Scored | None:
@@ -94,7 +96,7 @@ class PlanSearch:
                 "fitting": len(self.ranked) + len(self.pruned), "simulated": len(self.ranked),
                 "plans": [s.to_dict() for s in self.shown], "pruned": [p.to_dict() for p in self.pruned],
                 "discarded": [d.to_dict() for d in self.discarded], "discarded_by_reason": self.reasons(),
-                "notes": list(self.notes)}
+                "cut_short": self.cut_short or None, "skipped": self.skipped, "notes": list(self.notes)}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent) + "\n"
@@ -109,8 +111,14 @@ class PlanSearch:
                  + f", {len(self.discarded):,} discarded"
                  + (f" ({reasons})" if reasons else "") + f"; searched in {self.seconds:,.1f} s on {self.workers} "
                  f"worker{'s' * (self.workers != 1)}"]
+        if self.cut_short:
+            counts = (f"; {self.candidates - self.skipped:,} of {self.candidates:,} candidates priced, "
+                      f"{self.skipped:,} skipped" if self.skipped else "")
+            lines.append(f"search cut short: {self.cut_short}{counts}. The plans below are the best of those priced, "
+                         f"not necessarily the best of the space (raise --time-limit or --budget, or narrow the "
+                         f"search with --recompute, --zero, --devices)")
         if not self.ranked:
-            lines.append("no plan fits")
+            lines.append("no plan was priced before the search was cut short" if self.skipped else "no plan fits")
         else:
             lines += ["", f"best {min(self.top, len(self.ranked))} by step time (* on the Pareto front of time and "
                           f"memory):"]

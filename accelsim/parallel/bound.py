@@ -17,15 +17,17 @@ PER_WORKER = 4        # plans a round takes per worker, with every waiting plan 
 
 
 def rounds(indices: list[int], lower: dict[int, float], peak: dict[int, int], top: int, workers: int,
-           program: Callable[[int], Hashable], run: Callable[[list[int]], dict]) -> tuple[dict, list[int]]:
+           program: Callable[[int], Hashable], run: Callable[[list[int]], dict],
+           stop: Callable[[dict, list[int]], bool] = lambda scored, waiting: False) -> tuple[dict, list[int]]:
     """(simulated plans by index, the indices left unsimulated, lowest bound first). `run(indices)` simulates plans
-    and returns {index: Scored}; `program(i)` names the stage programs plan i simulates (plans sharing them are
-    simulated together: once one is, the others cost only their schedule)."""
+    and returns {index: Scored} (those it had time for); `program(i)` names the stage programs plan i simulates (plans
+    sharing them are simulated together: once one is, the others cost only their schedule). `stop(scored, waiting)`,
+    asked before each round, ends the rounds early (a time limit): plans still needed are then left unsimulated too."""
     order = sorted(indices, key=lambda i: (lower[i], i))
     scored: dict[int, object] = {}
     while True:
         waiting = [i for i in order if i not in scored and needed(lower[i], peak[i], scored.values(), top)]
-        if not waiting:
+        if stop(scored, waiting) or not waiting:
             break
         shared = {program(i) for i in waiting[:PER_WORKER * max(workers, 1)]}
         scored.update(run([i for i in waiting if program(i) in shared]))

@@ -6,8 +6,11 @@ ZeRO stage (0-3, with dp above 1). A plan whose weights and optimizer state alon
 device is discarded unsimulated; the rest are priced by `report` (accelsim.parallel.blocks for a model of identical
 blocks, whose memory is known before it simulates; train_parallel or run_parallel otherwise), in a process pool.
 Plans that fit but cannot be among the best or on the Pareto front are left unsimulated (accelsim.parallel.bound).
-Invariant: every candidate is scored, pruned with its lower bound, or discarded with its reason, and the same question
-gives the same answer in the same order (ties between plans broken by their text), whatever the pool does.
+A time limit and a budget bound the work (accelsim.parallel.space): past the limit nothing more is priced, and the
+answer is the best of what was, saying it was cut short. Progress goes to stderr (accelsim.parallel.progress).
+Invariant: every candidate is scored, pruned with its lower bound, discarded with its reason, or (cut short) skipped,
+and the same question gives the same answer in the same order (ties between plans broken by their text), whatever
+the pool does.
 """
 from __future__ import annotations
 
@@ -22,9 +25,11 @@ from accelsim.arch.system_load import load_system
 from accelsim.out.parallel import CATEGORIES
 from accelsim.out.plans import Discarded, PlanSearch, Pruned, Scored, pareto
 from accelsim.parallel.blocks import Blocks, Setting, block_count
-from accelsim.parallel.bound import rounds
+from accelsim.parallel.bound import needed, rounds
 from accelsim.parallel.groups import groups, level_name
-from accelsim.parallel.plan import Plan
+from accelsim.parallel.plan import SEARCH_BUDGET as BUDGET, Plan
+from accelsim.parallel.progress import SearchProgress
+from accelsim.parallel.space import ZERO, Candidate, candidates
 from accelsim.sim.memory import at_dtypes, dtypes
 from accelsim.sim.model import load_model
 from accelsim.sim.train import STORED, _compute_dtype, _zoo_model, training_form
@@ -36,28 +41,8 @@ from compiler.train import Optimizer, training_graph
 from compiler.train.recompute import MODES
 
 MAX_WORKERS = 8
-ZERO = (0, 1, 2, 3)
 POOL_FROM = 48                 # candidates to simulate before a process pool pays for starting its workers
 GIB = 2**30
-
-
-@dataclass(frozen=True)
-class Candidate:
-    plan: Plan
-    recompute: str | None      # None for inference
-
-    @property
-    def text(self) -> str:
-        return self.plan.text() + (f" --recompute {self.recompute}" if self.recompute else "")
-
-    def micro(self, batch: int) -> int:
-        return batch // (self.plan.dp * self.plan.microbatches)
-
-    def fields(self, batch: int) -> dict:
-        p = self.plan
-        out = {"dp": p.dp, "tp": p.tp, "pp": p.pp, "mb": p.microbatches, "micro_batch": self.micro(batch),
-               "schedule": p.schedule, "chunks": p.chunks, "zero": p.zero, "sp": p.sp}
-        return out | ({"recompute": self.recompute} if self.recompute else {})
 
 
 @dataclass(frozen=True)
@@ -79,13 +64,18 @@ class Question:
 def search(model: str, system: str | os.PathLike | System, *, devices: int | None = None, batch: int,
            training: bool = True, optimizer: str = "sgd", dtype: str | None = None, top: int = 10,
            workers: int | None = None, fidelity: str = "tile", recompute: tuple[str, ...] = MODES,
-           zero: tuple[int, ...] = ZERO, exhaustive: bool = False, **model_options) -> PlanSearch:
+           zero: tuple[int, ...] = ZERO, exhaustive: bool = False, time_limit: float | None = None,
+           budget: int | None = BUDGET, progress: bool = False, **model_options) -> PlanSearch:
     """The plans for one training step (or, without `training`, one batch of inference) of `model` with global batch
     `batch` on `devices` of `system`, ranked by step time; those that do not fit are discarded with their reason.
     `recompute` and `zero` narrow the space to those recomputation modes and ZeRO stages. Plans that cannot be among
     the best `top` or on the Pareto front are left unsimulated (`pruned`, with their lower bound) unless
-    `exhaustive`."""
+    `exhaustive`. The search prices at most `budget` candidates and stops pricing after `time_limit` seconds (None:
+    no limit; `accelsim plan` gives 60 s); cut short, it answers with the best of what it priced and says so
+    (`cut_short`, `skipped`).
+    `progress`: candidates settled and the best so far on stderr (accelsim.sweep.progress)."""
     start = time.perf_counter()
+    until = None if not time_limit else time.time() + time_limit     # wall-clock: the same in every worker
     sys_ = load_system(system)
     sys_ = sys_.sliced(sys_.fit(devices))     # plans on a torus are priced on the slice they run on
     n = sys_.fit().devices
@@ -106,11 +96,17 @@ def search(model: str, system: str | os.PathLike | System, *, devices: int | Non
     for stage in zero:
         if stage not in ZERO:
             raise UserError(f"ZeRO stage {stage!r}: choose among {', '.join(map(str, ZERO))}")
-    space = candidates(n, batch, count, training, tuple(recompute), tuple(zero))
+    space = candidates(n, batch, count, training, tuple(recompute), tuple(zero), limit=budget and budget + 1)
     if not space:
         raise UserError(f"batch {batch} does not split over any data-parallel degree of {n} devices (dp x tp x pp = "
                         f"{n}, and dp must divide the batch); use a batch that a divisor of {n} divides")
-    with _Pool(question, space, workers) as pool:       # its workers start while the bound is worked out here
+    cut = []
+    if budget and len(space) > budget:
+        space = candidates(n, batch, count, training, tuple(recompute), tuple(zero), limit=budget)
+        cut.append(f"the space has more than {budget:,} candidates (the budget): each split of the devices was given "
+                   f"its fewest micro-batch counts")
+    bar = SearchProgress(f"plan {model}", len(space), progress)
+    with _Pool(question, space, workers, until, bar) as pool:   # its workers start while the bound is worked out here
         bound = _state_bound(question, count)
         kept, discarded, scored = [], [], []
         for c in space:
@@ -121,11 +117,16 @@ def search(model: str, system: str | os.PathLike | System, *, devices: int | Non
                                            f"{need / GIB:,.2f} GiB per device, of {_capacity(sys_) / GIB:,.2f} GiB"))
             else:
                 kept.append(c)
+        bar.discarded = len(discarded)
         records, pruned = _evaluate(pool, question, kept, top, exhaustive)
         for record in records:
             if record is not None:
                 (discarded if isinstance(record, Discarded) else scored).append(record)
-    if not scored and all(d.kind == "invalid" for d in discarded):
+    bar.close()
+    skipped = len(space) - len(scored) - len(pruned) - len(discarded)
+    if skipped:
+        cut.insert(0, f"the time limit of {time_limit:g} s was reached")
+    if not skipped and not scored and all(d.kind == "invalid" for d in discarded):
         raise UserError(f"no plan can split {model}'s batch of {batch} over {n} devices of {sys_.name}: every one of "
                         f"the {len(space)} candidates is invalid, e.g. {discarded[0].text}: {discarded[0].reason}")
     scored.sort(key=lambda s: (s.seconds, s.text))
@@ -133,34 +134,8 @@ def search(model: str, system: str | os.PathLike | System, *, devices: int | Non
     ranked = [replace(s, pareto=i in on_front) for i, s in enumerate(scored)]
     discarded.sort(key=lambda d: d.text)
     return PlanSearch(str(model), sys_.name, n, batch, training, len(space), ranked, discarded, top,
-                      time.perf_counter() - start, pool.workers, pruned=pruned)
-
-
-def candidates(devices: int, batch: int, count: int, training: bool, recompute: tuple[str, ...] = MODES,
-               zero: tuple[int, ...] = ZERO) -> list[Candidate]:
-    """Every plan of the space, in order of its text. `count`: the model's blocks (pp and 2 x pp must divide them)."""
-    out = []
-    for tp in _divisors(devices):
-        for pp in _divisors(devices // tp):
-            dp = devices // (tp * pp)
-            if (pp > 1 and count % pp) or batch % dp:
-                continue
-            for mb in _divisors(batch // dp):
-                base = Plan(dp=dp, tp=tp, pp=pp, mb=mb)
-                if not training:
-                    out.append(Candidate(base, None))
-                    continue
-                schedules = [base]
-                if pp > 1 and count % (2 * pp) == 0 and mb % pp == 0:    # Megatron's interleaving needs mb % pp == 0
-                    schedules.append(replace(base, schedule="interleaved", chunks=2))
-                for plan in schedules:
-                    for stage in sorted({z if dp > 1 else 0 for z in zero}):   # ZeRO shards over dp: none at 1
-                        out += [Candidate(replace(plan, zero=stage), r) for r in recompute]
-    return sorted(out, key=lambda c: c.text)
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+                      time.perf_counter() - start, pool.workers, notes=pool.notes, pruned=pruned,
+                      cut_short="; ".join(cut), skipped=skipped)
 
 
 def _capacity(sys_: System) -> int:
@@ -214,12 +189,19 @@ def _blocks(question: Question, cached: bool = True) -> Blocks:
 
 
 class _Pool:
-    """Tasks run in this process, or in a spawn-started process pool kept for the whole search."""
+    """Tasks run in this process, or in a spawn-started process pool kept for the whole search; each task stops
+    pricing at `until` (time.time()) and leaves the rest of its items None."""
 
-    def __init__(self, question: Question, space: list[Candidate], workers: int | None):
-        self.question = question
+    def __init__(self, question: Question, space: list[Candidate], workers: int | None, until: float | None = None,
+                 bar: SearchProgress | None = None):
+        self.question, self.until, self.bar = question, until, bar
+        self.notes: list[str] = []
         tasks = len({c.plan.tp for c in space})
-        wanted = min(workers or min(os.cpu_count() or 1, MAX_WORKERS), max(tasks, 1))
+        usable = usable_cpus()
+        if workers is not None and workers > usable:
+            self.notes.append(f"--workers {workers}: capped at the {usable} CPU{'s' * (usable != 1)} this process "
+                              f"may use")
+        wanted = min(workers or MAX_WORKERS, usable, max(tasks, 1))
         if workers is None and len(space) < POOL_FROM:
             wanted = 1
         self.workers = max(wanted, 1)
@@ -236,11 +218,14 @@ class _Pool:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
 
+    def late(self) -> bool:
+        return self.until is not None and time.time() > self.until
+
     def each(self, work, jobs: list[list[int]], items: list):
         """(job, work(question, its items)) for each job (a list of indices into `items`), as they finish."""
         if self._pool is None:
             for job in jobs:
-                yield job, work(self.question, [items[i] for i in job])
+                yield job, work(self.question, [items[i] for i in job], self.until)
             return
         futures = {self.submit(work, [items[i] for i in job]): n for n, job in enumerate(jobs)}
         for future in as_completed(futures):
@@ -249,8 +234,16 @@ class _Pool:
     def submit(self, work, items: list):
         """work(question, items) started in a worker (here: done now), as something with .result()."""
         if self._pool is None:
-            return _Done(work(self.question, items))
-        return self._pool.submit(work, self.question, items)
+            return _Done(work(self.question, items, self.until))
+        return self._pool.submit(work, self.question, items, self.until)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, where the OS has one), not the machine's."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:         # macOS, Windows
+        return os.cpu_count() or 1
 
 
 def _started(question: Question) -> None:
@@ -265,21 +258,28 @@ class _Done:
         return self.value
 
 
+def _late(until: float | None) -> bool:
+    return until is not None and time.time() > until
+
+
 def _evaluate(pool: _Pool, question: Question, kept: list[Candidate], top: int, exhaustive: bool) -> tuple:
-    """(each kept candidate scored, discarded, or None where pruned; the pruned, as Pruned). A model of identical
-    blocks in rounds: its memory, per tp (the liveness of each tp's stages once); the plans that fit priced at
-    roofline fidelity, per tp and micro-batch (the same ops), each tp's as soon as its memory is known; then those
+    """(each kept candidate scored, discarded, or None where pruned or skipped; the pruned, as Pruned). A model of
+    identical blocks in rounds: its memory, per tp (the liveness of each tp's stages once); the plans that fit priced
+    at roofline fidelity, per tp and micro-batch (the same ops), each tp's as soon as its memory is known; then those
     that could be among the best `top` or on the Pareto front simulated (accelsim.parallel.bound), unless
-    `exhaustive` or the search is at roofline fidelity already, when every plan that fits is scored."""
+    `exhaustive` or the search is at roofline fidelity already, when every plan that fits is scored. Past the time
+    limit every task leaves what it has not priced None: skipped."""
     records: list = [None] * len(kept)
     blocks_ = question.blocks is not None and question.training
     prune = blocks_ and question.fidelity != "roofline" and not exhaustive
+    settle = pool.bar.settle if pool.bar is not None else lambda *_: None
     second = []
     for job, out in pool.each(measure, _groups(range(len(kept)), lambda i: kept[i].plan.tp), kept):
         for i, record in zip(job, out):
             records[i] = record
+        settle(records)
         if blocks_:
-            fit = [i for i in job if not isinstance(records[i], Discarded)]
+            fit = [i for i in job if records[i] is not None and not isinstance(records[i], Discarded)]
             for group in _groups(fit, lambda i: kept[i].micro(question.batch)):
                 second.append((group, pool.submit(lower_bound if prune else score,
                                                   [(kept[i], records[i]) for i in group])))
@@ -287,21 +287,27 @@ def _evaluate(pool: _Pool, question: Question, kept: list[Candidate], top: int, 
         for group, future in second:
             for i, record in zip(group, future.result()):
                 records[i] = record
-        return records, []
+            settle(records)
+        return [r if isinstance(r, (Scored, Discarded)) else None for r in records], []
     lower: dict[int, tuple[float, dict]] = {}
     for group, future in second:
-        lower.update(zip(group, future.result()))
+        lower.update((i, b) for i, b in zip(group, future.result()) if b is not None)
 
     def run(indices: list[int]) -> dict:
         futures = [(group, pool.submit(score, [(kept[i], records[i]) for i in group]))
                    for group in _groups(indices, lambda i: (kept[i].plan.tp, kept[i].micro(question.batch)))]
-        return {i: s for group, future in futures for i, s in zip(group, future.result())}
+        return {i: s for group, future in futures for i, s in zip(group, future.result()) if s is not None}
 
-    scored, left = rounds(list(lower), {i: s for i, (s, _) in lower.items()},
-                          {i: m["peak"] for i, (_, m) in lower.items()}, top, pool.workers,
-                          lambda i: _program(kept[i], question.batch), run)
-    pruned = [Pruned(kept[i].fields(question.batch), kept[i].text, lower[i][0], lower[i][1]) for i in left]
-    return [scored.get(i, r if i not in lower else None) for i, r in enumerate(records)], pruned
+    def stop(scored: dict, waiting: list[int]) -> bool:
+        settle(records, scored, len(lower) - len(waiting) - len(scored))
+        return pool.late()
+
+    peak = {i: m["peak"] for i, (_, m) in lower.items()}
+    scored, left = rounds(list(lower), {i: s for i, (s, _) in lower.items()}, peak, top, pool.workers,
+                          lambda i: _program(kept[i], question.batch), run, stop)
+    pruned = [Pruned(kept[i].fields(question.batch), kept[i].text, lower[i][0], lower[i][1]) for i in left
+              if not needed(lower[i][0], peak[i], scored.values(), top)]      # the rest: skipped at the time limit
+    return [scored.get(i, r if isinstance(r, Discarded) else None) for i, r in enumerate(records)], pruned
 
 
 def _program(c: Candidate, batch: int) -> tuple:
@@ -318,11 +324,13 @@ def _groups(indices, key) -> list[list[int]]:
     return sorted(groups_.values(), key=lambda g: -len(g))
 
 
-def measure(question: Question, task: list[Candidate]) -> list:
+def measure(question: Question, task: list[Candidate], until: float | None = None) -> list:
     """Each candidate discarded, or its stages' memory (a model of identical blocks, before simulating), or scored.
     The most recomputed first, with gradient accumulation first: what their liveness shows bounds the others'."""
     out: list = [None] * len(task)
     for j in sorted(range(len(task)), key=lambda j: _first(task[j])):
+        if _late(until):
+            break
         c = task[j]
         try:
             if question.blocks is not None and question.training:
@@ -345,23 +353,27 @@ def _first(c: Candidate) -> tuple:
     return -MODES.index(c.recompute) if c.recompute else 0, c.plan.microbatches == 1, c.text
 
 
-def score(question: Question, task: list[tuple[Candidate, list]]) -> list[Scored]:
+def score(question: Question, task: list[tuple[Candidate, list]], until: float | None = None) -> list:
     """Each candidate that fits, simulated from its stages of 1 and 2 blocks (accelsim.parallel.blocks)."""
-    out = []
-    for c, stages in task:
+    out: list = [None] * len(task)
+    for j, (c, stages) in enumerate(task):
+        if _late(until):
+            break
         report = _blocks(question)
         result = report.result(c.plan, c.recompute, c.micro(question.batch), question.fidelity, stages)
-        out.append(_scored(question, c, report.device_memory(c.plan, stages), result))
+        out[j] = _scored(question, c, report.device_memory(c.plan, stages), result)
     return out
 
 
-def lower_bound(question: Question, task: list[tuple[Candidate, list]]) -> list[tuple[float, dict]]:
+def lower_bound(question: Question, task: list[tuple[Candidate, list]], until: float | None = None) -> list:
     """Each candidate's step time at roofline fidelity (a lower bound on its tile time) and its device memory."""
-    out = []
-    for c, stages in task:
+    out: list = [None] * len(task)
+    for j, (c, stages) in enumerate(task):
+        if _late(until):
+            break
         report = _blocks(question)
         result = report.result(c.plan, c.recompute, c.micro(question.batch), "roofline", stages)
-        out.append((result.seconds, report.device_memory(c.plan, stages)))
+        out[j] = (result.seconds, report.device_memory(c.plan, stages))
     return out
 
 
