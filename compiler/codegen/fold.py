@@ -2,19 +2,20 @@
 Program needs to keep.
 
 Invariant: a loop folds only where its iterations differ by position alone. Every operand of an Einsum reads its
-dim as a plain axis of the loop's extent (x[.., m, ..], never a window's p + r or a block's k // 128), and no loop
-outside it cuts the same dim, so within each iteration of the loops around it its iterations 0 .. trips - 2 hold
-full tiles with the same footprints, bytes and shapes, and only the last one may be ragged. Its first iterations and
-its last, kept at their places in the op (compiler.codegen.nest.Nest), are rows the whole Program has; the
-iterations left out are copies of the kept interior ones. A batch of 512 is then 4 + 1 of its 512 tiles, whether
-its loop is the outermost (a forward GEMM) or runs inside the output tiles (a weight gradient's reduction over the
-batch): accelsim.sim.fold extrapolates the rest where the schedule is periodic over them.
+dim as a plain axis of the loop's extent (x[.., m, ..], never a window's p + r or a block's k // 128), and the
+tiles it cuts have one extent (no ragged tile of a loop outside it over the same dim), so within each iteration of
+the loops around it, its iterations 0 .. trips - 2 hold full tiles with the same footprints, bytes and shapes, and
+only the last one may be ragged. Its first iterations and its last, kept at their places in the op
+(compiler.codegen.nest.Nest), are rows the whole Program has; the iterations left out are copies of the kept
+interior ones. A batch of 512 is then 4 + 1 of its 512 tiles, whether its loop is the outermost (a forward GEMM)
+or runs inside the output tiles (a weight gradient's reduction over the batch): accelsim.sim.fold extrapolates the
+rest where the schedule is periodic over them.
 """
 from __future__ import annotations
 
 import math
 
-from compiler.codegen.nest import Fold, loop_nest
+from compiler.codegen.nest import Fold, clipped_segments, loop_nest
 from compiler.ir import Einsum
 from compiler.mapping import Mapping
 
@@ -42,7 +43,7 @@ def folds_for(op, mapping: Mapping, head: int = HEAD) -> tuple[Fold, ...]:
     MAX_FOLDS; none for an op of fewer than FOLD_STEPS steps."""
     loops = loop_nest(mapping)
     trips = [t for _, t, _ in loops]
-    candidates = sorted(foldable(op, loops, head), key=lambda j: (-trips[j], j))
+    candidates = sorted(foldable(op, mapping, head), key=lambda j: (-trips[j], j))
     folds = []
     for j in candidates[:MAX_FOLDS]:
         if math.prod(trips) < FOLD_STEPS:
@@ -52,14 +53,20 @@ def folds_for(op, mapping: Mapping, head: int = HEAD) -> tuple[Fold, ...]:
     return tuple(folds)
 
 
-def foldable(op, loops: list[tuple[str, int, int]], head: int = HEAD) -> list[int]:
-    """Indices of the loops of `loops` (compiler.codegen.nest.loop_nest) that may fold: long enough for leaving
-    iterations out to save most of the work, over a dim every operand reads plainly, and the first loop over its
-    dim: within a ragged outer tile of the same dim, an inner loop's iterations past the edge are empty, unlike the
-    kept ones. A vector op's loop cuts its output into chunks along one axis, each computed from its own slices
+def foldable(op, mapping: Mapping, head: int = HEAD) -> list[int]:
+    """Indices of the loops of `mapping`'s nest (compiler.codegen.nest.loop_nest) that may fold: long enough for
+    leaving iterations out to save most of the work, over a dim every operand reads plainly, and walking tiles of
+    that dim that are all alike: a loop inside another over the same dim folds only where every tile it cuts has
+    one extent (a ragged outer tile would leave its inner iterations past the edge empty, unlike the kept ones).
+    A vector op's loop cuts its output into chunks along one axis, each computed from its own slices
     (compiler.target.slicing): chunks differ by position alone."""
+    loops = loop_nest(mapping)
     if not loops:
         return []
     plain = plain_dims(op) if isinstance(op, Einsum) else {loops[0][0]}
-    return [j for j, (dim, trips, _) in enumerate(loops)
-            if dim in plain and trips >= 4 * (head + 2) and all(d != dim for d, _, _ in loops[:j])]
+
+    def alike(dim: str, level: int) -> bool:
+        return level == 0 or len(clipped_segments(mapping, level - 1)[dim]) == 1
+
+    return [j for j, (dim, trips, level) in enumerate(loops)
+            if dim in plain and trips >= 4 * (head + 2) and alike(dim, level)]

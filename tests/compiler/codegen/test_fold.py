@@ -102,6 +102,24 @@ def two_long_loops(op) -> Mapping:
     return replace(mapping, levels=mapping.levels[:2] + (replace(mapping.levels[2], tile=inner),))
 
 
+def m_in_m(op, outer: int) -> Mapping:
+    """m cut into tiles of `outer` in the weight FIFO, each cut into tiles of 1 in the accumulators."""
+    mapping = mapping_with_outer(op, "m", outer)
+    inner = tuple((d, 1 if d == "m" else e) for d, e in mapping.levels[2].tile)
+    return replace(mapping, levels=mapping.levels[:2] + (replace(mapping.levels[2], tile=inner),))
+
+
+def test_an_inner_loop_over_a_dim_cut_outside_it_keeps_the_same_iterations_in_every_outer_tile():
+    arch, ir, op = gemm_on_tpu_v1()
+    mapping = m_in_m(op, 25)
+    whole = generate(ir, arch, {op.name: mapping}).program
+    code = generate(ir, arch, {op.name: mapping}, {op.name: (Fold(1, 25, 3),)})
+    per = int((whole["kind"] == COMPUTE).sum()) // 100
+    kept, every = iterations(code.program, per), iterations(whole, per)
+    assert len(every) == 100 and len(kept) == 16
+    assert kept == [every[o * 25 + i] for o in range(4) for i in (0, 1, 2, 24)]
+
+
 def test_two_folded_loops_keep_the_whole_programs_rows_where_both_are_kept():
     arch, ir, op = gemm_on_tpu_v1()
     mapping = two_long_loops(op)
@@ -125,13 +143,12 @@ def test_the_loops_that_fold_are_the_longest_that_may(monkeypatch):
     assert folds_for(op, two_long_loops(op)) == (Fold(1, 35, 4), Fold(0, 34, 4))
     monkeypatch.setattr("compiler.codegen.fold.FOLD_STEPS", 34 * 7 + 1)
     assert folds_for(op, two_long_loops(op)) == (Fold(1, 35, 4),)
-    # m in 4 tiles of 25, each in 25 tiles of 1: an inner loop over a dim an outer loop already cuts does not fold,
-    # even where the outer tiles are whole (in a ragged one, the inner iterations past the edge would be empty)
-    nested = mapping_with_outer(op, "m", 25)
-    nested = replace(nested, levels=nested.levels[:2] + (replace(nested.levels[2], tile=tuple(
-        (d, 1 if d == "m" else e) for d, e in nested.levels[2].tile)),))
-    assert [(d, t) for d, t, _ in loop_nest(nested)][:2] == [("m", 4), ("m", 25)]
-    assert foldable(op, loop_nest(nested)) == []
+    # m in tiles of 25, each in 25 tiles of 1: the inner loop folds, the tiles it cuts being alike; in tiles of 30 (the
+    # last of 10) it does not: in the ragged one its iterations past the edge would be empty, unlike the kept ones
+    assert [(d, t) for d, t, _ in loop_nest(m_in_m(op, 25))][:2] == [("m", 4), ("m", 25)]
+    assert foldable(op, m_in_m(op, 25)) == [1]
+    assert [(d, t) for d, t, _ in loop_nest(m_in_m(op, 30))][:2] == [("m", 4), ("m", 30)]
+    assert foldable(op, m_in_m(op, 30)) == []
     b = Builder("conv", dtype=DType.int8)
     y = b.node("Conv", [b.input("x", (64, 8, 11, 9)), b.weight("w", (12, 8, 3, 3))], kernel_shape=[3, 3])
     conv = next(o for o in compile_graph(b.build([y]), Options(dtype=DType.int8, arch=arch)).ops
