@@ -169,7 +169,11 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     detect = arch.add_parser("detect-host", help="write a simd preset for this machine (lscpu, /proc, sysfs)")
     detect.add_argument("--out", metavar="FILE.yaml", help="where to write it (default: stdout)")
     detect.set_defaults(handler=_arch_detect_host)
-    sub.add_parser("models", help="list the built-in models").set_defaults(handler=_models)
+    models = sub.add_parser("models", help="list the built-in models; with a NAME, that model's options "
+                            "(--opt KEY=VALUE)")
+    models.add_argument("name", nargs="?", metavar="NAME", help="a built-in model: list its options, their defaults, "
+                        "the values each takes and what it does")
+    models.set_defaults(handler=_models)
     add_explain_parser(sub)
     add_sweep_parser(sub)
     validate = sub.add_parser("validate", help="measure real hardware and score the model against it") \
@@ -408,11 +412,22 @@ def _archs(args) -> int:
 
 
 def _models(args) -> int:
-    from compiler.zoo import MODELS
+    from compiler.zoo import MODELS, model_function
+    from compiler.zoo.options import describe
 
-    for name, fn in MODELS.items():
-        doc = (fn.__doc__ or "").strip().splitlines()
-        print(f"{name:14} {doc[0] if doc else ''}")
+    if args.name is None:
+        for name, fn in MODELS.items():
+            doc = (fn.__doc__ or "").strip().splitlines()
+            print(f"{name:14} {doc[0] if doc else ''}")
+        return 0
+    fn = model_function(args.name)
+    print((fn.__doc__ or "").strip().splitlines()[0])
+    rows = [("option", "default", "takes", "meaning")] + describe(fn)
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
+    print("give each as --opt KEY=VALUE; batch, seq and dtype as --batch, --seq and --dtype; weights is the "
+          "command's choice")
     return 0
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import math
 from typing import TYPE_CHECKING, Callable
 
 from compiler.errors import ModelError
+from compiler.zoo import options
 from compiler.zoo.alexnet import alexnet
 from compiler.zoo.bert import bert_base
 from compiler.zoo.bitnet import bitnet_b158
@@ -47,40 +47,24 @@ def build(name: str, **kwargs) -> Graph:
     (fp32, fp16, bf16, fp8; integer types come from the quantize pass, ternary from bitnet_b158 and
     matmulfree_lm); weights (False: shape-only, nothing drawn, fast at any size); seed.
     """
-    if name not in MODELS:
-        close = difflib.get_close_matches(name, MODELS, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise ModelError(f"unknown model {name!r}; {hint}the zoo has: {', '.join(MODELS)}")
-    fn = MODELS[name]
+    fn = model_function(name)
     accepted = inspect.signature(fn).parameters
     unknown = [key for key in kwargs if key not in accepted]
     if unknown:
         raise ModelError(f"model {name!r} takes no argument {', '.join(map(repr, unknown))}; it takes: "
                          f"{', '.join(accepted)}")
     for key, value in kwargs.items():
-        _check_option(name, key, value, accepted[key].default)
+        options.check(name, key, value, accepted[key].default)
     return fn(**kwargs)
 
 
-def _check_option(model: str, key: str, value, default) -> None:
-    """An option given in place of an int, float or bool default must be one: `--opt image=abc` is refused
-    here, naming the option, not deep inside the model's code."""
-    def fail(expected: str):
-        raise ModelError(f"model {model!r} option {key}={value!r}: expected {expected}")
-
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            fail("true or false")
-    elif isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, int):
-            fail("an integer")
-        if value < min(default, 1):
-            fail(f"an integer of at least {min(default, 1)}")
-    elif isinstance(default, float):       # a multiplier (width): nan, inf, 0 or -1 makes no model
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            fail("a number")
-        if not (math.isfinite(value) and value > 0):
-            fail("a finite number above 0")
+def model_function(name: str) -> Callable[..., Graph]:
+    """The function building the zoo model `name`; a ModelError naming the models if there is none."""
+    if name not in MODELS:
+        close = difflib.get_close_matches(name, MODELS, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ModelError(f"unknown model {name!r}; {hint}the zoo has: {', '.join(MODELS)}")
+    return MODELS[name]
 
 
 def option_names(name: str | None = None) -> frozenset[str]:

@@ -72,6 +72,22 @@ def test_archs_and_models_list_everything(capsys):
     assert listed == list(MODELS) and len(listed) == 9
 
 
+def test_models_name_lists_that_models_options_with_defaults_and_values(capsys):
+    assert main(["models", "gpt2"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:-1]}
+    assert list(rows) == ["batch", "dtype", "weights", "seq", "mode", "past", "layers", "hidden", "heads", "mlp",
+                          "vocab", "max_positions", "seed"]
+    assert re.match(r"mode +prefill +prefill \| decode +prefill: ", rows["mode"])
+    assert re.match(r"past +seq - 1 +integer >= 0 ", rows["past"])
+    assert re.match(r"max_positions +1024 +integer >= 1 ", rows["max_positions"])
+    assert main(["models", "resnet18"]) == 0
+    assert re.search(r"^width +1\.0 +number > 0 +multiplier", capsys.readouterr().out, re.M)
+
+
+def test_models_with_an_unknown_name_exits_2_naming_the_models():
+    one_line_error(cli("models", "resnet19"), "unknown model 'resnet19'", "did you mean 'resnet18'", "gpt2, llama")
+
+
 def test_eval_roundtrips_inputs_and_outputs(tmp_path, capsys):
     first = tmp_path / "a.npz"
     assert main(["eval", "resnet18", "--opt", "image=32", "--out", str(first)]) == 0

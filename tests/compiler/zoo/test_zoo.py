@@ -1,5 +1,7 @@
 """The model zoo: tiny variants run the same in onnxruntime, the Graph reference and the IR, and survive an
 ONNX round trip; full-size shape-only builds match published parameter and MAC counts."""
+import inspect
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -13,6 +15,7 @@ from compiler.frontend import from_model
 from compiler.ops.interpret import run_graph, run_ir
 from compiler.ops.lower import lower
 from compiler.zoo import MODELS, build, parameter_count
+from compiler.zoo.options import check, describe
 from compiler.zoo.ternary import absmean_ternary
 
 # (rtol, atol) for every numerical comparison: graph reference and IR vs onnxruntime, decode vs prefill.
@@ -176,7 +179,7 @@ def test_build_rejects_unknown_names_and_arguments():
         build("resnet19")
     with pytest.raises(ModelError, match="takes no argument 'seq'.*image"):
         build("resnet18", seq=3)
-    with pytest.raises(ModelError, match="mode must be"):
+    with pytest.raises(ModelError, match="option mode='train': expected 'prefill' or 'decode'"):
         build("gpt2", mode="train", weights=False)
     with pytest.raises(ModelError, match="quantise"):
         build("alexnet", dtype="int8", weights=False)
@@ -192,3 +195,22 @@ def test_a_width_that_makes_no_model_is_refused_naming_it(name, width):
 def test_dtype_sets_storage_type():
     graph = build("resnet18", dtype="bf16", weights=False, image=32)
     assert graph.tensor("image").dtype == DType.bf16 and graph.tensor("fc").dtype == DType.bf16
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_every_option_is_described_and_its_stated_least_value_is_the_checked_one(name):
+    """`accelsim models NAME` lists what `build` checks: an int option listed as `integer >= N` takes N and
+    refuses N - 1; a listed choice is taken and another refused."""
+    for key, default, takes, meaning in describe(MODELS[name]):
+        assert meaning, f"{name} option {key} has no meaning in compiler.zoo.options.MEANINGS"
+        signature_default = inspect.signature(MODELS[name]).parameters[key].default
+        if takes.startswith("integer >= "):
+            least = int(takes.removeprefix("integer >= "))
+            check(name, key, least, signature_default)
+            with pytest.raises(ModelError, match=f"option {key}={least - 1}: expected an integer of at least {least}"):
+                check(name, key, least - 1, signature_default)
+        elif " | " in takes and takes != "true | false":
+            for choice in takes.split(" | "):
+                check(name, key, choice, signature_default)
+            with pytest.raises(ModelError, match=f"option {key}='other'"):
+                check(name, key, "other", signature_default)
