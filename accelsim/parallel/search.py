@@ -29,7 +29,7 @@ from accelsim.parallel.bound import needed, rounds
 from accelsim.parallel.groups import groups, level_name
 from accelsim.parallel.plan import SEARCH_BUDGET as BUDGET, Plan
 from accelsim.parallel.progress import SearchProgress
-from accelsim.parallel.space import ZERO, Candidate, candidates
+from accelsim.parallel.space import MAX_MICROBATCHES, ZERO, Candidate, candidates
 from accelsim.sim.memory import at_dtypes, dtypes
 from accelsim.sim.model import load_model
 from accelsim.sim.train import STORED, _compute_dtype, _zoo_model, training_form
@@ -105,6 +105,10 @@ def search(model: str, system: str | os.PathLike | System, *, devices: int | Non
         space = candidates(n, batch, count, training, tuple(recompute), tuple(zero), limit=budget)
         cut.append(f"the space has more than {budget:,} candidates (the budget): each split of the devices was given "
                    f"its fewest micro-batch counts")
+    share, notes = batch // min(c.plan.dp for c in space), []      # the most samples a replica takes
+    if share > MAX_MICROBATCHES:
+        notes.append(f"micro-batch counts above {MAX_MICROBATCHES:,} are not searched (a replica takes up to "
+                     f"{share:,} samples): a pipeline schedule is priced pass by pass")
     bar = SearchProgress(f"plan {model}", len(space), progress)
     with _Pool(question, space, workers, until, bar) as pool:   # its workers start while the bound is worked out here
         bound = _state_bound(question, count)
@@ -134,7 +138,7 @@ def search(model: str, system: str | os.PathLike | System, *, devices: int | Non
     ranked = [replace(s, pareto=i in on_front) for i, s in enumerate(scored)]
     discarded.sort(key=lambda d: d.text)
     return PlanSearch(str(model), sys_.name, n, batch, training, len(space), ranked, discarded, top,
-                      time.perf_counter() - start, pool.workers, notes=pool.notes, pruned=pruned,
+                      time.perf_counter() - start, pool.workers, notes=notes + pool.notes, pruned=pruned,
                       cut_short="; ".join(cut), skipped=skipped)
 
 

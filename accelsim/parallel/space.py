@@ -2,7 +2,8 @@
 replica's share of the batch, and for training the schedules, ZeRO stages and recomputation modes.
 
 Divisors come from the prime factors (trial division by small primes, then Pollard's rho), so a batch of 10^9 costs
-its 100 divisors, not 10^9 trials. A space larger than its budget keeps, for every split, its fewest micro-batches.
+its 100 divisors, not 10^9 trials. Micro-batch counts go up to MAX_MICROBATCHES (a schedule of 10^8 micro-batches
+is 10^8 passes to price); a space larger than its budget keeps, for every split, its fewest micro-batches.
 Invariant: the same question gives the same candidates in the same order (by their text).
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from accelsim.parallel.plan import Plan
 from compiler.train.recompute import MODES
 
 ZERO = (0, 1, 2, 3)
+MAX_MICROBATCHES = 4096   # micro-batch counts searched at most: a schedule is priced pass by pass, O(mb x pp)
 SMALL_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)   # Miller-Rabin with these is exact below 3.3e24
 
 
@@ -59,8 +61,10 @@ def candidates(devices: int, batch: int, count: int, training: bool, recompute: 
 
 def _split(tp: int, pp: int, dp: int, batch: int, count: int, training: bool, recompute: tuple[str, ...],
            zero: tuple[int, ...]):
-    """One split's candidates, a list per micro-batch count, fewest micro-batches first."""
+    """One split's candidates, a list per micro-batch count, fewest micro-batches first (up to MAX_MICROBATCHES)."""
     for mb in divisors(batch // dp):
+        if mb > MAX_MICROBATCHES:
+            return
         base = Plan(dp=dp, tp=tp, pp=pp, mb=mb)
         if not training:
             yield [Candidate(base, None)]

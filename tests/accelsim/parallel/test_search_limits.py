@@ -8,6 +8,7 @@ import json
 import pytest
 
 import accelsim.parallel.search as search_module
+import accelsim.parallel.space as space_module
 from accelsim.cli import main
 from accelsim.parallel.search import Question, _Pool, search
 from accelsim.parallel.space import candidates, divisors, factors
@@ -27,15 +28,29 @@ def test_divisors_are_those_of_trial_division_and_come_from_the_prime_factors():
     assert len(divisors(10**18)) == 19 * 19
 
 
-def test_a_batch_of_10_to_the_18_enumerates_its_divisors_not_its_range():
+def test_a_batch_of_10_to_the_18_enumerates_its_divisors_not_its_range(monkeypatch):
     """It hung in a range(1, batch + 1) loop. Inference on 8 devices of a 2-block model: tp in 1, 2, 4, 8 and pp in
     1, 2 (dividing the blocks); each split has one candidate per micro-batch count, i.e. per divisor of
     10^18 / dp = 2^(18 - a) 5^18 for dp = 2^a, of which there are (19 - a) x 19."""
+    monkeypatch.setattr(space_module, "MAX_MICROBATCHES", 10**18)
     space = candidates(8, 10**18, 2, training=False)
     expected = sum((19 - (8 // (tp * pp)).bit_length() + 1) * 19 for tp in (1, 2, 4, 8) for pp in (1, 2)
                    if tp * pp <= 8)
     assert len(space) == expected == 2356
     assert all(c.micro(10**18) * c.plan.microbatches * c.plan.dp == 10**18 for c in space)
+
+
+def test_micro_batch_counts_stop_at_the_most_a_schedule_is_priced_for():
+    """A schedule is priced pass by pass: 5 x 10^8 micro-batches on 2 stages never finished. Counts above 4,096 are
+    left out: of 10^9 / dp = 2^(9 - log2 dp) x 5^9, the divisors 2^a 5^b up to 4,096, for each of the 7 splits."""
+    space = candidates(8, 10**9, 2, training=False)
+
+    def kept(dp: int) -> set[int]:
+        return {2**a * 5**b for a in range(10 - dp.bit_length() + 1) for b in range(10) if 2**a * 5**b <= 4096}
+    splits = [(tp, pp, 8 // (tp * pp)) for tp in (1, 2, 4, 8) for pp in (1, 2) if tp * pp <= 8]
+    for tp, pp, dp in splits:
+        assert {c.plan.microbatches for c in space if (c.plan.tp, c.plan.pp) == (tp, pp)} == kept(dp)
+    assert len(space) == sum(len(kept(dp)) for _, _, dp in splits) and max(c.plan.microbatches for c in space) == 4000
 
 
 def test_a_budget_keeps_every_split_with_its_fewest_micro_batches():
