@@ -115,7 +115,7 @@ def check_outputs(args: argparse.Namespace) -> None:
         if flag in folders:
             if os.path.lexists(target) and not os.path.isdir(target):
                 raise UserError(f"{where}: is not a folder; name a folder (it is created if missing)")
-        elif flag != "db":   # the sweep store is a database, opened in place
+        else:
             output.target(target, where)
         for key, source in inputs + named:
             if _same_file(target, source):

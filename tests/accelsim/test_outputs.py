@@ -1,15 +1,20 @@
 """What a command writes: never one of its own inputs (nor two outputs in one file), never into a folder, FIFO or
 device, always at the path it names, and on a full disk the previous file stays whole with nothing left beside it."""
 import os
+from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
+import accelsim
 from accelsim.cli import main
 
 PREVIOUS = b'{"previous": "good result"}\n'
+
+
+ROOT = Path(accelsim.__file__).parents[1]
 
 
 @pytest.fixture
@@ -20,16 +25,9 @@ def files(tmp_path):
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "in.onnx")
     np.savez(tmp_path / "in.npz", x=np.ones((1, 4), np.float32))
-    (tmp_path / "myarch.yaml").write_text((_archs() / "tpu_v1.yaml").read_text())
+    (tmp_path / "myarch.yaml").write_text((ROOT / "archs/tpu_v1.yaml").read_text())
     (tmp_path / "link.onnx").symlink_to("in.onnx")
     return tmp_path
-
-
-def _archs():
-    import accelsim
-    from pathlib import Path
-
-    return Path(accelsim.__file__).parents[1] / "archs"
 
 
 def _contents(folder) -> dict:
@@ -75,7 +73,8 @@ def test_an_output_never_overwrites_the_models_external_data(tmp_path, capsys, m
 
 
 @pytest.mark.parametrize("argv", [["run", "in.onnx", "--json", "{target}"], ["run", "in.onnx", "--html", "{target}"],
-                                  ["eval", "in.onnx", "--out", "{target}"], ["export", "in.onnx", "--out", "{target}"]])
+                                  ["eval", "in.onnx", "--out", "{target}"], ["export", "in.onnx", "--out", "{target}"],
+                                  ["sweep", str(ROOT / "examples/sweep/systolic.yaml"), "--db", "{target}"]])
 @pytest.mark.parametrize("kind, said", [("folder", "is a folder"), ("fifo", "is not a regular file"),
                                         ("device", "is not a regular file")])
 def test_a_folder_fifo_or_device_is_refused_before_anything_runs(files, argv, kind, said, capsys, monkeypatch):
