@@ -99,7 +99,7 @@ FOLDERS = ("plot",)   # output flags that name a folder, unless a command's pars
 
 def check_outputs(args: argparse.Namespace) -> None:
     """Every output a command was given, checked before anything runs (a long simulation is not lost to a
-    typo in --json): the folder it goes in must exist; a file output must not be a folder, a FIFO or a device,
+    typo in --json): the folder it goes in must exist; a file output must not be a folder, a block device,
     nor a file the command reads (the model, --arch, --inputs...: it would be destroyed), nor another output."""
     folders = getattr(args, "folders", FOLDERS)
     inputs = _inputs(args)
@@ -115,8 +115,8 @@ def check_outputs(args: argparse.Namespace) -> None:
         if flag in folders:
             if os.path.lexists(target) and not os.path.isdir(target):
                 raise UserError(f"{where}: is not a folder; name a folder (it is created if missing)")
-        else:
-            output.target(target, where)
+        elif output.streaming(output.target(target, where)) and flag == "db":
+            raise UserError(f"{where}: is a FIFO or device; a sweep's database is a file (it is reopened to resume)")
         for key, source in inputs + named:
             if _same_file(target, source):
                 raise UserError(f"{where}: that is {key} {source}, which this command "

@@ -1,6 +1,7 @@
 """Files a command writes. Each is written aside, in a temporary file of the same folder, flushed to disk and then
 renamed onto its name: a reader, a crash or a full disk sees the previous file whole or the new one whole, never
-half of one, and no temporary file stays behind. A folder, a FIFO or a device is refused, never written into.
+half of one, and no temporary file stays behind. A folder is refused; a stream (/dev/null, /dev/stdout, a FIFO or a
+shell's >(...)) is written straight into, since it keeps nothing to lose.
 """
 from __future__ import annotations
 
@@ -15,21 +16,31 @@ from compiler.errors import UserError
 
 
 def target(path: str | os.PathLike, what: str | None = None) -> Path:
-    """The file `path` names, links followed: refused (UserError naming `what`, default the path) if it is there
-    and is not a regular file, since a rename would replace a folder's or a device's name with a file."""
+    """The file `path` names, links followed, or `path` itself if it is a stream (`streaming`): refused
+    (UserError naming `what`, default the path) if it is a folder or a block device or socket."""
     what = what or str(path)
-    real = Path(os.path.realpath(path))
     try:
-        mode = real.stat().st_mode
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
-        return real
+        return Path(os.path.realpath(path))
     except (OSError, ValueError) as error:
         raise UserError(f"{what}: cannot write ({getattr(error, 'strerror', None) or error})") from None
     if stat.S_ISDIR(mode):
         raise UserError(f"{what}: is a folder; name a file to write")
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+        return Path(path)
     if not stat.S_ISREG(mode):
-        raise UserError(f"{what}: is not a regular file (a FIFO, socket or device); name a file to write")
-    return real
+        raise UserError(f"{what}: is a block device or socket, not a file; name a file to write")
+    return Path(os.path.realpath(path))
+
+
+def streaming(path: Path) -> bool:
+    """Whether `path` is a FIFO or a character device (/dev/null, /dev/stdout on a terminal or pipe)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
 
 
 @contextmanager
@@ -39,6 +50,12 @@ def replacing(path: str | os.PathLike, what: str | None = None) -> Iterator[Path
     cannot be written) becomes a UserError naming `what` (default: the path)."""
     what = what or str(path)
     final = target(path, what)
+    if streaming(final):
+        try:
+            yield final
+        except OSError as error:
+            raise UserError(f"{what}: cannot write ({error.strerror or error})") from None
+        return
     # the suffix kept: some writers pick the format by it (a .gif, a .png)
     temporary = final.with_name(f".{final.stem[:64]}.{secrets.token_hex(4)}.tmp{final.suffix[:16]}")
     try:

@@ -1,5 +1,5 @@
-"""What a command writes: never one of its own inputs (nor two outputs in one file), never into a folder, FIFO or
-device, always at the path it names, and on a full disk the previous file stays whole with nothing left beside it."""
+"""What a command writes: never one of its own inputs (nor two outputs in one file), never into a folder (a stream
+such as /dev/null or a FIFO is written straight into), always at the path it names, and on a full disk the previous file stays whole with nothing left beside it."""
 import os
 from pathlib import Path
 
@@ -75,21 +75,44 @@ def test_an_output_never_overwrites_the_models_external_data(tmp_path, capsys, m
 @pytest.mark.parametrize("argv", [["run", "in.onnx", "--json", "{target}"], ["run", "in.onnx", "--html", "{target}"],
                                   ["eval", "in.onnx", "--out", "{target}"], ["export", "in.onnx", "--out", "{target}"],
                                   ["sweep", str(ROOT / "examples/sweep/systolic.yaml"), "--db", "{target}"]])
-@pytest.mark.parametrize("kind, said", [("folder", "is a folder"), ("fifo", "is not a regular file"),
-                                        ("device", "is not a regular file")])
-def test_a_folder_fifo_or_device_is_refused_before_anything_runs(files, argv, kind, said, capsys, monkeypatch):
+def test_a_folder_is_refused_before_anything_runs(files, argv, capsys, monkeypatch):
     monkeypatch.chdir(files)
-    target = "/dev/full" if kind == "device" else "target"
-    if kind == "folder":
-        os.mkdir("target")
-    elif kind == "fifo":
-        os.mkfifo("target")
+    os.mkdir("target")
     ran = []
     monkeypatch.setattr("accelsim.sim.build.build", lambda *a, **k: ran.append(1))
     monkeypatch.setattr("accelsim.sim.model.load_model", lambda *a, **k: ran.append(1))
-    assert main([a.format(target=target) for a in argv]) == 2
+    assert main([a.format(target="target") for a in argv]) == 2
     err = capsys.readouterr().err
-    assert f"{argv[-2]} {target}: {said}" in err and "internal error" not in err and not ran
+    assert f"{argv[-2]} target: is a folder" in err and "internal error" not in err and not ran
+    assert not any(p.name.startswith(".") for p in files.iterdir())
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_sweep_database_is_a_file_not_a_stream(files, kind, capsys, monkeypatch):
+    monkeypatch.chdir(files)
+    target = "/dev/null" if kind == "device" else "target"
+    if kind == "fifo":
+        os.mkfifo("target")
+    assert main(["sweep", str(ROOT / "examples/sweep/systolic.yaml"), "--db", target]) == 2
+    assert f"--db {target}: is a FIFO or device" in capsys.readouterr().err
+
+
+def test_a_stream_is_written_straight_into(files, capsys, monkeypatch):
+    """/dev/null, /dev/stdout, a FIFO (a shell's >(jq ...)): nothing in them to keep, so no file is made beside."""
+    import json
+    import threading
+
+    monkeypatch.chdir(files)
+    assert main(["run", "in.onnx", "--arch", "h100", "--json", "/dev/null"]) == 0
+    assert main(["eval", "in.onnx", "--out", "/dev/full"]) == 2
+    assert "--out /dev/full: cannot write (No space left on device)" in capsys.readouterr().err
+    os.mkfifo("pipe")
+    got = []
+    reader = threading.Thread(target=lambda: got.append(Path("pipe").read_text()))
+    reader.start()
+    assert main(["run", "in.onnx", "--arch", "h100", "--json", "pipe"]) == 0
+    reader.join(30)
+    assert json.loads(got[0])["model"]
     assert not os.path.exists("/dev/full.npz") and not any(p.name.startswith(".") for p in files.iterdir())
 
 
