@@ -91,7 +91,8 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                      "open it at ui.perfetto.dev)")
     run.add_argument("--json", metavar="FILE", help="write the result as JSON ('-' for stdout)")
     run.add_argument("--csv", metavar="FILE", help="write one row per op as CSV ('-' for stdout)")
-    run.add_argument("--limit", type=int, metavar="N", help="show only the first N ops in the table")
+    run.add_argument("--limit", type=int, metavar="N", help="show only the first N ops in the table (default: "
+                     "up to 1,000; 0 for all)")
     run.add_argument("--wide", action="store_true", help="every column at full width, whatever the terminal's "
                      "width (by default the table fits it: names wrap, then the shape and op columns go)")
     run.add_argument("--compat", choices=["scalesim"], help="price matrix ops' compute_cycles as another "
@@ -220,6 +221,8 @@ def _run(args) -> int:
     positive("batch", args.batch)
     positive("seq", args.seq)
     positive("devices", args.devices)
+    if args.limit is not None and args.limit < 0:
+        raise UserError(f"--limit {args.limit}: must be 0 (all) or more")
     if on_many_devices(args, {"arch": "tpu_v1", "fidelity": "tile", "compat": None,
                               "plot": None, "limit": None, "wide": False, "fusion": "runtime", "launch": None,
                               "caches": "warm"}):

@@ -96,3 +96,8 @@ def test_an_opt_of_the_model_still_reaches_it(capsys):
     assert main(["eval", "alexnet", "--opt", "image=63", "--opt", "fc=16", "--opt", "classes=10", "--opt",
                  "dtype=fp64", "--opt", "width=0.1"]) == 0
     assert "fc8: shape [1, 10] float64" in capsys.readouterr().out
+
+
+def test_a_negative_limit_is_refused(capsys):
+    assert main(["run", "resnet18", "--opt", "image=32", "--limit", "-3"]) == 2
+    assert "--limit -3: must be 0 (all) or more" in capsys.readouterr().err
