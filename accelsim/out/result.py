@@ -9,6 +9,7 @@ import csv
 import io
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 SCHEMA_VERSION = 1
 
@@ -73,6 +74,14 @@ class Result:
     timeline: object | None = field(default=None, repr=False, compare=False)   # tile: for accelsim.out.trace
     # tile: op name -> the compiler.mapping.Mapping it was simulated with (not in the JSON: draw it with loop_nests)
     mappings: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self):
+        # A report or JSON someone shares names the arch and model files as shown_file does, never by a path of the
+        # machine it ran on; every maker of a Result (build, the run cache, training) hands in the absolute paths.
+        if isinstance(self.arch.get("file"), str):
+            object.__setattr__(self, "arch", {**self.arch, "file": shown_file(self.arch["file"])})
+        if isinstance(self.model.get("source"), str):
+            object.__setattr__(self, "model", {**self.model, "source": shown_file(self.model["source"])})
 
     # -- totals -------------------------------------------------------------------------------------
     @property
@@ -175,3 +184,22 @@ class Result:
 
     def __str__(self) -> str:
         return self.table()
+
+
+def shown_file(text: str) -> str:
+    """A file as results name it: a preset by its name (`tpu_v1`, `dgx_h100`), a file under the working folder by
+    its path relative to it (`my/sa.yaml`), any other by its file name alone; text naming no file (`zoo model
+    'resnet18'`) as it is."""
+    from accelsim.arch.load import presets_dir
+
+    path = Path(text)
+    try:
+        if not path.is_absolute() and not path.is_file():
+            return text
+        path = path.resolve()
+        presets = presets_dir()
+        if path.suffix == ".yaml" and path.parent in (presets, presets / "systems"):
+            return path.stem
+        return str(path.relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):       # outside the working folder, that folder gone, or no path (a NUL in it)
+        return path.name

@@ -138,7 +138,7 @@ def test_an_edited_arch_file_misses_and_a_moved_copy_names_its_own_file(folder, 
     moved = tmp_path / "moved.yaml"
     shutil.copy(preset, moved)               # the same content elsewhere: read back, naming the file it was given
     elsewhere = accelsim.run("resnet18", str(moved), image=32)
-    assert builds == [1, 1] and elsewhere.arch["file"] == str(moved.resolve())
+    assert builds == [1, 1] and elsewhere.arch["file"] == "moved.yaml"      # as results name a file elsewhere
     assert_same(after, computed("resnet18", str(mine), monkeypatch, image=32))
     assert_same(elsewhere, computed("resnet18", str(moved), monkeypatch, image=32))
 
