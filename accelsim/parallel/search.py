@@ -235,11 +235,13 @@ class _Pool:
         for future in as_completed(futures):
             yield jobs[futures[future]], future.result()
 
-    def submit(self, work, items: list):
-        """work(question, items) started in a worker (here: done now), as something with .result()."""
+    def submit(self, work, items: list, timed: bool = True):
+        """work(question, items) started in a worker (here: done now), as something with .result(); `timed`: it
+        stops at the time limit."""
+        until = self.until if timed else None
         if self._pool is None:
-            return _Done(work(self.question, items, self.until))
-        return self._pool.submit(work, self.question, items, self.until)
+            return _Done(work(self.question, items, until))
+        return self._pool.submit(work, self.question, items, until)
 
 
 def usable_cpus() -> int:
@@ -297,14 +299,17 @@ def _evaluate(pool: _Pool, question: Question, kept: list[Candidate], top: int, 
     for group, future in second:
         lower.update((i, b) for i, b in zip(group, future.result()) if b is not None)
 
+    found = {"any": False}      # whether a plan is simulated yet: the first round is, even past the time limit
+
     def run(indices: list[int]) -> dict:
-        futures = [(group, pool.submit(score, [(kept[i], records[i]) for i in group]))
+        futures = [(group, pool.submit(score, [(kept[i], records[i]) for i in group], timed=found["any"]))
                    for group in _groups(indices, lambda i: (kept[i].plan.tp, kept[i].micro(question.batch)))]
         return {i: s for group, future in futures for i, s in zip(group, future.result()) if s is not None}
 
     def stop(scored: dict, waiting: list[int]) -> bool:
         settle(records, scored, len(lower) - len(waiting) - len(scored))
-        return pool.late()
+        found["any"] = bool(scored)
+        return bool(scored) and pool.late()
 
     peak = {i: m["peak"] for i, (_, m) in lower.items()}
     scored, left = rounds(list(lower), {i: s for i, (s, _) in lower.items()}, peak, top, pool.workers,

@@ -89,17 +89,20 @@ def unlimited():
     return search("gpt2", "dgx_a100", devices=4, batch=4, optimizer="adamw", workers=1, **NARROW, **TINY)
 
 
-def test_a_time_limit_answers_with_the_best_priced_so_far_and_says_so(monkeypatch, unlimited):
+@pytest.mark.parametrize("limit", [60, 100])
+def test_a_time_limit_answers_with_the_best_priced_so_far_and_says_so(monkeypatch, unlimited, limit):
+    """46 candidates: the limit falls while their lower bounds are worked out (60 checks: the first round of
+    simulations still runs, so there is an answer) or after the first round (100)."""
     monkeypatch.setattr(search_module, "time", Clock(search_module.time))
-    cut = search("gpt2", "dgx_a100", devices=4, batch=4, optimizer="adamw", workers=1, time_limit=100, **NARROW,
+    cut = search("gpt2", "dgx_a100", devices=4, batch=4, optimizer="adamw", workers=1, time_limit=limit, **NARROW,
                  **TINY)
-    assert cut.skipped > 0 and cut.ranked and "time limit of 100 s was reached" in cut.cut_short
+    assert cut.skipped > 0 and cut.ranked and f"time limit of {limit} s was reached" in cut.cut_short
     assert len(cut.ranked) + len(cut.pruned) + len(cut.discarded) + cut.skipped == cut.candidates
     truth = {s.text: s.seconds for s in unlimited.ranked}
     assert all(s.seconds == truth[s.text] for s in cut.ranked)     # what it priced, it priced right
     assert cut.best.seconds >= unlimited.best.seconds
     table = cut.table()
-    assert "search cut short: the time limit of 100 s was reached" in table
+    assert f"search cut short: the time limit of {limit} s was reached" in table
     assert f"{cut.candidates - cut.skipped} of {cut.candidates} candidates priced, {cut.skipped} skipped" in table
     out = cut.to_dict()
     assert out["skipped"] == cut.skipped and "time limit" in out["cut_short"]
