@@ -446,6 +446,9 @@ def _node(proto: onnx.NodeProto, index: int, source: str) -> Node:
             attrs[attr.name] = attrs[attr.name].decode()
         if attr.type == onnx.AttributeProto.TENSOR:     # a Constant's value: as much data as its dims say
             where = f"{source}: node {proto.name or index!r} ({proto.op_type}): attribute {attr.name!r}"
+            if attr.t.data_location == onnx.TensorProto.EXTERNAL:   # onnx would read it from the working folder
+                raise ModelError(f"{where}: its data is in an external file; accelsim reads external data for "
+                                 f"initializers only (make the value an initializer, or store it in the model)")
             _check_inline_data(attr.t, DType.from_onnx(attr.t.data_type, where), where)
     return Node(proto.name, proto.op_type, tuple(proto.input), tuple(proto.output), attrs, proto.domain)
 

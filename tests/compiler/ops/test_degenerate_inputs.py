@@ -95,3 +95,15 @@ def test_a_constant_without_the_data_its_dims_promise_is_refused():
     with pytest.raises(ModelError, match=r"\(Constant\): attribute 'value': shape \[68719476736, 4\] of fp32 needs "
                                          r"274,877,906,944 entries of data, but it holds 0"):
         from_model(_model(nodes, [("x", [1])]))
+
+
+def test_a_constant_with_external_data_is_refused_not_read_from_the_working_folder(tmp_path, monkeypatch):
+    """onnx's to_array read a Constant's external data relative to the working folder, wherever the model was:
+    an internal ValidationError when absent, any readable file's bytes when present."""
+    (tmp_path / "secret.bin").write_bytes(b"\x00" * 16)
+    monkeypatch.chdir(tmp_path)
+    value = TensorProto(name="v", data_type=F32, dims=[4], data_location=TensorProto.EXTERNAL)
+    value.external_data.add(key="location", value="secret.bin")
+    nodes = [helper.make_node("Constant", [], ["c"], value=value), helper.make_node("Add", ["x", "c"], ["y"])]
+    with pytest.raises(ModelError, match=r"\(Constant\): attribute 'value': its data is in an external file"):
+        from_model(_model(nodes, [("x", [4])]))
