@@ -171,6 +171,23 @@ def _array(f: _File, value, path: str) -> SystolicArray:
     return array
 
 
+def _fills_array(f: _File, name, per_cycle, array: SystolicArray, path: str) -> None:
+    """Warn where a unit's MACs per cycle leave PEs of its array idle. A PE does one MAC of the unit's fastest dtype
+    per cycle, so that dtype claims rows x cols; a wider one a power-of-two share of it (a PE taking 2, 4, ... cycles
+    per MAC: TPU v1's int16 at a quarter of its int8 rate, npu4's fp16 at half). A 32x32 preset copied and grown
+    to 64x64 but left claiming 1024 would otherwise run at a quarter of its array, silently."""
+    fastest = max(n for _, n in per_cycle)
+    for dtype, n in per_cycle:
+        share = array.pes // n
+        if (n == fastest and n != array.pes) or array.pes % n or share & (share - 1):
+            want = f"{array.pes:,}" if n == fastest else f"{array.pes:,} divided by a power of two"
+            warnings.warn(ArchWarning(
+                f"{f.shown}: {_at(path, dtype.value)}: unit {quoted(name)} claims {n:,} MACs per cycle, which does "
+                f"not match its {array.rows}x{array.cols} = {array.pes:,} PEs; a PE does one MAC per cycle, so "
+                f"{dtype.value} should claim {want} (change macs_per_cycle with the array's rows and cols)"),
+                stacklevel=3)
+
+
 def _limits(f: _File, value, path: str) -> SimtLimits:
     d = _mapping(f, value, path, _LIMITS)
     counts = [_count(f, d[k], _at(path, k)) for k in _LIMITS[:-1]]
@@ -215,6 +232,7 @@ def _unit(f: _File, value, path: str, kind: Kind, clock_hz: float) -> ComputeUni
                 grid = f"{array.rows}x{array.cols} = {array.pes}"
                 message = f"{n} MACs per cycle exceeds the {grid} PEs of the array"
                 raise f.error(_at(_at(path, per_key), dtype.value), message)
+        _fills_array(f, d["name"], per_cycle, array, _at(path, per_key))
     dataflows = ()
     if "dataflows" in d:
         flows_path = _at(path, "dataflows")

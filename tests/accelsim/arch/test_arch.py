@@ -276,3 +276,32 @@ def test_the_slowest_rates_allowed_still_load(tmp_path):
     arch = load_arch(tmp_path / "slow.yaml")
     assert arch.memory[0].bandwidth_bytes_per_s == 0.03 and arch.compute[0].clock_hz == 0.03
     assert arch.memory[0].latency_cycles == 4_200_000_000 and arch.compute[0].launch_overhead_s == 42
+
+
+def test_an_array_left_claiming_a_smaller_arrays_macs_loads_with_a_warning_naming_unit_key_and_both(tmp_path):
+    import warnings
+
+    from accelsim.arch.schema import ArchWarning
+
+    grown = tmp_path / "sa_64x64.yaml"            # the 32x32 preset copied, its array grown, its MACs left as they were
+    grown.write_text((presets_dir() / "systolic_32x32.yaml").read_text().replace("rows: 32, cols: 32",
+                                                                                  "rows: 64, cols: 64"))
+    with pytest.warns(ArchWarning, match=r"sa_64x64.yaml: compute\[0\].macs_per_cycle.int8: unit 'pe_array' claims "
+                                         r"1,024 MACs per cycle, .* its 64x64 = 4,096 PEs; .* int8 should claim 4,096"):
+        load_arch(grown)
+
+    def with_int16(rate: int) -> Path:
+        path = tmp_path / f"int16_{rate}.yaml"
+        text = BASE.read_text().replace("macs_per_cycle: {int8: 64}", f"macs_per_cycle: {{int8: 64, int16: {rate}}}")
+        path.write_text(text
+                        .replace("mac_energy: {int8: 0.3 pJ}", "mac_energy: {int8: 0.3 pJ, int16: 1 pJ}"))
+        return path
+
+    with pytest.warns(ArchWarning, match=r"macs_per_cycle.int16: unit 'pe_array' claims 48 MACs .* int16 should "
+                                         r"claim 64 divided by a power of two"):
+        load_arch(with_int16(48))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in preset_names():            # every preset fills its array (TPU v1's int16 at 1/4, npu4's fp16 1/2)
+            load_arch(name)
+        load_arch(with_int16(16))              # a wider dtype at a power-of-two share: a PE's 4 cycles per MAC
