@@ -48,3 +48,23 @@ def test_a_file_with_its_digest_but_not_a_catalogue_is_warned_about_and_computed
         supported, _ = ops_cli.catalogue()
     assert lowerings == [1] and supported["Relu"][3] == {"map": ""}
     assert json.loads(entry.read(where, key, ops_cli.CATALOGUE_BYTES))["ops"]["Relu"][3] == {"map": ""}
+
+
+@pytest.mark.parametrize("damage", ["fifo", "too large", "edited"])
+def test_a_fifo_an_oversized_or_edited_file_is_warned_about_and_computed_again(lowerings, damage):
+    import os
+
+    ops_cli.catalogue()
+    key = ops_cli._key()
+    where = disk.path(key, entry.folder(disk.root(), "ops"))
+    if damage == "fifo":
+        where.unlink()
+        os.mkfifo(where)
+    elif damage == "too large":
+        with open(where, "ab") as file:
+            file.truncate(ops_cli.CATALOGUE_BYTES + 1)
+    else:
+        where.write_bytes(where.read_bytes().replace(b'"map"', b'"einsum"'))
+    with pytest.warns(CacheWarning, match=str(where)):
+        supported, _ = ops_cli.catalogue()
+    assert lowerings == [1, 1] and supported["Relu"][3] == {"map": ""}
