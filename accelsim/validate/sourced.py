@@ -8,6 +8,7 @@ rests on a figure nobody can look up.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from collections.abc import Iterator
@@ -21,17 +22,16 @@ def sourced_rows(path: str | os.PathLike, columns, required=()) -> Iterator[tupl
     """(where, row) per row of `path` (where: "file: line N ('case')"), once the header has `columns` and the row
     an https `source`, a `where` in it, and every column of `required` filled; UserError naming the row if not."""
     path = Path(path)
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in columns if c not in (reader.fieldnames or [])]
-        if missing:
-            raise UserError(f"{path}: missing column {', '.join(missing)}")
-        for line, raw in enumerate(reader, start=2):
-            where = f"{path}: line {line} ({raw['case']!r})"
-            empty = [c for c in ("where", *required) if not raw[c].strip()]
-            if not raw["source"].startswith("https://") or empty:
-                raise UserError(f"{where}: lacks its source URL" + "".join(f", its {c}" for c in empty))
-            yield where, raw
+    reader = csv.DictReader(io.StringIO(read_text(path)))
+    missing = [c for c in columns if c not in (reader.fieldnames or [])]
+    if missing:
+        raise UserError(f"{path}: missing column {', '.join(missing)}")
+    for line, raw in enumerate(reader, start=2):
+        where = f"{path}: line {line} ({raw['case']!r})"
+        empty = [c for c in ("where", *required) if not raw[c].strip()]
+        if not raw["source"].startswith("https://") or empty:
+            raise UserError(f"{where}: lacks its source URL" + "".join(f", its {c}" for c in empty))
+        yield where, raw
 
 
 def is_published(path: str | os.PathLike, columns, csv_name: str = "published.csv") -> bool:
@@ -47,8 +47,7 @@ def is_published(path: str | os.PathLike, columns, csv_name: str = "published.cs
         referenced(csv_name, folder)           # a link out of the folder is not the dataset's CSV
     except UserError as error:
         raise UserError(f"{csv_path}: {error}; a dataset's files lie in its folder") from None
-    with open(csv_path, newline="") as f:
-        return set(columns) <= set(next(csv.reader(f), []))
+    return set(columns) <= set(next(csv.reader(io.StringIO(read_text(csv_path))), []))
 
 
 def figures(where: str, raw: dict) -> tuple[float, float]:

@@ -8,7 +8,7 @@ import pytest
 from accelsim.arch import load_arch
 from accelsim.arch.system_load import load_system
 from accelsim.importers.scalesim import read_cfg
-from accelsim.validate.score import load
+from accelsim.validate.score import load, score
 from compiler.errors import UserError, read_text
 from compiler.topology import load_topology
 
@@ -41,6 +41,14 @@ def test_a_validation_dataset_with_a_bad_measurements_csv(tmp_path):
     (tmp_path / "ds/measurements.csv").write_bytes(b"suite,case,measured_s,predicted_s\ngemm,x" + BAD + b",1,1\n")
     with pytest.raises(UserError, match=r"measurements.csv: line 2: byte 0xff"):
         load(tmp_path / "ds")
+
+
+@pytest.mark.parametrize("name", ["published.csv", "dataset.yaml"])
+def test_a_published_dataset_with_a_bad_file(name, tmp_path):
+    shutil.copytree(ROOT / "validation/published", tmp_path / "pub")
+    _spoilt(ROOT / "validation/published" / name, tmp_path / "pub" / name, 3)
+    with pytest.raises(UserError, match=rf"{name}: line 3: byte 0xff"):
+        score([tmp_path / "pub"], repredict=False)
 
 
 def test_text_reads_with_universal_newlines(tmp_path):
