@@ -21,7 +21,7 @@ from accelsim.arch.load import YamlTooLarge, bounded_yaml
 from accelsim.arch.reference import named_arch
 from accelsim.sweep.axes import Axis, check_dtype, check_values, fitted, parse_axes, parse_derived_keys
 from accelsim.sweep.derive import Derived
-from compiler.errors import UserError
+from compiler.errors import UserError, read_text
 
 SPEC_VERSION = 1
 OBJECTIVES = {   # name -> (unit, what; all are minimised)
@@ -107,7 +107,7 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError(f"{spec_path}: no such sweep spec")
     shown = str(spec_path)
     try:
-        data = bounded_yaml(spec_path.read_text())
+        data = bounded_yaml(read_text(spec_path, SpecError))
     except YamlTooLarge as error:
         raise SpecError(f"{shown}: {error}") from None
     except yaml.YAMLError as error:

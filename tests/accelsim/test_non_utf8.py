@@ -1,5 +1,6 @@
 """A file the user gives that is not UTF-8 text is refused naming the file, the line and the byte (a UserError:
-exit 2), by every reader of text: arch and system YAML, SCALE-Sim .cfg and topology .csv, a validation dataset."""
+exit 2), by every reader of text: arch and system YAML, SCALE-Sim .cfg and topology .csv, a validation dataset,
+a sweep spec."""
 import shutil
 from pathlib import Path
 
@@ -49,6 +50,14 @@ def test_a_published_dataset_with_a_bad_file(name, tmp_path):
     _spoilt(ROOT / "validation/published" / name, tmp_path / "pub" / name, 3)
     with pytest.raises(UserError, match=rf"{name}: line 3: byte 0xff"):
         score([tmp_path / "pub"], repredict=False)
+
+
+def test_a_sweep_spec_that_is_not_utf8(tmp_path):
+    from accelsim.sweep.spec import SpecError, load_spec
+
+    (tmp_path / "spec.yaml").write_bytes(b"base: systolic_8x8\nmodels: [resnet18]\n# " + BAD + b"\n")
+    with pytest.raises(SpecError, match=r"spec.yaml: line 3: byte 0xff is not UTF-8"):
+        load_spec(tmp_path / "spec.yaml")
 
 
 def test_text_reads_with_universal_newlines(tmp_path):
