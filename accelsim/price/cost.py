@@ -183,7 +183,7 @@ def _round_trips(mapping: Mapping, arch, facts: _Facts, per_byte: dict[str, floa
     position = {lv.level: i for i, lv in enumerate(mapping.levels)}
     last = len(mapping.levels) - 1
     slowest = 0.0
-    by_channel: dict[int, list[tuple[float, float, bool]]] = {}
+    by_channel: dict[int, list[tuple[float, float, float, bool]]] = {}    # (tiles, fill, inward, double)
     for index, (operand, path) in enumerate(zip(sizes.operands, sizes.paths)):
         if operand.role == Role.output:
             continue
@@ -198,30 +198,34 @@ def _round_trips(mapping: Mapping, arch, facts: _Facts, per_byte: dict[str, floa
             if facts.levels[target.level].refill_per_tile:     # refilled by parts as the last tile leaves
                 fill = lv.latency_s
             hops.append((loads / instances, fill, target.double_buffered and dest > 0))
-            by_channel.setdefault(level, []).append(hops[-1])
         for j, (tiles, fill, double) in enumerate(hops):
             inward = hops[j + 1][1] if j + 1 < len(hops) else 0.0
+            by_channel.setdefault(path[j], []).append((tiles, fill, inward, double))
             inner = sum(n * f for n, f, _ in hops[j + 1:])
             slowest = max(slowest, (tiles * fill + max(tiles * inward + busy_s, inner)) / (2 if double else 1))
     return max(slowest, _in_program_order(by_channel, busy_s))
 
 
-def _in_program_order(by_channel: dict[int, list[tuple[float, float, bool]]], busy_s: float) -> float:
+def _in_program_order(by_channel: dict[int, list[tuple[float, float, float, bool]]], busy_s: float) -> float:
     """Seconds of compute plus what loads queued in program order behind other loads on the same channel expose. A
     channel serves its loads in the Program's order, and a load into a buffer slot waits for the computes that used
     the slot's last tile; so a tile of an operand loaded less often (a weight tile over many steps) cannot start
     before the load queued ahead of it, of an operand loaded more often (an input tile every few steps), has its slot:
-    it is fetched under the compute of that operand's other slots' tiles only, not under the compute of its own
-    other slot. systolic_32x32, layer4.0/conv2 with weight tiles of 25 steps and input tiles of 13 from DRAM: each
-    1,969-cycle weight load starts 13 steps (832 cycles) before it is needed, 47 tiles expose 1,137 + 50 cycles each:
-    138 k cycles in the tile engine, where the weights alone take 92 k at 12.8 GB/s."""
+    it is fetched, and its first step's part read inward, under the compute of that operand's other slots' tiles only,
+    not under the compute of its own other slot. systolic_32x32, layer4.0/conv2 with weight tiles of 25 steps and
+    input tiles of 13 from DRAM: each 1,969-cycle weight load starts 13 steps (832 cycles) before it is needed, 47
+    tiles expose 1,137 + 50 + 64 cycles each: 138 k cycles in the tile engine, where the weights alone take 92 k at
+    12.8 GB/s. An 8x8 output-stationary array (ResNet-18's layer4.0/conv2, 4 GB/s filter SRAM): input tiles every
+    step, weight tiles every 2; each weight tile's 410 cycles from DRAM and its first 1,152 into the array start one
+    step of 1,152 cycles before they are needed: 128 x 410 exposed, 349 k cycles in the engine, not the 295 k of
+    compute alone."""
     slowest = 0.0
     for hops in by_channel.values():
-        for tiles, fill, _ in hops:
-            ahead = min(((2 if double else 1) - 1) * busy_s / often for often, _, double in hops if often > tiles)\
-                if any(often > tiles for often, _, _ in hops) else None
-            if ahead is not None:
-                slowest = max(slowest, busy_s + tiles * max(0.0, fill - ahead))
+        for tiles, fill, inward, _ in hops:
+            often = [(n, double) for n, _, _, double in hops if n > tiles]
+            if often:
+                ahead = min(((2 if double else 1) - 1) * busy_s / n for n, double in often)
+                slowest = max(slowest, busy_s + tiles * max(0.0, fill + inward - ahead))
     return slowest
 
 

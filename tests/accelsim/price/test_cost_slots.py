@@ -79,3 +79,30 @@ def test_a_weight_tile_queued_behind_an_input_tile_on_the_dram_channel(layer4):
     estimate, engine = estimate_and_engine(at_256k, ir, op, queued)
     assert engine == pytest.approx(by_hand, rel=0.1)
     assert estimate == pytest.approx(engine, rel=0.1)
+
+
+def test_a_weight_tile_read_into_the_array_after_its_queued_load(layer4):
+    """An 8x8 output-stationary array (the example sweep's: 64 MACs a cycle, SRAMs one 8-wide edge a cycle, 4 / 4 /
+    16 GB/s, DRAM 25.6 GB/s = 51.2 B a cycle) on layer4.0/conv2 with input tiles of c = 128 (a step's) and weight
+    tiles of c = 256 (2 steps) from DRAM: each weight tile waits in program order behind the input tile loaded at its
+    step, then takes 18,432 / 51.2 = 360 + 50 cycles from DRAM and its first step's 9,216 B at 8 B a cycle into the
+    array (1,152), one step of 1,152 cycles after its load could start: 512 x 512 x 9 / 64 = 294,912 cycles of compute
+    and 128 tiles x 410 exposed. The estimate had 314 k (the array-bound compute and the bandwidth), now 366 k (each
+    step's tail on top), so that the tiling holding the whole input in the ifmap SRAM (302 k in the engine) wins."""
+    arch, ir, ops = layer4
+    from accelsim.arch.hardware import Dataflow
+    unit = arch.compute[0]
+    unit = replace(unit, array=replace(unit.array, rows=8, cols=8), dataflows=(Dataflow.OS,),
+                   per_cycle=tuple((dtype, 64) for dtype, _ in unit.per_cycle))
+    edges = {"dram": (1 << 30, 25.6e9, 64), "filter_sram": (256 * 1024, 4e9, 8), "ifmap_sram": (64 * 1024, 4e9, 8),
+             "ofmap_sram": (64 * 1024, 16e9, 32)}
+    memory = tuple(replace(lv, capacity_bytes=edges[lv.name][0], bandwidth_bytes_per_s=edges[lv.name][1],
+                           access_bytes=edges[lv.name][2]) for lv in arch.memory)
+    os8 = replace(arch, compute=(unit,) + arch.compute[1:], memory=memory)
+    op = ops["layer4.0/conv2"]
+    queued = next(m for m in candidates(op, os8)
+                  if [dict(lv.tile)["c"] for lv in m.levels[1:]] == [256, 128, 128] and dict(m.levels[1].tile)["k"] == 8)
+    by_hand = 294_912 + 128 * 410                        # 347 k cycles
+    estimate, engine = estimate_and_engine(os8, ir, op, queued)
+    assert engine == pytest.approx(by_hand, rel=0.05)
+    assert 0.97 * engine <= estimate <= 1.1 * engine
