@@ -44,6 +44,7 @@ def model_options(args) -> dict:
 
 
 NOT_FLAGS = ("command", "handler", "model", "opt", "shape", "folders")   # argparse names that are not --KEY flags
+MERGED = ("seq",)     # flags model_options itself folds into the model's options: --opt seq=N says the same
 
 
 def _model_option(args, key: str, item: str) -> None:
@@ -57,6 +58,10 @@ def _model_option(args, key: str, item: str) -> None:
     if key not in names:
         raise UserError(f"--opt {item}: {key!r} is not a model option; {model or 'built-in models'} take"
                         f"{'s' if model else ''} {', '.join(sorted(names))}")
+    if key in MERGED:
+        if getattr(args, key, None) is not None:
+            raise UserError(f"--opt {item}: --{key} is given too; give one")
+        return
     if key in vars(args) and key not in NOT_FLAGS and not key.endswith("_command"):
         raise UserError(f"--opt {item}: {key} is an option of the command itself; use --{key.replace('_', '-')}")
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import accelsim
+from accelsim.args import MERGED
 from accelsim.cli import main
 from compiler.errors import UserError
 
@@ -78,7 +79,7 @@ def _opt_cases():
                                                           (compare, run)),
                 (["train", "gpt2"], (train,)), (["cosim", "gpt2", "--layer", "x"], (cosim,)),
                 (["plan", "gpt2", "--system", "dgx_h100", "--batch", "8"], (search,))]
-    return [(argv, key) for argv, functions in commands for key in _keywords(*functions)]
+    return [(argv, key) for argv, functions in commands for key in _keywords(*functions) if key not in MERGED]
 
 
 @pytest.mark.parametrize("argv, key", _opt_cases())
@@ -101,3 +102,14 @@ def test_an_opt_of_the_model_still_reaches_it(capsys):
 def test_a_negative_limit_is_refused(capsys):
     assert main(["run", "resnet18", "--opt", "image=32", "--limit", "-3"]) == 2
     assert "--limit -3: must be 0 (all) or more" in capsys.readouterr().err
+
+
+def test_an_opt_the_command_folds_in_itself_says_the_same_as_its_flag(capsys):
+    """--opt seq=8 and --seq 8 build the same model (model_options merges them); both at once is refused."""
+    base = ["run", "gpt2", "--arch", "h100", "--fidelity", "roofline", "--opt", "layers=1", "--json", "-"]
+    assert main(base + ["--opt", "seq=8"]) == 0
+    by_opt = capsys.readouterr().out
+    assert main(base + ["--seq", "8"]) == 0
+    assert capsys.readouterr().out == by_opt
+    assert main(base + ["--seq", "8", "--opt", "seq=16"]) == 2
+    assert "--opt seq=16: --seq is given too; give one" in capsys.readouterr().err
