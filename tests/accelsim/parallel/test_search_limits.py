@@ -167,3 +167,18 @@ def test_plan_json_on_stdout_is_quiet_on_stderr_and_counts_nothing_skipped(capsy
     captured = capsys.readouterr()
     out = json.loads(captured.out)
     assert out["skipped"] == 0 and out["cut_short"] is None and "candidates settled" not in captured.err
+
+
+def test_a_tensor_split_that_cannot_be_made_is_found_once_not_per_plan(monkeypatch):
+    """720,720 devices: 14,063 of 14,094 inference plans split the heads some impossible way, and each one loaded and
+    partitioned the model again to say so (most of two minutes). A tp that does not divide the 4 heads is now found
+    once, and none of its plans is simulated."""
+    simulated = []
+    real = search_module._simulate
+    monkeypatch.setattr(search_module, "_simulate", lambda q, c: simulated.append(c.plan.tp) or real(q, c))
+    found = search("gpt2", "dgx_a100", devices=8, batch=8, training=False, workers=1, fidelity="roofline",
+                   **{**TINY, "layers": 2})
+    invalid = [d for d in found.discarded if d.kind == "invalid"]
+    assert {d.plan["tp"] for d in invalid} == {8} and 8 not in simulated and set(simulated) == {1, 2, 4}
+    assert all("tensor degree 8 does not divide the 4 heads" in d.reason for d in invalid)
+    assert len(found.ranked) + len(found.discarded) == found.candidates
