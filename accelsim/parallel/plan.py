@@ -17,7 +17,7 @@ from compiler.errors import UserError
 
 SCHEDULES = ("1f1b", "gpipe", "interleaved")
 BUCKET = 25 * 2**20          # PyTorch DDP's bucket_cap_mb: gradients all-reduced 25 MiB at a time
-SEARCH_S = 60.0              # the planner's default time limit, in seconds (accelsim.parallel.search)
+SEARCH_S = 120.0             # the planner's default time limit, in seconds (accelsim.parallel.search)
 SEARCH_BUDGET = 100_000      # the planner's default budget: candidate plans priced at most
 KEYS = {"dp": "data-parallel degree", "tp": "tensor-parallel degree", "pp": "pipeline stages",
         "mb": "micro-batches per step and pipeline", "schedule": f"pipeline schedule ({', '.join(SCHEDULES)})",
