@@ -147,7 +147,15 @@ def _lies(operand) -> str:
 
 
 def op_signature(op: IROp) -> str:
-    """Ops with equal signatures map the same way (ResNet's repeated blocks share one search)."""
+    """Ops with equal signatures map the same way (ResNet's repeated blocks share one search). Kept on the op, which
+    is frozen (a changed op is a new object): mapping and simulating a 100,000-op model each ask for every op's."""
+    known = op.__dict__.get("_signature")
+    if known is None:
+        known = op.__dict__["_signature"] = _signature(op)
+    return known
+
+
+def _signature(op: IROp) -> str:
     operands = ";".join(f"{o.role.value}:{o.dtype.value}:{'x'.join(map(str, o.shape))}{_lies(o)}" for o in op.inputs)
     extra = ""
     if isinstance(op, Einsum):

@@ -72,7 +72,8 @@ def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pric
 
 def _op_key(op: IROp, mapping: Mapping | None) -> tuple:
     return (op_signature(op), getattr(op, "axes", None), getattr(op, "ops_per_element", None), op.op,
-            op.kind, getattr(op, "view", None), op.launch, mapping and replace(mapping, op=""))
+            op.kind, getattr(op, "view", None), op.launch,
+            mapping and tuple(value for name, value in mapping.__dict__.items() if name != "op"))
 
 
 def _run_length(flags: np.ndarray) -> int:
