@@ -17,6 +17,7 @@ from dataclasses import replace
 from accelsim.arch import Arch
 from accelsim.out.table import binary
 from compiler.dtypes import DType
+from compiler.frozen import but
 from compiler.graph import Graph
 from compiler.ir import IR, Move
 from compiler.train.memory import liveness
@@ -53,7 +54,7 @@ def at_dtypes(graph: Graph, held: dict[str, DType], on_chip: set[str] = frozense
         changes = {"shape": (0,)} if name in on_chip else {}
         if name in held and held[name] != t.dtype:
             changes["dtype"] = held[name]
-        tensors[name] = replace(t, **changes) if changes else t
+        tensors[name] = but(t, **changes) if changes else t
     return replace(graph, tensors=tensors)
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
 from compiler.errors import UserError
+from compiler.frozen import but
 from compiler.mapping import Mapping
 
 DEFAULT_BUDGET = 24      # reports per op; ResNet-18 maps in well under 0.3 s (tests/compiler/map/test_map.py)
@@ -61,7 +62,7 @@ class Cache:
             return None
         self.hits += 1
         # The same op gets the very object back; a twin op (same shapes, other name) a renamed copy.
-        return found if found.op == op_name else replace(found, op=op_name)
+        return found if found.op == op_name else but(found, op=op_name)
 
     def store(self, key: tuple, mapping: Mapping) -> None:
         self.entries[key] = mapping

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from compiler.errors import UserError
+from compiler.frozen import but
 from compiler.ir import IR, Einsum, IROp, Map, Operand, Reduce
 from compiler.passes.attention import attention_groups
 
@@ -58,7 +59,7 @@ def fuse(ir: IR, options) -> IR:
     def fused(o: Operand, kernel: int) -> Operand:
         inside = (o.tensor in made_by and anchor[made_by[o.tensor]] == kernel and o.tensor not in outputs
                   and readers.get(o.tensor, set()) == {kernel})
-        return replace(o, fused=True) if inside else o
+        return but(o, fused=True) if inside else o
 
     ops = []
     for i, op in enumerate(ir.ops):
@@ -67,7 +68,7 @@ def fuse(ir: IR, options) -> IR:
         kernel, launch = "" if k == i else ir.ops[k].name, k == i
         same = (output is op.output and all(a is b for a, b in zip(inputs, op.inputs)) and kernel == op.kernel
                 and launch == op.launch)
-        ops.append(op if same else replace(op, inputs=inputs, output=output, kernel=kernel, launch=launch))
+        ops.append(op if same else but(op, inputs=inputs, output=output, kernel=kernel, launch=launch))
     return _launches(replace(ir, ops=ops), getattr(options, "launch", "eager"))
 
 

@@ -9,6 +9,7 @@ float LM head) are int8 like the data. Only dtypes and byte counts change; shape
 from dataclasses import replace
 
 from compiler.dtypes import DType
+from compiler.frozen import but
 from compiler.ir import IR, Einsum, IROp, Operand, Role
 
 KEEP = (DType.ternary, DType.int4, DType.int64, DType.bool)
@@ -27,7 +28,7 @@ def quantize(ir: IR, options) -> IR:
 def _operand(operand: Operand, target: DType) -> Operand:
     if operand.dtype in KEEP or operand.dtype == target:
         return operand
-    return replace(operand, dtype=target)
+    return but(operand, dtype=target)
 
 
 def held(dtype: DType, target: DType) -> DType:
@@ -46,7 +47,7 @@ def _quantize_op(op: IROp, weights: DType, target: DType) -> IROp:
     changes = {"inputs": inputs, "output": output}
     if einsum:
         changes["acc"] = acc
-    return replace(op, **changes)
+    return but(op, **changes)
 
 
 def accumulator(dtype: DType) -> DType:
