@@ -103,4 +103,4 @@ def test_a_long_value_is_quoted_cut_short(tree):
     path.write_text(path.read_text().replace("name: dgx_a100", f"name: [{'x' * 5000}]"))
     with pytest.raises(ArchError, match=r"name: \['xxx.*\.\.\. \(5004 characters\) is not a non-empty string") as e:
         load_system(path)
-    assert len(str(e.value)) < 200
+    assert len(str(e.value).replace(str(path), "")) < 160        # the value cut, whatever the folder's length
