@@ -3,20 +3,26 @@
 replace() runs the class's __init__ again, setting every frozen field through object.__setattr__; passes that touch
 each op of a 100,000-op model (a dtype, a fused flag, a kernel name) spent a third of its simulation there. `but`
 copies the instance's fields and sets the changed ones: use it only for changes that cannot make the object invalid,
-since __post_init__ does not run again. Values derived from the fields and kept on the instance (names starting
-with an underscore, such as compiler.mapping's signature) are left behind, to be worked out again.
+since __post_init__ does not run again. Values derived from the fields and kept on the instance (compiler.mapping's
+signature), under a key in DERIVED, are left behind, to be worked out again.
 """
 from __future__ import annotations
 
 from typing import TypeVar
 
 T = TypeVar("T")
+DERIVED = ("_signature",)
 
 
 def but(obj: T, **changes) -> T:
-    unknown = changes.keys() - obj.__dataclass_fields__.keys()
-    if unknown:
-        raise TypeError(f"{type(obj).__name__} has no field {', '.join(sorted(unknown))}")
+    fields = obj.__dataclass_fields__
+    for name in changes:
+        if name not in fields:
+            raise TypeError(f"{type(obj).__name__} has no field {name}")
     copy = object.__new__(type(obj))
-    copy.__dict__.update({k: v for k, v in obj.__dict__.items() if not k.startswith("_")}, **changes)
+    state = copy.__dict__
+    state.update(obj.__dict__)
+    for name in DERIVED:
+        state.pop(name, None)
+    state.update(changes)
     return copy

@@ -149,7 +149,7 @@ def _lies(operand) -> str:
 def op_signature(op: IROp) -> str:
     """Ops with equal signatures map the same way (ResNet's repeated blocks share one search). Kept on the op, which
     is frozen (a changed op is a new object): mapping and simulating a 100,000-op model each ask for every op's."""
-    known = op.__dict__.get("_signature")
+    known = op.__dict__.get("_signature")       # compiler.frozen.but leaves it behind (DERIVED)
     if known is None:
         known = op.__dict__["_signature"] = _signature(op)
     return known

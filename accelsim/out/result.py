@@ -48,13 +48,6 @@ class OpResult:
     start_cycle: int | None = None                    # when the op's first instruction issued
     kernel: str = ""                 # the op whose kernel this one is fused into ("": a kernel of its own)
 
-    def but(self, **changes) -> OpResult:
-        """dataclasses.replace(self, **changes) at a fifth of the cost (its __init__ sets 30 frozen fields one by
-        one; nothing here is checked on init): a 100,000-op model copies a result per op, twice."""
-        copy = object.__new__(OpResult)
-        copy.__dict__.update(self.__dict__, **changes)
-        return copy
-
     def to_dict(self) -> dict:
         d = {key: getattr(self, key) for key in self.__dataclass_fields__}
         d["shape"] = list(self.shape)

@@ -27,6 +27,7 @@ from accelsim.sim.model import load_arch, load_model
 from compiler.codegen import Code, generate
 from compiler.dtypes import DType
 from compiler.errors import CapacityWarning, UserError
+from compiler.frozen import but
 from compiler.graph import Graph
 from compiler.ir import IR
 from compiler.ops.lower import folded_nodes
@@ -119,7 +120,7 @@ def simulate(compiled: Compiled, fidelity: str = "tile", trace: bool = False, me
         ops, timeline = tile.simulate(ir, hw, compiled.mappings, compiled.pricing)
     else:
         ops = tile.simulate_ops(ir, hw, compiled.mappings, compiled.pricing)
-    ops = [result.but(kernel=op.kernel) if op.kernel else result for result, op in zip(ops, ir.ops)]
+    ops = [but(result, kernel=op.kernel) if op.kernel else result for result, op in zip(ops, ir.ops)]
     notes = []
     folded = folded_nodes(compiled.graph)
     if folded:

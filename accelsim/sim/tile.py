@@ -22,6 +22,7 @@ from accelsim.sim import output_stage
 from accelsim.sim.fold import simulate_folded
 from accelsim.sim.refill import refill
 from compiler.codegen import Code, Fold, generate
+from compiler.frozen import but
 from compiler.ir import IR, IROp, Move
 from compiler.mapping import Mapping, op_signature
 from compiler.program import COMPUTE, LOAD, STORE
@@ -65,7 +66,7 @@ def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pric
         began = clock
         for op, first in zip(ops, done[key]):
             start = None if first.start_cycle is None else began + first.start_cycle
-            results.append(first.but(name=op.name, node=op.node, start_cycle=start))
+            results.append(but(first, name=op.name, node=op.node, start_cycle=start))
             clock += first.cycles
     return results
 
