@@ -18,6 +18,9 @@ from compiler.graph import Graph
 CONV_HEADER = ("layer name", "ifmap height", "ifmap width", "filter height", "filter width", "channels",
                "num filter", "strides")
 GEMM_HEADER = ("layer", "m", "n", "k")
+# the most rows a topology may have: SCALE-Sim's own have tens, and each row is a layer of its own, mapped and
+# simulated on its own (20,000 take about 14 s), so a larger file is refused before it is read into a graph
+MAX_LAYERS = 10_000
 _SPARSITY = re.compile(r"^\d+:\d+$")
 
 
@@ -34,6 +37,9 @@ def load_topology(path: str | os.PathLike) -> Graph:
         raise TopologyError(f"{path}: empty; expected a header line `{', '.join(CONV_HEADER)},` "
                             f"or `{', '.join(GEMM_HEADER)},`")
     (_, header), rows = numbered[0], numbered[1:]
+    if len(rows) > MAX_LAYERS:
+        raise TopologyError(f"{path}: {len(rows):,} layers; accelsim reads topologies of at most {MAX_LAYERS:,} "
+                            f"(each layer is mapped and simulated on its own)")
     form = _form(path, header)
     builder = Builder(path.stem or "topology", weights=False)
     outputs = []

@@ -31,7 +31,11 @@ FOLDED = ("Conv", "MatMul", "Gemm")
 
 def fold_qdq(ir: IR, options) -> IR:
     """Fold every provable QDQ pattern around an Einsum, then around a vector op (an Add between dequantized
-    inputs, a pooling), then restore the model's quantized dtypes."""
+    inputs, a pooling), then restore the model's quantized dtypes; a model with no quantize, dequantize or
+    requantize op has nothing to fold or restore."""
+    if not any(isinstance(op, Map) and isinstance(op.fn, (Quantize, Dequantize, Requantize, QuantizedOp))
+               for op in ir.ops):
+        return ir
     graph = _Index(ir)
     ops, dropped, added = list(ir.ops), set(), {}
     for op in ir.ops:

@@ -198,3 +198,17 @@ def test_a_percent_sign_in_a_cfg_is_text_not_an_interpolation(tmp_path):
     named = tmp_path / "named.cfg"
     named.write_text((GOLDEN / "scalesim_16x8_ws.cfg").read_text().replace("golden_16x8_ws", "a%(b", 1))
     assert read_cfg(named).run_name.startswith("a_")
+
+
+def test_a_topology_of_more_layers_than_accelsim_reads_is_refused_before_it_is_built(tmp_path, monkeypatch):
+    from compiler import topology
+
+    monkeypatch.setattr(topology, "MAX_LAYERS", 3)
+    rows = "".join(f"L{i}, 8, 8, 3, 3, 4, 4, 1,\n" for i in range(4))
+    path = tmp_path / "big.csv"
+    path.write_text("Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, "
+                    "Strides,\n" + rows)
+    with pytest.raises(topology.TopologyError, match=r"big\.csv: 4 layers; accelsim reads topologies of at most 3"):
+        topology.load_topology(path)
+    path.write_text(path.read_text().rsplit("L3", 1)[0])
+    assert len(topology.load_topology(path).nodes) == 3

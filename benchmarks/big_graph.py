@@ -1,0 +1,53 @@
+"""How long `accelsim run` takes, and how much memory, on a graph of many nodes: a chain of N Relus as an ONNX file
+(the largest graphs people feed it are exported models of tens of thousands of nodes), each size in a process of its
+own, and a chain past compiler.ops.shapes.MAX_NODES, which is refused before its nodes are read.
+
+Rerun: .venv/bin/python benchmarks/big_graph.py [--nodes 10000 --nodes 100000] [--arch h100]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def chain(n: int, path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=f"relu{i}") for i in range(n)]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info(f"t{n}", TensorProto.FLOAT, [1, 64])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def main() -> None:
+    from compiler.ops.shapes import MAX_NODES
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, action="append", help="chain lengths (default: 10,000 and 100,000)")
+    parser.add_argument("--arch", default="h100")
+    args = parser.parse_args()
+    accelsim = Path(sys.executable).with_name("accelsim")
+    print(f"{'nodes':>9} {'exit':>4} {'seconds':>8} {'peak RSS':>9}")
+    with tempfile.TemporaryDirectory() as folder:
+        for n in (args.nodes or [10_000, 100_000]) + [MAX_NODES + 1]:
+            path = Path(folder) / f"chain_{n}.onnx"
+            chain(n, path)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            start = time.perf_counter()
+            done = subprocess.run([str(accelsim), "run", str(path), "--arch", args.arch, "--limit", "10"],
+                                  capture_output=True, env={**os.environ, "ACCELSIM_CACHE": "off"})
+            seconds = time.perf_counter() - start
+            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss      # KiB, the largest child so far
+            shown = f"{peak / 1024:.0f} MiB" if peak > before else "-"
+            print(f"{n:9,} {done.returncode:4} {seconds:8.2f} {shown:>9}")
+
+
+if __name__ == "__main__":
+    main()
