@@ -98,6 +98,12 @@ def positive(name: str, value: int | None) -> None:
         raise UserError(f"--{name} {value}: must be a positive integer")
 
 
+def rows(name: str, value: int | None) -> None:
+    """A count of rows to show: 0 (all) or more."""
+    if value is not None and value < 0:
+        raise UserError(f"--{name} {value}: must be 0 (all) or more")
+
+
 OUTPUTS = ("json", "csv", "html", "trace", "plot", "out", "vcd", "waves", "db")   # flags that name what is written
 FOLDERS = ("plot",)   # output flags that name a folder, unless a command's parser sets `folders` to its own
 
@@ -111,7 +117,10 @@ def check_outputs(args: argparse.Namespace) -> None:
     named: list[tuple[str, str]] = []
     for flag in OUTPUTS:
         target = getattr(args, flag, None)
-        if not target or target == "-":
+        if target == "":
+            raise UserError(f"--{flag} '': an empty name; name a file to write"
+                            + (" ('-' for stdout)" if flag in ("json", "csv") else ""))
+        if target is None or target == "-":
             continue
         where = f"--{flag} {target}"
         if not Path(target).resolve().parent.is_dir():

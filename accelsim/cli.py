@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 
 from accelsim import __version__
-from accelsim.args import (check_outputs, many_devices, model_args, model_options, on_many_devices, positive,
+from accelsim.args import (check_outputs, many_devices, model_args, model_options, on_many_devices, positive, rows,
                            report_many, write)
 from accelsim.collective_cli import add_collective_parser
 from accelsim.explain.cli import add_explain_parser
@@ -229,8 +229,7 @@ def _run(args) -> int:
     positive("batch", args.batch)
     positive("seq", args.seq)
     positive("devices", args.devices)
-    if args.limit is not None and args.limit < 0:
-        raise UserError(f"--limit {args.limit}: must be 0 (all) or more")
+    rows("limit", args.limit)
     if on_many_devices(args, {"arch": "tpu_v1", "fidelity": "tile", "compat": None,
                               "plot": None, "limit": None, "wide": False, "fusion": "runtime", "launch": None,
                               "caches": "warm"}):
@@ -289,8 +288,7 @@ def _eval_train(args, inputs: dict | None) -> int:
     """`eval --train`: one training step in the numpy reference (accelsim.sim.eval_train)."""
     from accelsim.sim.eval_train import evaluate_step
 
-    if args.limit is not None and args.limit < 0:
-        raise UserError(f"--limit {args.limit}: must be 0 (all) or more")
+    rows("limit", args.limit)
     values = evaluate_step(args.model, inputs=inputs, seed=args.seed, batch=args.batch,
                            optimizer=args.optimizer or "sgd", loss=args.loss or "cross_entropy",
                            **model_options(args))

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator
 
-from accelsim.args import (many_devices, model_args, model_options, on_many_devices, positive, report_many,
+from accelsim.args import (many_devices, model_args, model_options, on_many_devices, positive, report_many, rows,
                            write)
 
 
@@ -88,6 +88,7 @@ def _train(args: argparse.Namespace) -> int:
 
     for name in ("batch", "microbatch", "seq", "samples", "dataset_size", "tokens", "devices"):
         positive(name.replace("_", "-"), getattr(args, name))
+    rows("limit", args.limit)
     if on_many_devices(args, {"arch": "gtx580", "microbatch": None, "fidelity": "tile"}):
         return _train_many(args)
     result = train(args.model, args.arch, batch=args.batch, microbatch=args.microbatch, optimizer=args.optimizer,

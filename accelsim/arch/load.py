@@ -49,9 +49,18 @@ MAX_YAML_VALUES = 100_000    # values a document may expand to: a preset has a f
 MAX_YAML_DEPTH = 100         # levels of nested lists and mappings: a preset has 4, a hostile file 100,000
 
 
-class YamlTooLarge(yaml.YAMLError):
+class YamlRefused(yaml.YAMLError):
+    """A document PyYAML would read that accelsim refuses before reading it."""
+
+
+class YamlTooLarge(YamlRefused):
     """A document whose aliases expand past MAX_YAML_VALUES values (or into themselves), or that nests deeper
     than MAX_YAML_DEPTH."""
+
+
+class YamlDuplicateKey(YamlRefused):
+    """A mapping that gives one key twice: YAML leaves it undefined, PyYAML keeps the last silently (a `name:`
+    appended to a copied preset renamed it without a word)."""
 
 
 # libyaml's parser, where PyYAML was built with it, reads the presets ~10x faster than the pure-Python one; its
@@ -100,6 +109,8 @@ def _expanded(node, sizes: dict, open_: set, depth: int) -> int:
     if collection and depth >= MAX_YAML_DEPTH:     # `depth` collections hold this one
         raise YamlTooLarge(f"it nests lists or mappings more than {MAX_YAML_DEPTH} levels deep (line "
                            f"{node.start_mark.line + 1})")
+    if isinstance(node, yaml.MappingNode):
+        _unique_keys(node)
     open_.add(key)
     children = node.value if isinstance(node, yaml.SequenceNode) else \
         [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else []
@@ -112,6 +123,18 @@ def _expanded(node, sizes: dict, open_: set, depth: int) -> int:
     return total
 
 
+def _unique_keys(node: yaml.MappingNode) -> None:
+    seen: dict[str, int] = {}
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+            continue
+        line = key.start_mark.line + 1
+        if key.value in seen:
+            raise YamlDuplicateKey(f"line {line}: key {key.value[:60]!r} is given twice (first on line "
+                                   f"{seen[key.value]}); give each key once")
+        seen[key.value] = line
+
+
 def load_arch_text(text: str, shown: str, source: Path) -> Arch:
     """An Arch from YAML text; messages name the file as `shown` (SCALE-Sim .cfg files convert to text)."""
     return build_arch(read_document(text, shown), shown, source)
@@ -121,7 +144,7 @@ def read_document(text: str, shown: str):
     """The YAML document in `text` (bounded_yaml), or an ArchError naming the file `shown` and the line."""
     try:
         return bounded_yaml(text)
-    except YamlTooLarge as e:
+    except YamlRefused as e:
         raise ArchError(f"{shown}: {e}") from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark

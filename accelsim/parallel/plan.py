@@ -75,6 +75,8 @@ def parse_plan(text: str | None, devices: int | None = None) -> Plan:
                             f"{', '.join(f'{k} ({v})' for k, v in KEYS.items())}")
         if not eq:
             raise UserError(f"--parallel: {item!r} needs a value ({key}=...)")
+        if key in values:
+            raise UserError(f"--parallel: {key} is given twice ({key}={values[key]}, {item}); give each once")
         values[key] = value if key == "schedule" else _integer(key, value)
     if "groups" in values:
         values["tp"] = _grouped(values.pop("groups"), values.get("tp"))

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from accelsim.arch import ArchError, Kind, arch_document
-from accelsim.arch.load import YamlTooLarge, bounded_yaml
+from accelsim.arch.load import YamlRefused, bounded_yaml
 from accelsim.arch.reference import named_arch
 from accelsim.sweep.axes import Axis, check_dtype, check_values, fitted, parse_axes, parse_derived_keys
 from accelsim.sweep.derive import Derived
@@ -108,7 +108,7 @@ def load_spec(path: str | Path) -> Spec:
     shown = str(spec_path)
     try:
         data = bounded_yaml(read_text(spec_path, SpecError))
-    except YamlTooLarge as error:
+    except YamlRefused as error:
         raise SpecError(f"{shown}: {error}") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)

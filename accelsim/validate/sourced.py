@@ -76,7 +76,7 @@ def settings(path: Path) -> dict:
     are predicted (`harness`, `builds`); a UserError naming the file for one that is not a bounded YAML mapping."""
     import yaml
 
-    from accelsim.arch.load import YamlTooLarge, bounded_yaml
+    from accelsim.arch.load import YamlRefused, bounded_yaml
 
     if not path.is_file():
         return {}
@@ -86,7 +86,7 @@ def settings(path: Path) -> dict:
         raise UserError(f"{path}: {error}; a dataset's files lie in its folder") from None
     try:
         data = bounded_yaml(read_text(path)) or {}
-    except YamlTooLarge as e:
+    except YamlRefused as e:
         raise UserError(f"{path}: {e}") from None
     except yaml.YAMLError as e:   # its problem and line, not str(e): that quotes the line, whatever the file holds
         mark = getattr(e, "problem_mark", None)

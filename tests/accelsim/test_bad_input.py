@@ -113,3 +113,17 @@ def test_an_opt_the_command_folds_in_itself_says_the_same_as_its_flag(capsys):
     assert capsys.readouterr().out == by_opt
     assert main(base + ["--seq", "8", "--opt", "seq=16"]) == 2
     assert "--opt seq=16: --seq is given too; give one" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["run", "resnet18", "--opt", "image=32", "--json", ""], "--json '': an empty name; name a file to write ('-' for"),
+    (["train", "gpt2", "--opt", "layers=1", "--arch", "h100", "--html", ""], "--html '': an empty name"),
+    (["train", "gpt2", "--opt", "layers=1", "--arch", "h100", "--limit", "-3"], "--limit -3: must be 0 (all) or more"),
+    (["run", "gpt2", "--opt", "layers=1", "--system", "dgx_h100", "--parallel", "tp=8,tp=1"],
+     "--parallel: tp is given twice (tp=8, tp=1); give each once")])
+def test_what_would_be_ignored_or_half_taken_is_refused_before_anything_runs(argv, said, capsys, monkeypatch):
+    ran = []
+    monkeypatch.setattr("accelsim.sim.build.build", lambda *a, **k: ran.append(1))
+    monkeypatch.setattr("accelsim.sim.train.train", lambda *a, **k: ran.append(1))
+    assert main(argv) == 2
+    assert said in capsys.readouterr().err and not ran

@@ -61,3 +61,25 @@ def test_nesting_up_to_the_bound_reads():
     for _ in range(MAX_YAML_DEPTH):
         data = data[0]
     assert data == 1
+
+
+def test_a_key_given_twice_is_refused_by_every_reader(tmp_path):
+    """PyYAML keeps the last of two equal keys silently: `name: other` appended to a copied preset renamed it."""
+    from pathlib import Path
+
+    import accelsim
+
+    root = Path(accelsim.__file__).parents[1]
+    arch = tmp_path / "twice.yaml"
+    arch.write_text((root / "archs/tpu_v1.yaml").read_text() + "name: other\n")
+    with pytest.raises(ArchError, match=r"twice.yaml: line \d+: key 'name' is given twice \(first on line \d+\)"):
+        load_arch(arch)
+    system = tmp_path / "system.yaml"
+    system.write_text((root / "archs/systems/dgx_a100.yaml").read_text().replace("\n", "\nname: x\n", 1) + "")
+    with pytest.raises(ArchError, match="key 'name' is given twice"):
+        load_system(system)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text((root / "examples/sweep/systolic.yaml").read_text() + "\nbase: tpu_v1\n")
+    with pytest.raises(SpecError, match="key 'base' is given twice"):
+        load_spec(spec)
+    assert bounded_yaml("a: 1\nb: &x {c: 1}\nd:\n  <<: *x\n  c: 2\n") == {"a": 1, "b": {"c": 1}, "d": {"c": 2}}
