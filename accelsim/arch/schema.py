@@ -191,6 +191,13 @@ def _fills_array(f: _File, name, per_cycle, array: SystolicArray, path: str) -> 
 def _limits(f: _File, value, path: str) -> SimtLimits:
     d = _mapping(f, value, path, _LIMITS)
     counts = [_count(f, d[k], _at(path, k)) for k in _LIMITS[:-1]]
+    warp, threads, _, registers = counts
+    if threads % warp:
+        raise f.error(_at(path, "threads"), f"{threads} resident threads are not a whole number of warps of "
+                                            f"{warp} (warp); an SM holds whole warps")
+    if registers < threads:
+        raise f.error(_at(path, "registers"), f"{registers} registers cannot give each of the {threads} resident "
+                                              f"threads one; an SM has at least a register per thread (GPUs: 32 to 64)")
     return SimtLimits(*counts, _quantity(f, d["shared_memory"], _at(path, "shared_memory"), units.parse_size))
 
 

@@ -305,3 +305,17 @@ def test_an_array_left_claiming_a_smaller_arrays_macs_loads_with_a_warning_namin
         for name in preset_names():            # every preset fills its array (TPU v1's int16 at 1/4, npu4's fp16 1/2)
             load_arch(name)
         load_arch(with_int16(16))              # a wider dtype at a power-of-two share: a PE's 4 cycles per MAC
+
+
+@pytest.mark.parametrize("change, said", [
+    (("{warp: 32, threads: 2048", "{warp: 4096, threads: 2048"), "limits.threads: 2048 resident threads are not a "
+                                                                 "whole number of warps of 4096"),
+    (("{warp: 32, threads: 2048", "{warp: 32, threads: 1"), "limits.threads: 1 resident threads are not a whole"),
+    (("registers: 65536", "registers: 1"), "limits.registers: 1 registers cannot give each of the 2048")])
+def test_simt_limits_that_contradict_each_other_are_refused(tmp_path, change, said):
+    """They loaded and changed nothing (the H100 ran ResNet-18 in 117 us with a warp of 4096, one thread or one
+    register per SM)."""
+    path = tmp_path / "h100.yaml"
+    path.write_text((presets_dir() / "h100.yaml").read_text().replace(*change))
+    with pytest.raises(ArchError, match=said):
+        load_arch(path)
