@@ -120,7 +120,7 @@ def simulate(compiled: Compiled, fidelity: str = "tile", trace: bool = False, me
         ops, timeline = tile.simulate(ir, hw, compiled.mappings, compiled.pricing)
     else:
         ops = tile.simulate_ops(ir, hw, compiled.mappings, compiled.pricing)
-    ops = [but(result, kernel=op.kernel) if op.kernel else result for result, op in zip(ops, ir.ops)]
+    ops = [but(result, kernel=op.kernel) if result.kernel != op.kernel else result for result, op in zip(ops, ir.ops)]
     notes = []
     folded = folded_nodes(compiled.graph)
     if folded:

@@ -52,11 +52,10 @@ def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pric
     if len(done) > OP_CACHE:
         done.clear()
     results, clock = [], 0
-    sides = output_stage.beside(ir, arch, mappings)
-    for o, op in enumerate(ir.ops):
-        if sides[o]:
-            continue                  # simulated with its kernel's anchor, which it runs beside
-        ops = [op] + list(ir.ops[o + 1:o + 1 + _run_length(sides[o + 1:])])
+    sides = np.asarray(output_stage.beside(ir, arch, mappings), bool)
+    anchors = np.flatnonzero(~sides)          # an op that runs beside one is simulated with its kernel's anchor
+    for o, end in zip(anchors.tolist(), [*anchors[1:].tolist(), len(ir.ops)]):
+        ops = ir.ops[o:end]
         key = tuple(_op_key(op, mappings.get(op.name)) for op in ops)
         if key not in done:
             part, chosen = replace(ir, ops=ops), {op.name: mappings.get(op.name) for op in ops}
@@ -75,11 +74,6 @@ def _op_key(op: IROp, mapping: Mapping | None) -> tuple:
     return (op_signature(op), getattr(op, "axes", None), getattr(op, "ops_per_element", None), op.op,
             op.kind, getattr(op, "view", None), op.launch,
             mapping and tuple(value for name, value in mapping.__dict__.items() if name != "op"))
-
-
-def _run_length(flags: np.ndarray) -> int:
-    """How many leading entries of `flags` are True."""
-    return int(np.argmin(flags)) if not flags.all() else len(flags)
 
 
 OP_CACHE = 100_000                                       # ops kept per (arch, pricing): a few hundred bytes each
