@@ -137,6 +137,13 @@ def outside(folder: Path) -> Path:
     return secret
 
 
+def setting(folder: Path, key: str, value: str) -> None:
+    """dataset.yaml with its top-level `key` set to `value` (a key given twice is refused)."""
+    path = folder / "dataset.yaml"
+    lines = [line for line in path.read_text().splitlines() if not line.startswith(f"{key}:")]
+    path.write_text("\n".join([*lines, f"{key}: {value}"]) + "\n")
+
+
 @pytest.mark.parametrize("key, value, file", [
     ("measurements", "../credentials", "measurements"), ("measurements", "{secret}", "measurements"),
     ("arch", "../credentials", "arch"), ("arch", "{secret}", "arch"), ("arch", "sub/../../credentials", "arch"),
@@ -144,8 +151,7 @@ def outside(folder: Path) -> Path:
 def test_a_file_dataset_yaml_names_outside_its_folder_is_refused(tmp_path, key, value, file):
     folder = write_dataset(tmp_path / "ds", NEAR[:2], conv=False)
     secret = outside(folder)
-    with open(folder / "dataset.yaml", "a") as f:
-        f.write(f"{key}: {value.format(secret=secret)}\n")
+    setting(folder, key, value.format(secret=secret))
     with pytest.raises(UserError, match=rf"dataset\.yaml: {file}: .* resolves to .*credentials, outside .*ds; a "
                                         rf"dataset's files lie in its folder") as e:
         score([folder], repredict=True)
@@ -168,8 +174,8 @@ def test_the_files_dataset_yaml_names_are_read_from_its_folder(tmp_path, monkeyp
     (folder / "sub").mkdir()
     (folder / "measurements.csv").rename(folder / "sub" / "times.csv")
     (folder / "arch.yaml").rename(folder / "xeon.yaml")
-    with open(folder / "dataset.yaml", "a") as f:
-        f.write("measurements: sub/times.csv\narch: xeon.yaml\n")
+    setting(folder, "measurements", "sub/times.csv")
+    setting(folder, "arch", "xeon.yaml")
     monkeypatch.chdir(tmp_path)
     [result] = score([Path("ds")], repredict=True)
     assert result.suites[0].metrics["count"] == 4 and result.misses == []
