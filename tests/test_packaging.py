@@ -19,3 +19,13 @@ def test_make_run_needs_python_only():
     test = subprocess.run(["make", "-n", "-B", "test"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
     assert "accelsim run resnet50 --arch tpu_v1" in run and "apt-get" not in run and "[test]" not in run
     assert "apt-get" in test and "'.[test]'" in test and "pytest" in test
+
+
+def test_no_test_folder_is_on_the_import_path():
+    """Test files are imported by their place in the tree (pytest's importlib mode), never by putting their folder
+    on sys.path: a helper there would hide any package of its name (tests/compiler/kernels.py once stood in for the
+    `kernels` package transformers imports, and every exporter test failed)."""
+    import sys
+
+    tests = ROOT / "tests"
+    assert not [p for p in sys.path if p and Path(p).resolve().is_relative_to(tests)]

@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from accelsim.cli import main
-from exporter_models import EXPORTERS, MODELS, VOCAB, export  # tests/compiler/exporter_models.py
+from tests.compiler.exporter_models import EXPORTERS, MODELS, VOCAB, export
 
 PRESETS = ("a100", "h100", "tpu_v4")
 CELLS = [(name, exporter) for name in MODELS for exporter in EXPORTERS]

@@ -14,7 +14,7 @@ from compiler.errors import MissingWeightsError, ModelError
 from compiler.frontend import from_model, load_onnx
 from compiler.ops.interpret import run_graph, run_ir
 from compiler.ops.lower import lower
-from torch_models import export  # tests/compiler/torch_models.py
+from tests.compiler.torch_models import export
 
 ort = pytest.importorskip("onnxruntime")
 OPSETS = [9, 11, 13, 14, 17, 18, 20]

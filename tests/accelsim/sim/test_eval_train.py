@@ -9,7 +9,7 @@ from accelsim.cli import main
 from compiler import zoo
 from compiler.errors import UserError
 from compiler.train import Optimizer, parameters
-from tests.compiler.train.checks import close, torch_optimizer
+from tests.compiler.train.train_checks import close, torch_optimizer
 from tests.compiler.train.torch_graph import run_torch, torch
 
 F = torch.nn.functional

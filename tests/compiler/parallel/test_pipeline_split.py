@@ -8,7 +8,7 @@ from compiler.errors import ModelError
 from compiler.ops.interpret import run_graph
 from compiler.parallel.pipeline import blocks, split, structure
 from compiler.train import training_graph
-from tests.compiler.train.checks import close
+from tests.compiler.train.train_checks import close
 
 TEXT = dict(batch=2, seq=8, layers=4, hidden=32, heads=2, mlp=64, vocab=50, max_positions=16)
 MODELS = {"gpt2": TEXT, "llama": TEXT, "bert_base": TEXT,

@@ -16,7 +16,7 @@ from compiler.ir import Einsum, Kind
 from compiler.ops.interpret import run_graph, run_ir
 from compiler.ops.lower import lower
 from compiler.train import Optimizer, training_graph
-from tests.compiler.train.checks import check_step, close
+from tests.compiler.train.train_checks import check_step, close
 
 RNG = np.random.default_rng(0)
 LABELS = np.array([0, 2])

@@ -22,7 +22,7 @@ from compiler.ops.lower import lower
 from compiler.pipeline import Options, compile_graph
 from compiler.target import sliced
 from compiler.train import Optimizer, training_graph
-from tests.compiler.train.checks import close
+from tests.compiler.train.train_checks import close
 from tests.compiler.train.test_train_rules import mlp
 from tests.compiler.train.test_train_transformers import trained
 

@@ -17,7 +17,7 @@ from compiler.target import sliced
 from compiler.train import Optimizer, training_graph
 from compiler.train.autodiff import RULES, differentiate
 from compiler.train.modes import training_forward
-from tests.compiler.train.checks import check_step, close
+from tests.compiler.train.train_checks import check_step, close
 from tests.compiler.train.torch_graph import torch
 
 

@@ -5,7 +5,7 @@ import pytest
 from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.train import Optimizer, training_graph
-from tests.compiler.train.checks import check_step
+from tests.compiler.train.train_checks import check_step
 
 RNG = np.random.default_rng(0)
 

@@ -22,7 +22,7 @@ from compiler.ops.interpret import run_graph
 from compiler.train import Optimizer, parameters, training_graph
 from compiler.zoo.layers import scalar
 from compiler.zoo.ternary import bitlinear
-from tests.compiler.train.checks import check_step, close
+from tests.compiler.train.train_checks import check_step, close
 from tests.compiler.train.torch_graph import torch
 
 F = torch.nn.functional

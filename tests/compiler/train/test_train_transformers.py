@@ -1,5 +1,5 @@
 """The zoo's transformers and its ternary model, in small configurations, train as PyTorch does: one step with SGD
-and with AdamW gives torch.autograd's loss and gradients and torch.optim's updates (tests/compiler/train/checks.py).
+and with AdamW gives torch.autograd's loss and gradients and torch.optim's updates (tests/compiler/train/train_checks.py).
 
 GPT-2 (learned positions, tied head, LayerNorm, GELU from Erf), BERT (padding mask from a Cast, post-LN, the Tanh
 pooler), Llama (RMSNorm from Pow/ReduceMean/Sqrt/Div, rotary Slice/Neg/Concat, SiLU), ViT (a patch Conv) and
@@ -13,7 +13,7 @@ from compiler import zoo
 from compiler.dtypes import DType
 from compiler.ops.interpret import run_graph
 from compiler.train import Optimizer, parameters, training_graph
-from tests.compiler.train.checks import check_step, close
+from tests.compiler.train.train_checks import check_step, close
 from tests.compiler.train.torch_graph import run_torch, torch
 
 # Largest error seen, of a tensor's largest entry, over these models, both optimizers and three seeds: 4e-13 with

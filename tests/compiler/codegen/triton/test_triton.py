@@ -18,7 +18,7 @@ from compiler.target import gemm_sizes  # noqa: E402
 from accelsim.price.cost import reporter  # noqa: E402
 from compiler.builder import Builder  # noqa: E402
 from compiler.codegen.triton import NoTritonKernel, load, triton_gemm  # noqa: E402
-from tests.compiler.kernels import kernel_of  # noqa: E402
+from tests.compiler.triton_kernel_of import kernel_of  # noqa: E402
 from compiler.dtypes import DType  # noqa: E402
 from compiler.errors import UserError  # noqa: E402
 from compiler.ir import Axis, Einsum, Operand, Role  # noqa: E402

@@ -10,7 +10,7 @@ from test_triton import assert_blocks_as_priced, check, first, one_op, torch  # 
 from accelsim.arch import load_arch
 from accelsim.price.cost import reporter
 from compiler.codegen.triton import load, triton_gemm
-from tests.compiler.kernels import kernel_of
+from tests.compiler.triton_kernel_of import kernel_of
 from compiler.dtypes import DType
 from compiler.map import map_op
 

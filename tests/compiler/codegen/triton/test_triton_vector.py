@@ -8,7 +8,7 @@ from test_triton import check, first, one_op, torch  # noqa: F401  (sets TRITON_
 
 from accelsim.arch import load_arch
 from compiler.codegen.triton import NoTritonKernel
-from tests.compiler.kernels import kernel_of
+from tests.compiler.triton_kernel_of import kernel_of
 from compiler.codegen.triton.elementwise import UNARY
 from compiler.codegen.triton.vector import VALUES_PER_THREAD, chunk_mapping
 from compiler.dtypes import DType

@@ -7,7 +7,7 @@ from test_triton import TOLERANCE, torch  # noqa: F401  (sets TRITON_INTERPRET)
 
 from accelsim.arch import load_arch
 from compiler.codegen.triton import NoTritonKernel, load
-from tests.compiler.kernels import kernel_of
+from tests.compiler.triton_kernel_of import kernel_of
 from compiler.dtypes import DType
 from compiler.pipeline import Options, compile_graph
 from compiler.zoo import build
