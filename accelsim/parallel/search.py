@@ -466,9 +466,10 @@ def bottleneck(result, sys_: System) -> str:
         "exposed": sum(r.exposed for r in mine),
         "optimizer": sum(r.optimizer for r in mine),
     }
+    bound = op_bound(mine)
     words = {
-        "forward": lambda p: f"compute-bound: forward {p:.0%}",
-        "backward": lambda p: f"compute-bound: backward {p:.0%}",
+        "forward": lambda p: f"{bound}: forward {p:.0%}",
+        "backward": lambda p: f"{bound}: backward {p:.0%}",
         "tp": lambda p: f"tensor-parallel {'/'.join(_SPOKEN.get(k, k) for k in named)} on {level} {p:.0%} of the step",
         "bubble": lambda p: f"pipeline bubble {p:.0%} of the step",
         "exposed": lambda p: f"exposed data-parallel reduction on {dp_level} {p:.0%} of the step",
@@ -477,8 +478,23 @@ def bottleneck(result, sys_: System) -> str:
     first, second = sorted(shares, key=lambda k: (-shares[k], k))[:2]
     text = words[first](shares[first] / step)
     if shares[second] > 0.1 * step:
-        text += f" (then {words[second](shares[second] / step).replace('compute-bound: ', '')})"
+        text += f" (then {words[second](shares[second] / step).replace(f'{bound}: ', '')})"
     return text
+
+
+def op_bound(roles) -> str:
+    """What the device's passes wait on, from its ops' times: 'compute-bound', 'memory-bound (hbm2)', 'latency-bound'
+    or 'launch-bound', whichever class of op takes the most time. A decode step's matrix-vector products read every
+    weight and the KV cache for a few MACs each: their time is the memory's, not the tensor cores'."""
+    time_by: dict[str, float] = {}
+    for r in roles:
+        for op in r.result.ops:
+            time_by[op.bound] = time_by.get(op.bound, 0.0) + op.seconds
+    levels = {b: s for b, s in time_by.items() if b not in ("compute", "launch", "latency", "view")}
+    classes = {"compute": time_by.get("compute", 0.0), "memory": sum(levels.values()),
+               "latency": time_by.get("latency", 0.0), "launch": time_by.get("launch", 0.0)}
+    top = max(classes, key=lambda k: (classes[k], k == "compute"))
+    return f"memory-bound ({max(levels, key=lambda b: (levels[b], b))})" if top == "memory" else f"{top}-bound"
 
 
 _SPOKEN = {"allreduce": "all-reduce", "allgather": "all-gather", "reducescatter": "reduce-scatter"}
