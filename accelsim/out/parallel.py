@@ -147,27 +147,38 @@ class ParallelTrainResult:
         return buffer.getvalue()
 
     def table(self) -> str:
+        """Per stage, then the totals. Inference has no backward pass, optimizer or data-parallel reduction: its
+        table leaves those columns out and gives tokens/s (a decode step: a token per sequence)."""
+        columns = [("forward", lambda r: r.forward)]
+        if self.training:
+            columns += [("backward", lambda r: r.backward), ("optim", lambda r: r.optimizer)]
+        columns += [("bubble", lambda r: r.bubble), ("comm", lambda r: sum(r.communication.values()))]
+        if self.training:
+            columns.append(("exposed", lambda r: r.exposed))
         lines = [f"{self.system}, {self.devices} devices, {self.plan.text()}; {self.simulated} distinct stage "
-                 f"programs simulated",
-                 f"{'stage':>5}  {'blocks':<22} {'forward':>9} {'backward':>9} {'optim':>9} {'bubble':>9} "
-                 f"{'comm':>9} {'exposed':>9} {'memory':>10}"]
+                 f"programs simulated; {'one training step' if self.training else 'one batch of inference'}",
+                 f"{'stage':>5}  {'blocks':<22} " + " ".join(f"{name:>9}" for name, _ in columns) + f" {'memory':>10}"]
         for r in self.roles:
             span = f"{r.blocks[0]}..{r.blocks[-1]}" if len(r.blocks) > 1 else (r.blocks[0] if r.blocks else "-")
-            lines.append(f"{r.stage:>5}  {span[:22]:<22} {show(r.forward):>9} {show(r.backward):>9} "
-                         f"{show(r.optimizer):>9} {show(r.bubble):>9} {show(sum(r.communication.values())):>9} "
-                         f"{show(r.exposed):>9} {binary(r.memory['peak']):>10}")
+            lines.append(f"{r.stage:>5}  {span[:22]:<22} " + " ".join(f"{show(get(r)):>9}" for _, get in columns)
+                         + f" {binary(r.memory['peak']):>10}")
         rate = self.throughput()
-        tokens = f", {rate['tokens_per_second']:,.0f} tokens/s" if "tokens_per_second" in rate else ""
         lines.append("")
         what = "step" if self.training else "batch"
-        lines.append(f"{what} {show(self.seconds)}: pipeline {show(self.pipeline_seconds)}, exposed communication "
-                     f"{show(self.communication()['exposed_seconds'])}")
-        lines.append(f"{rate['samples_per_second']:,.1f} samples/s{tokens}; model {si(self.model_flops, 'FLOP')} per "
-                     f"{what}, MFU {self.mfu():.1%}")
+        exposed = (f", exposed communication {show(self.communication()['exposed_seconds'])}" if self.training
+                   else "")
+        lines.append(f"{what} {show(self.seconds)}: pipeline {show(self.pipeline_seconds)}{exposed}")
+        if self.training:
+            tokens = f", {rate['tokens_per_second']:,.0f} tokens/s" if "tokens_per_second" in rate else ""
+            lines.append(f"{rate['samples_per_second']:,.1f} samples/s{tokens}; model {si(self.model_flops, 'FLOP')} "
+                         f"per step, MFU {self.mfu():.1%}")
+        else:
+            lines.append(_inference_rate(self, rate))
         for entry in self.communication()["by_collective"]:
             lines.append(f"  {entry['collective']} on {entry['level']}: {show(entry['seconds'])} per {what}")
         memory = self.memory
-        split = ", ".join(f"{c} {binary(memory[c])}" for c in CATEGORIES)
+        kept = [c for c in CATEGORIES if self.training or memory[c] or c in ("weights", "activations")]
+        split = ", ".join(f"{c} {binary(memory[c])}" for c in kept)
         fits = "" if self.fits else "  DOES NOT FIT"
         lines.append(f"memory {binary(memory['peak'])} of {binary(self.capacity)} per device ({split}){fits}")
         if "workspace_holds" in memory:
@@ -182,6 +193,18 @@ class ParallelTrainResult:
             lines.append(f"time to train: {steps:,} steps, {duration(steps * self.seconds)}")
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines) + "\n"
+
+
+def _inference_rate(result: ParallelTrainResult, rate: dict) -> str:
+    """Tokens/s for a language model: the batch's tokens (a decode step: one per sequence; a prefill: batch x seq)
+    over the batch's time; samples/s otherwise."""
+    flops = f"model {si(result.model_flops, 'FLOP')} per batch, MFU {result.mfu():.1%}"
+    if "tokens_per_second" not in rate:
+        return f"{rate['samples_per_second']:,.1f} samples/s; {flops}"
+    tokens = result.batch * result.tokens_per_sample
+    return (f"{rate['tokens_per_second']:,.0f} tokens/s ({result.batch:,} sequences x {result.tokens_per_sample:,} "
+            f"token{'s' * (result.tokens_per_sample != 1)} = {tokens:,} tokens per batch of {show(result.seconds)}); "
+            f"{flops}")
 
 
 def add_up(memories: list[dict]) -> dict:

@@ -89,3 +89,15 @@ def test_the_report_says_how_much_of_a_device_is_kv_cache(capsys):
     assert f"  inputs {binary(kv)} (the model's" in capsys.readouterr().out
     assert main(argv + ["--json", "-"]) == 0
     assert json.loads(capsys.readouterr().out)["memory"]["inputs"] == kv
+
+
+def test_the_inference_table_has_no_training_columns_and_gives_tokens_per_second():
+    decode = run_parallel("gpt2", "dgx_a100", devices=2, parallel="tp=2", batch=4, mode="decode", past=16, **GPT)
+    table = decode.table()
+    header = next(line for line in table.splitlines() if line.lstrip().startswith("stage"))
+    assert header.split() == ["stage", "blocks", "forward", "bubble", "comm", "memory"]
+    assert not any(word in table for word in ("backward", "optim", "gradients", "exposed"))
+    per_second = 4 / decode.seconds        # a decode step: one token for each of the batch's 4 sequences
+    assert f"{per_second:,.0f} tokens/s (4 sequences x 1 token = 4 tokens per batch of " in table
+    prefill = run_parallel("gpt2", "dgx_a100", devices=2, parallel="tp=2", batch=4, **GPT).table()
+    assert f"4 sequences x 64 tokens = 256 tokens per batch of " in prefill
