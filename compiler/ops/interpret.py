@@ -17,9 +17,12 @@ from compiler.ops.room import Budget, limited
 from compiler.ops.shapes import opdef
 
 
-def run_graph(graph: Graph, feeds: dict[str, np.ndarray], budget: Budget | None = None) -> dict[str, np.ndarray]:
+def run_graph(graph: Graph, feeds: dict[str, np.ndarray], budget: Budget | None = None,
+              step=None) -> dict[str, np.ndarray]:
     """Every graph output by name. With a `budget`, a node whose outputs would not fit beside what the run holds
-    is refused before it runs (compiler.ops.room); a body run by a Loop or If node shares its node's budget."""
+    is refused before it runs (compiler.ops.room); a body run by a Loop or If node shares its node's budget.
+    `step(node, args)` computes a node in place of its reference (a run at another precision)."""
+    step = step or (lambda node, args: opdef(graph, node).reference(node, args))
     with limited(budget, graph.source):
         env = initial_env(graph, feeds)
         if budget is not None:
@@ -29,7 +32,7 @@ def run_graph(graph: Graph, feeds: dict[str, np.ndarray], budget: Budget | None 
             if not folded(graph, node):
                 room.before(graph, node)
                 try:
-                    store(graph, node, env, opdef(graph, node).reference(node, arguments(node, env)))
+                    store(graph, node, env, step(node, arguments(node, env)))
                 except MemoryError as error:      # a temporary larger than the outputs, or a budget above the RAM
                     raise room.exhausted(node, error) from None
                 room.charge(node, sum(env[o].nbytes for o in node.outputs if o))
