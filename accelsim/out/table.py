@@ -3,44 +3,7 @@ from __future__ import annotations
 
 import io
 
-
-def si(value: float, unit: str = "") -> str:
-    """1.23e9 -> '1.23 G'; keeps three significant digits."""
-    if value == 0:
-        return f"0 {unit}".strip()
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}".strip()
-
-
-def engineering(value: float, unit: str) -> str:
-    """4 significant digits and an SI prefix: 0.001052 s -> '1.052 ms', 3.178e6 cells -> '3.178 M cells'."""
-    if value == 0:
-        return f"0 {unit}"
-    for factor, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"),
-                           (1e-12, "p")):
-        if abs(value) >= factor:
-            break
-    joined = f"{prefix} {unit}" if unit == "cells" else f"{prefix}{unit}"
-    return f"{value / factor:.4g} {joined}".replace("  ", " ").strip()
-
-
-def binary(nbytes: float) -> str:
-    """Capacities the way datasheets give them: 24 MiB, 768 KiB, 141 GiB."""
-    for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if nbytes >= factor:
-            return f"{nbytes / factor:.3g} {unit}"
-    return f"{nbytes:.0f} B"
-
-
-def seconds(value: float) -> str:
-    if value == 0:
-        return "0"
-    for factor, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if value >= factor:
-            return f"{value / factor:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns"
+from accelsim.out.units import binary, energy, engineering, seconds, si  # noqa: F401 (the units' one home)
 
 
 COLUMNS = (("layer", "left"), ("op", "left"), ("shape", "left"), ("MACs | ops", "right"), ("bytes", "right"),
@@ -76,14 +39,14 @@ def render(result, limit: int | None = None, width: int | None = WIDTH) -> str:
     ops = result.ops if limit is None else result.ops[:limit]
     for op in ops:
         work = si(op.macs) if op.macs else f"{si(op.ops)} ops" if op.ops else "-"
-        row(escape(f"+ {op.name}" if op.kernel else op.name), op.op, "x".join(map(str, op.shape)), work, si(op.bytes, "B"), op.bound,
+        row(escape(f"+ {op.name}" if op.kernel else op.name), op.op, "x".join(map(str, op.shape)), work, binary(op.bytes), op.bound,
             seconds(op.seconds), f"{op.utilisation:.0%}" if op.seconds else "-")
     if limit is not None and len(result.ops) > limit:
         row(f"... {len(result.ops) - limit} more ops (--limit 0 shows all; --json and --csv hold every op)",
             "", "", "", "", "", "", "")
     totals = result.totals()
     table.add_section()
-    row("total", "", "", si(totals["macs"]), si(totals["bytes"], "B"), "",
+    row("total", "", "", si(totals["macs"]), binary(totals["bytes"]), "",
         seconds(totals["seconds"]), f"{totals['utilisation']:.0%}")
     buffer = io.StringIO()
     console = Console(file=buffer, width=width or 10_000, force_terminal=False, color_system=None)
@@ -93,9 +56,8 @@ def render(result, limit: int | None = None, width: int | None = WIDTH) -> str:
              f"latency {seconds(totals['seconds'])} per batch of {model['batch']}: "
              f"{model['batch'] / totals['seconds']:.1f} samples/s" if totals["seconds"] else "throughput: -",
              "time by bound: " + ", ".join(f"{bound} {share:.0%}" for bound, share in _bound_shares(result)),
-             "bytes by level: " + ", ".join(f"{lv} {si(n, 'B')}" for lv, n in totals["bytes_by_level"].items()),
-             f"energy: {si(totals['energy_j'], 'J')} (average {si(totals['average_power_w'], 'W')} "
-             f"against a {si(arch.get('tdp_w', 0), 'W')} TDP)"]
+             "bytes by level: " + ", ".join(f"{lv} {binary(n)}" for lv, n in totals["bytes_by_level"].items()),
+             energy_line(totals)]
     if result.memory:
         lines.append(memory_line(result.memory))
     lines += [f"note: {note}" for note in result.notes]
@@ -109,6 +71,12 @@ def _bound_shares(result):
     for op in result.ops:
         shares[op.bound] = shares.get(op.bound, 0.0) + op.seconds / total
     return sorted(shares.items(), key=lambda item: -item[1])
+
+
+def energy_line(totals: dict) -> str:
+    """Dynamic energy only: static (leakage) power is not modelled, so its average power is not the chip's draw."""
+    return (f"dynamic energy: {energy(totals['energy_j'])} (average dynamic power {si(totals['average_power_w'], 'W')}; "
+            f"static power is not modelled)")
 
 
 def memory_line(memory: dict) -> str:
