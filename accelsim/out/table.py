@@ -5,10 +5,13 @@ import io
 
 from accelsim.out.units import binary, energy, engineering, seconds, si  # noqa: F401 (the units' one home)
 
+from accelsim.out import roof
+
 
 COLUMNS = (("layer", "left"), ("op", "left"), ("shape", "left"), ("MACs | ops", "right"), ("bytes", "right"),
-           ("bound", "left"), ("time", "right"), ("util", "right"))
-DROPPED = (("shape", 110), ("op", 90))     # a column left out below this width (layer names wrap first)
+           ("FLOP/B", "right"), ("roof", "left"), ("bound", "left"), ("time", "right"), ("util", "right"))
+# a column left out below this width (layer names wrap first): the op's type goes first, as its name mostly says it
+DROPPED = (("shape", 110), ("op", 140), ("FLOP/B", 100), ("roof", 100))
 WIDTH = 120                                 # off a terminal, and the default
 ROWS = 1000                                 # ops shown when no limit is given; JSON and CSV hold every op
 
@@ -37,16 +40,20 @@ def render(result, limit: int | None = None, width: int | None = WIDTH) -> str:
         limit = ROWS
     limit = None if limit == 0 else limit
     ops = result.ops if limit is None else result.ops[:limit]
+    found = roof.kernels(result)
+    by_anchor = {kernel.anchor.name: kernel for kernel in found}
     for op in ops:
         work = si(op.macs) if op.macs else f"{si(op.ops)} ops" if op.ops else "-"
-        row(escape(f"+ {op.name}" if op.kernel else op.name), op.op, "x".join(map(str, op.shape)), work, binary(op.bytes), op.bound,
-            seconds(op.seconds), f"{op.utilisation:.0%}" if op.seconds else "-")
+        intensity, binds = _roof_cells(by_anchor.get(op.name), op)
+        row(escape(f"+ {op.name}" if op.kernel else op.name), op.op, "x".join(map(str, op.shape)), work,
+            binary(op.bytes), intensity, binds, op.bound, seconds(op.seconds),
+            f"{op.utilisation:.0%}" if op.seconds else "-")
     if limit is not None and len(result.ops) > limit:
         row(f"... {len(result.ops) - limit} more ops (--limit 0 shows all; --json and --csv hold every op)",
-            "", "", "", "", "", "", "")
+            *[""] * (len(COLUMNS) - 1))
     totals = result.totals()
     table.add_section()
-    row("total", "", "", si(totals["macs"]), binary(totals["bytes"]), "",
+    row("total", "", "", si(totals["macs"]), binary(totals["bytes"]), "", "", "",
         seconds(totals["seconds"]), f"{totals['utilisation']:.0%}")
     buffer = io.StringIO()
     console = Console(file=buffer, width=width or 10_000, force_terminal=False, color_system=None)
@@ -58,11 +65,40 @@ def render(result, limit: int | None = None, width: int | None = WIDTH) -> str:
              "time by bound: " + ", ".join(f"{bound} {share:.0%}" for bound, share in _bound_shares(result)),
              "bytes by level: " + ", ".join(f"{lv} {binary(n)}" for lv, n in totals["bytes_by_level"].items()),
              energy_line(totals)]
+    lines += roof_lines(found)
     if result.memory:
         lines.append(memory_line(result.memory))
     lines += [f"note: {note}" for note in result.notes]
     console.print("\n".join(lines))
     return buffer.getvalue()
+
+
+def _roof_cells(kernel, op) -> tuple[str, str]:
+    """A kernel's intensity and roof on its own op's row; a fused op's row (+) shares the kernel's, shown above."""
+    if kernel is None:
+        return ("", "") if op.kernel else ("-", "-")
+    return (f"{kernel.intensity:.3g}" if kernel.intensity else "-"), (kernel.roof or "-")
+
+
+def roof_lines(kernels, shown: int = 6) -> list[str]:
+    """How the roofs split the kernels, and why a kernel's bound is not the roof that binds it."""
+    judged = [k for k in kernels if k.roof]
+    if not judged:
+        return []
+    balance = next((k.balance for k in judged if k.balance and k.anchor.macs), judged[0].balance)
+    counts: dict[str, int] = {}
+    for kernel in judged:
+        counts[kernel.roof] = counts.get(kernel.roof, 0) + 1
+    head = (f"roof (FLOP per {judged[0].level} byte against the machine balance, {balance:.3g} FLOP/B for matrix "
+            "work): " + ", ".join(f"{name} {n} kernels" for name, n in counts.items()))
+    reasons = [(k.anchor.name, reason) for k in judged if (reason := roof.why(k))]
+    if not reasons:
+        return [head + "; every kernel's bound is its roof"]
+    lines = [head + f"; {len(reasons)} bound by something else:"]
+    lines += [f"  {name}: {reason}" for name, reason in reasons[:shown]]
+    if len(reasons) > shown:
+        lines.append(f"  ... {len(reasons) - shown} more (--json: each op's bound and level_seconds)")
+    return lines
 
 
 def _bound_shares(result):

@@ -146,4 +146,8 @@ def _arch_info(arch: Arch, dtype: DType) -> dict:
     return {"name": arch.name, "kind": arch.kind.value, "file": str(arch.source_file), "clock_hz": arch.clock_hz,
             "peak_macs_per_second": arch.matrix_for(rate).peak_per_second(rate),
             "native_dtype": arch.native_dtype.value, "memory_levels": [lv.name for lv in arch.memory],
-            "tdp_w": arch.power.tdp_w}
+            "tdp_w": arch.power.tdp_w,
+            # what a roofline needs of the machine (accelsim.out.roof): MACs or ops per second per unit and dtype,
+            # bytes per second per level over all its instances
+            "peaks": {f"{u.name}:{d.value}": u.peak_per_second(d) for u in arch.compute for d in u.dtypes},
+            "bandwidths": {lv.name: lv.bandwidth_total for lv in arch.memory}}

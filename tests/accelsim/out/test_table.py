@@ -1,4 +1,5 @@
-"""The terminal table fits the width it is given: names wrap, then the shape and op columns go; --wide keeps all."""
+"""The terminal table fits the width it is given: names wrap, then the op, shape, intensity and roof columns go;
+--wide keeps all."""
 import pytest
 
 import accelsim
@@ -10,17 +11,17 @@ def result():
     return accelsim.run("resnet18", arch="tpu_v1", image=32)
 
 
-@pytest.mark.parametrize("width, columns", [(60, 6), (80, 6), (100, 7), (120, 8)])
+@pytest.mark.parametrize("width, columns", [(60, 6), (80, 6), (100, 8), (120, 9)])
 def test_the_table_fits_its_width(result, width, columns):
     text = result.table(5, width)
     table = text.split("\nlatency")[0].splitlines()
     assert max(len(line) for line in table) <= width
-    assert table[2].count("┃") - 1 == columns                 # the header row: drop shape, then op
+    assert table[2].count("┃") - 1 == columns                 # the header row: drop op, then the rest
     assert "total" in text and "latency" in text
 
 
 def test_wide_keeps_every_column_and_the_default_is_unchanged(result, capsys):
-    assert result.table(5, None).splitlines()[2].count("┃") - 1 == 8
+    assert result.table(5, None).splitlines()[2].count("┃") - 1 == 10
     assert result.table(5) == result.table(5, 120)
     assert main(["run", "resnet18", "--opt", "image=32", "--limit", "3", "--wide"]) == 0
     assert "shape" in capsys.readouterr().out
