@@ -81,6 +81,15 @@ def kernels(result: Result) -> list[Kernel]:
     return out
 
 
+def machine_balance(arch: dict) -> float | None:
+    """FLOP per byte of the outermost level at which matrix work at peak and that level at full bandwidth take
+    equally long (systolic_32x32: 2 x 512 G MAC/s over 12.8 GB/s = 80)."""
+    levels = arch.get("memory_levels") or []
+    bandwidth = arch.get("bandwidths", {}).get(levels[0]) if levels else None
+    peak = arch.get("peak_macs_per_second")
+    return 2 * peak / bandwidth if peak and bandwidth else None
+
+
 def _at_peak(ops: list[OpResult], arch: dict) -> float | None:
     """Seconds the kernel's work takes at its units' peaks: the slowest unit's share, as its units run side by side
     (a conv on the PE array, its BatchNorm beside it); None where a peak is unknown (a Result from before peaks)."""
@@ -106,7 +115,7 @@ def why(kernel: Kernel) -> str | None:
     if op.bound == "launch":
         return f"bound by its launch, not by its {roof} roof: the kernel is too short to hide the launch overhead"
     if op.bound == COMPUTE:
-        return (f"memory-bound by roofline ({kernel.intensity:.3g} op/B under a balance of {kernel.balance:.3g}), "
+        return (f"memory-bound by roofline ({kernel.intensity:.3g} FLOP/B, under its balance of {kernel.balance:.3g}), "
                 f"but the unit ran at {op.utilisation:.0%} of its peak, and computing at that rate outlasts the "
                 f"{kernel.level} transfers")
     if op.bound == kernel.level:

@@ -65,7 +65,7 @@ def render(result, limit: int | None = None, width: int | None = WIDTH) -> str:
              "time by bound: " + ", ".join(f"{bound} {share:.0%}" for bound, share in _bound_shares(result)),
              "bytes by level: " + ", ".join(f"{lv} {binary(n)}" for lv, n in totals["bytes_by_level"].items()),
              energy_line(totals)]
-    lines += roof_lines(found)
+    lines += roof_lines(found, roof.machine_balance(arch))
     if result.memory:
         lines.append(memory_line(result.memory))
     lines += [f"note: {note}" for note in result.notes]
@@ -80,17 +80,17 @@ def _roof_cells(kernel, op) -> tuple[str, str]:
     return (f"{kernel.intensity:.3g}" if kernel.intensity else "-"), (kernel.roof or "-")
 
 
-def roof_lines(kernels, shown: int = 6) -> list[str]:
+def roof_lines(kernels, balance: float | None, shown: int = 6) -> list[str]:
     """How the roofs split the kernels, and why a kernel's bound is not the roof that binds it."""
     judged = [k for k in kernels if k.roof]
     if not judged:
         return []
-    balance = next((k.balance for k in judged if k.balance and k.anchor.macs), judged[0].balance)
     counts: dict[str, int] = {}
     for kernel in judged:
         counts[kernel.roof] = counts.get(kernel.roof, 0) + 1
-    head = (f"roof (FLOP per {judged[0].level} byte against the machine balance, {balance:.3g} FLOP/B for matrix "
-            "work): " + ", ".join(f"{name} {n} kernels" for name, n in counts.items()))
+    against = f", against a machine balance of {balance:.3g} FLOP/B for matrix work" if balance else ""
+    head = (f"roof (FLOP per {judged[0].level} byte{against}): "
+            + ", ".join(f"{name} {n} kernels" for name, n in counts.items()))
     reasons = [(k.anchor.name, reason) for k in judged if (reason := roof.why(k))]
     if not reasons:
         return [head + "; every kernel's bound is its roof"]
