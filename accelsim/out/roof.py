@@ -44,6 +44,10 @@ class Kernel:
     def seconds(self) -> float:
         return sum(op.seconds for op in self.ops)
 
+    def bytes_at(self, level: str) -> int:
+        """Bytes its ops move across `level` together."""
+        return sum(op.bytes_by_level.get(level, 0) for op in self.ops)
+
     @property
     def intensity(self) -> float | None:
         """Operations per byte across the level; None where no byte crosses it."""

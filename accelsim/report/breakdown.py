@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from accelsim.arch import Arch
 from accelsim.out.result import OpResult, Result
+from accelsim.out.roof import kernels, work
 
 COMPUTE = "compute"      # the key of the time spent computing, beside the level names
 OTHER = "other"          # tile: idle time waiting on a compute (see the module docstring)
@@ -111,9 +112,17 @@ def ceilings(result: Result, arch: Arch) -> Ceilings:
     return Ceilings(peaks, {lv.name: lv.bandwidth_total for lv in arch.memory})
 
 
-def work(op: OpResult) -> int:
-    """Operations a roofline counts: 2 per MAC, 1 per vector op."""
-    return 2 * op.macs + op.ops
+def roofline_points(result: Result, level: str) -> list[tuple[float, float]]:
+    """One point per kernel that moves bytes across `level`: x its operations per byte there, y the operations per
+    second it attained. An op fused into another's kernel (an epilogue) is part of that kernel's point, its work
+    added to the kernel's and its bytes to the kernel's bytes, never a point of its own: alone, a BatchNorm folded
+    into a conv's output stage moves only its parameters and would sit far right of where its kernel runs."""
+    points = []
+    for kernel in kernels(result):
+        moved = kernel.bytes_at(level)
+        if kernel.work and moved and kernel.seconds > 0:
+            points.append((kernel.work / moved, kernel.work / kernel.seconds))
+    return points
 
 
 def attained(op: OpResult) -> float:

@@ -12,7 +12,7 @@ from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
-from accelsim.report.breakdown import COMPUTE, OTHER, Ceilings, attained, intensity, layers, parts
+from accelsim.report.breakdown import COMPUTE, OTHER, Ceilings, layers, parts, roofline_points
 from accelsim.out.result import Result
 
 MAX_BARS = 40            # layers drawn in a per-layer figure; the longest ones, kept in execution order
@@ -108,19 +108,19 @@ def run_figures(result: Result, roofs: Ceilings) -> list[Figure]:
 
 
 def roofline(result: Result, roofs: Ceilings, colours: dict[str, str], name: str = "roofline") -> Figure:
-    """Every op once per level it moves bytes across: x its operations per byte there, y what it attained."""
+    """Every kernel once per level it moves bytes across: x its operations per byte there, y what it attained; an op
+    fused into another's kernel is part of that kernel's point (breakdown.roofline_points)."""
     figure = canvas(7.5, 4.8)
     ax = figure.add_subplot()
     xs_all, ys_all = [], []
     for i, level in enumerate(roofs.bandwidths):
-        points = [(intensity(op, level), attained(op)) for op in result.ops if attained(op) > 0]
-        points = [(x, y) for x, y in points if x is not None]
+        points = roofline_points(result, level)
         if points:
             xs, ys = zip(*points)
             # open markers, a shape and size per level: an op that moves the same bytes across two levels
             # (a weight through DRAM and the weight FIFO) lands on one spot, and both stay visible
             ax.scatter(xs, ys, s=SIZES[i % len(SIZES)], marker=MARKERS[i % len(MARKERS)], facecolors="none",
-                       edgecolors=colours[level], linewidths=1.1, label=f"ops at {level}", zorder=3)
+                       edgecolors=colours[level], linewidths=1.1, label=f"kernels at {level}", zorder=3)
             xs_all += xs
             ys_all += ys
     peak = max(roofs.peaks.values())
@@ -141,8 +141,9 @@ def roofline(result: Result, roofs: Ceilings, colours: dict[str, str], name: str
     ax.set_title(f"Roofline: {label(result)}", fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")   # under the roofs, bottom right is empty
-    caption = ("Each op is drawn once per memory level it moves bytes across (2 operations per MAC, 1 per "
-               "vector op); dashed lines are each level's bandwidth ceiling, solid the matrix peak.")
+    caption = ("Each kernel is drawn once per memory level it moves bytes across (2 operations per MAC, 1 per "
+               "vector op), an op fused into it (a + row of the table) counted in its point; dashed lines are each "
+               "level's bandwidth ceiling, solid the matrix peak.")
     return Figure(name, "Roofline", caption, png(figure))
 
 
