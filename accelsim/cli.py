@@ -134,6 +134,10 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     add_choice(ev, "--optimizer", OPTIMIZERS, help="with --train: sgd (momentum 0.9, weight decay 5e-4) or adamw "
                "(default: sgd)")
     ev.add_argument("--limit", type=int, metavar="N", help="with --train: parameters listed (default 20; 0 for all)")
+    ev.add_argument("--dtype", help="run the model's products at this precision (fp32, bf16, fp16, fp8 (E4M3), "
+                    "fp8_e5m2, int8) and print each output's error against the fp32 reference (docs/precision.md)")
+    ev.add_argument("--arch", help="with or without --dtype: accumulate as this arch's matrix units do (default "
+                    "dtype: its native one)")
     ev.set_defaults(handler=_eval)
 
     ex = sub.add_parser("export", help="write a built-in model to an .onnx file")
@@ -275,6 +279,8 @@ def _eval(args) -> int:
     given = [f"--{flag}" for flag in ("loss", "optimizer", "limit") if getattr(args, flag) is not None]
     if given:
         raise UserError(f"{', '.join(given)} applies to a training step: add --train")
+    if args.dtype is not None or args.arch is not None:
+        return _eval_at(args, inputs)
     feeds, outputs = evaluate(args.model, inputs=inputs, seed=args.seed, batch=args.batch, **model_options(args))
     for name, value in outputs.items():
         print(f"{name}: shape {list(value.shape)} {value.dtype}, mean {float(np.mean(value)):.6g}, "
@@ -284,10 +290,28 @@ def _eval(args) -> int:
     return 0
 
 
+def _eval_at(args, inputs: dict | None) -> int:
+    """`eval --dtype`: the outputs at the hardware's precision and their error against the reference
+    (accelsim.sim.emulate)."""
+    from accelsim.sim.emulate import evaluate_at
+    from accelsim.sim.precision import error_table
+
+    emulation = evaluate_at(args.model, args.dtype, arch=args.arch, inputs=inputs, seed=args.seed,
+                            batch=args.batch, **model_options(args))
+    print(emulation.summary(), end="")
+    print(error_table(emulation.errors), end="")
+    if args.out:
+        _write_arrays(args.out, emulation.outputs)
+    return 0
+
+
 def _eval_train(args, inputs: dict | None) -> int:
     """`eval --train`: one training step in the numpy reference (accelsim.sim.eval_train)."""
     from accelsim.sim.eval_train import evaluate_step
 
+    given = [f"--{flag}" for flag in ("dtype", "arch") if getattr(args, flag) is not None]
+    if given:
+        raise UserError(f"{', '.join(given)} applies to inference: eval --train runs in the model's own dtypes")
     rows("limit", args.limit)
     values = evaluate_step(args.model, inputs=inputs, seed=args.seed, batch=args.batch,
                            optimizer=args.optimizer or "sgd", loss=args.loss or "cross_entropy",

@@ -1,0 +1,138 @@
+"""`accelsim eval --dtype`: a product at int8 is the int32 sum of int8 operands requantised, worked out by hand; at bf16
+it is PyTorch's bf16 matmul; the error figures are numpy's max and mean of the difference; fp32 changes nothing."""
+import numpy as np
+import pytest
+
+import accelsim
+from accelsim.cli import main
+from accelsim.sim.emulate import emulate, evaluate_at, wrap
+from accelsim.sim.precision import error_table, precision
+from compiler.builder import Builder
+from compiler.dtypes import DType
+
+
+def matmul(a: np.ndarray, b: np.ndarray):
+    """x [M, K] @ a weight [K, N], and the feeds."""
+    builder = Builder("matmul")
+    x = builder.input("x", a.shape)
+    graph = builder.build([builder.node("MatMul", [x, builder.weight("w", b.shape, value=b)])])
+    return graph, {"x": a.astype(np.float32)}
+
+
+def small_cnn():
+    """Conv 3->8 (bias), Relu, Conv 8->8, GlobalAveragePool, Flatten, Gemm to 10 classes (transB, bias)."""
+    builder = Builder("cnn", seed=3)
+    x = builder.input("x", (2, 3, 16, 16))
+    h = builder.node("Relu", [builder.node("Conv", [x, builder.weight("c1", (8, 3, 3, 3)),
+                                                    builder.weight("b1", (8,))], pads=[1, 1, 1, 1])])
+    h = builder.node("Relu", [builder.node("Conv", [h, builder.weight("c2", (8, 8, 3, 3))], strides=[2, 2])])
+    h = builder.node("Flatten", [builder.node("GlobalAveragePool", [h])])
+    graph = builder.build([builder.node("Gemm", [h, builder.weight("fc", (10, 8)), builder.weight("bf", (10,))],
+                                        transB=1)])
+    return graph, {"x": np.random.default_rng(5).standard_normal((2, 3, 16, 16)).astype(np.float32)}
+
+
+def test_int8_matmul_is_the_int32_sum_requantised():
+    # activations: one scale, 7.9375 / 127 = 2**-4; weights: one per column, 2**-7 and 2**-6
+    a = np.array([[7.9375, -2.53125, 0.5], [1.0, -7.9375, 0.03125]])
+    b = np.array([[0.9921875, -1.984375], [-0.5, 0.5], [0.25, 0.1]])
+    # int8: a -> [[127, -40 (-40.5, ties to even), 8], [16, -127, 0 (0.5, ties to even)]]
+    #       b -> [[127, -127], [-64, 32], [32, 6 (6.4)]]
+    # int32 sums: [[16129 + 2560 + 256, -16129 - 1280 + 48], [2032 + 8128, -2032 - 4064]]
+    acc = np.array([[18945, -17361], [10160, -6096]])
+    # output scale: the fp32 output's |max| (16.9666) / 127; requantised: acc * 2**-4 * [2**-7, 2**-6] / that
+    scale = float(np.max(np.abs(a.astype(np.float32) @ b.astype(np.float32)))) / 127
+    assert np.array_equal(np.rint(acc * 2.0 ** -4 * np.array([2.0 ** -7, 2.0 ** -6]) / scale),
+                          [[69, -127], [37, -45]])
+    graph, feeds = matmul(a, b)
+    got = emulate(graph, feeds, precision("int8")).outputs[graph.outputs[0]]
+    assert np.array_equal(got, (np.array([[69, -127], [37, -45]]) * scale).astype(np.float32))
+
+
+def test_an_accumulator_wraps_at_its_width():
+    assert wrap(np.array([40000, -40000, 32767, -32768]), 16).tolist() == [-25536, 25536, 32767, -32768]
+    assert wrap(np.array([2 ** 31]), 32).tolist() == [-2 ** 31]
+
+
+def test_bf16_matmul_is_torchs():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    # a needs 10 significant bits (rounded to bf16's 8), b is exact; every sum of bf16 products is exact in fp32,
+    # so the order PyTorch adds in does not matter and only the roundings are compared
+    a = rng.integers(-1000, 1000, size=(4, 64)) / 64
+    b = rng.integers(-20, 20, size=(64, 8)) / 8
+    expected = torch.matmul(torch.tensor(a, dtype=torch.bfloat16), torch.tensor(b, dtype=torch.bfloat16))
+    graph, feeds = matmul(a, b)
+    run = emulate(graph, feeds, precision("bf16"))
+    got = run.outputs[graph.outputs[0]]
+    assert np.array_equal(got, expected.float().numpy())
+    assert not np.array_equal(got, run.reference[graph.outputs[0]])
+
+
+def test_error_figures_are_numpys_and_the_table_prints_them(capsys):
+    graph, feeds = small_cnn()
+    run = emulate(graph, feeds, precision("bf16"))
+    [error] = run.errors
+    name = graph.outputs[0]
+    diff = np.abs(run.outputs[name].astype(np.float64) - run.reference[name].astype(np.float64))
+    assert error.max_abs == pytest.approx(np.max(diff), rel=1e-12) and error.max_abs > 0
+    assert error.mean_abs == pytest.approx(np.mean(diff), rel=1e-12)
+    assert error.relative == pytest.approx(np.mean(diff) / np.mean(np.abs(run.reference[name].astype(np.float64))),
+                                           rel=1e-12)
+    table = error_table(run.errors)
+    assert f"{np.max(diff):.4g}" in table and f"{np.mean(diff):.4g}" in table
+    # the reference is the interpreter's own run
+    _, plain = accelsim.evaluate(graph, inputs=feeds)
+    assert np.array_equal(run.reference[name], plain[name])
+
+
+def test_a_small_cnn_at_int8_is_close_but_not_exact():
+    graph, feeds = small_cnn()
+    run = emulate(graph, feeds, precision("int8"))
+    [error] = run.errors
+    # int8 steps are 1/127 of each tensor's range: three requantised products stay within a few percent
+    assert 1e-3 < error.relative < 0.05 and 0 < error.max_relative < 0.05
+    assert dict(run.products) == {"Conv": 2, "Gemm": 1}
+
+
+def test_fp32_changes_nothing():
+    graph, feeds = small_cnn()
+    run = emulate(graph, feeds, precision("fp32"))
+    [error] = run.errors
+    assert error.max_abs == 0 and error.mean_abs == 0
+    assert np.array_equal(run.outputs[graph.outputs[0]], run.reference[graph.outputs[0]])
+
+
+def test_an_arch_gives_the_accumulator_width_and_its_dtype(tmp_path):
+    text = open("archs/systolic_8x8.yaml").read().replace("accumulator_bits: 32", "accumulator_bits: 16")
+    (tmp_path / "narrow.yaml").write_text(text)
+    graph, feeds = matmul(np.ones((2, 3)), np.ones((3, 2)))
+    run = evaluate_at(graph, arch=str(tmp_path / "narrow.yaml"), inputs=feeds)    # the arch's dtype: int8
+    assert run.precision.dtype == DType.int8 and run.precision.accumulator_bits == 16
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--dtype", "int4"], "eval emulates fp32, bf16, fp16, fp8, fp8_e5m2, int8"),
+    (["--dtype", "float8"], "eval emulates fp32, bf16, fp16, fp8, fp8_e5m2, int8"),
+    (["--dtype", "bf16", "--arch", "tpu_v1"], "tpu_v1 has no matrix unit computing in it; of the dtypes eval "
+                                              "emulates it computes in int8"),
+    (["--dtype", "int8", "--train"], "--dtype applies to inference"),
+])
+def test_a_dtype_eval_does_not_emulate_exits_2(capsys, argv, words):
+    assert main(["eval", "resnet18", *argv]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+
+
+def test_the_command_prints_every_output_and_writes_the_emulated_ones(tmp_path, capsys):
+    tiny = ["--seq", "8", *[item for option in ("layers=1", "hidden=32", "heads=2", "mlp=64", "vocab=128",
+                                                  "max_positions=16") for item in ("--opt", option)]]
+    assert main(["eval", "gpt2", *tiny, "--dtype", "bf16", "--out", str(tmp_path / "out.npz")]) == 0
+    printed = capsys.readouterr().out
+    run = evaluate_at("gpt2", "bf16", seq=8, layers=1, hidden=32, heads=2, mlp=64, vocab=128, max_positions=16)
+    assert "products at bf16: MatMul 8, Gemm 1" in printed and "Softmax 1" in printed.split("in fp32:")[1]
+    with np.load(tmp_path / "out.npz") as written:
+        assert sorted(written.files) == sorted(run.outputs)
+        for error in run.errors:
+            assert np.array_equal(written[error.name], run.outputs[error.name])
+            assert f"{error.name}  " in printed and f"{error.max_abs:.4g}" in printed
