@@ -348,6 +348,7 @@ def _export(args) -> int:
 def _map(args) -> int:
     import difflib
 
+    from accelsim.explain.array_use import array_use
     from accelsim.price.cost import reporter, traffic
     from accelsim.sim.build import build
 
@@ -369,7 +370,9 @@ def _map(args) -> int:
             print(f"{mapping.text()}\n")
             continue
         moved = ", ".join(f"{name} {n:,} B" for name, n in traffic(mapping, op, arch).items())
-        print(f"{mapping.text()}\n# estimate: {report(mapping):,.0f} cycles; traffic: {moved or 'none'}\n")
+        estimate = report(mapping)
+        why = "".join(f"\n{line}" for line in array_use(mapping, op, arch, estimate, compiled.pricing))
+        print(f"{mapping.text()}\n# estimate: {estimate:,.0f} cycles; traffic: {moved or 'none'}{why}\n")
     return 0
 
 

@@ -89,8 +89,12 @@ class Mapping:
                     step = dict(level.tile)[d]
                     lines.append("  " * depth + f"for {d}{i} in range({trips[d]}):  # {d} += {step}")
                     depth += 1
-        for s in self.spatial:
-            lines.append("  " * depth + f"parallel_for {s.dim} in range({s.factor}):  # {s.axis}")
+        units = [s for s in self.spatial if s.axis == "units"]
+        for s in units + self._streamed() + [s for s in self.spatial if s.axis != "units"]:
+            if isinstance(s, Spatial):
+                lines.append("  " * depth + f"parallel_for {s.dim} in range({s.factor}):  # {s.axis}")
+            else:
+                lines.append("  " * depth + f"for {s[0]} in range({s[1]}):" + (f"  # {s[2]}" if s[2] else ""))
             depth += 1
         # Vector ops (Map/Reduce/Move) walk one flat element dim `e`; Einsums multiply-accumulate.
         lines.append("  " * depth + ("mac()" if self.parts else "vector_op()  # element-wise or reduction work of one chunk"))
@@ -98,6 +102,31 @@ class Mapping:
         if vector:
             lines.append("# vector op: chunks along one output axis, as simulated")
         return "\n".join(lines)
+
+    def _streamed(self) -> list[tuple[str, int, str]]:
+        """A PE array's streamed loop, (dim, extent per instance, comment) outermost first: the step's dims that no
+        spatial loop unrolls pass through the array one vector per cycle, each fold anew (WS: the input rows, n x p
+        x q of a conv, past the stationary weights). Shown even at extent 1: a stream of one vector per fold is what
+        leaves a full fold idle (batch-1 FC layers)."""
+        if not self.dataflow or not self.levels:
+            return []
+        spread = {s.dim: s.factor for s in self.spatial if s.axis == "units"}
+        unrolled = {s.dim for s in self.spatial if s.axis != "units"}
+        step = self.levels[-1].tile
+        dims = [(d, -(-e // spread.get(d, 1))) for d, e in step if d not in unrolled]
+        if not dims:
+            return []
+        long = [(d, e) for d, e in dims if e > 1] or dims[:1]
+        noun, where = STREAMED.get(self.dataflow.lower(), ("vector", "through the array"))
+        total = math.prod(e for _, e in long)
+        head = (f"streamed: {total} {noun}{'s' * (total != 1)} ({' x '.join(d for d, _ in long)}) per fold, one a "
+                f"cycle, {where}")
+        return [(d, e, head if i == 0 else "") for i, (d, e) in enumerate(long)]
+
+
+# What streams through a PE array per fold, by dataflow: the operand that does not stay in the PEs
+STREAMED = {"ws": ("input row", "past the stationary weights"), "is": ("weight column", "past the stationary inputs"),
+            "os": ("operand pair", "into the stationary sums")}
 
 
 @dataclass(frozen=True)

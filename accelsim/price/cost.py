@@ -274,6 +274,15 @@ def cycles(mapping: Mapping, op: Einsum, arch, pricing: Pricing = NATIVE, facts:
     return (max(max(seconds), paced) + overlap_loss + latency) * arch.clock_hz
 
 
+def compute_cycles(mapping: Mapping, op: Einsum, arch, pricing: Pricing = NATIVE) -> float:
+    """Arch cycles the unit computes under `mapping`, steps back to back: `cycles` less every wait on memory (what
+    `accelsim map` sets a utilisation against)."""
+    unit = next(u for u in arch.compute if u.name == mapping.unit)
+    dtype = DType(mapping.dtype) if mapping.dtype else unit.dtypes[0]
+    busy, launch, _ = _compute_cycles(mapping, op, arch, unit, dtype, pricing)
+    return busy + launch
+
+
 def reporter(arch, ops: IR | Iterable[IROp], pricing: Pricing = NATIVE) -> Callable[[Mapping], float]:
     """`cycles` bound to an arch and the ops it will be asked about (looked up by Mapping.op)."""
     by_name = {op.name: op for op in (ops.ops if isinstance(ops, IR) else ops)}
