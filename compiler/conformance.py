@@ -15,7 +15,7 @@ import sys
 import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
 
@@ -25,7 +25,6 @@ if TYPE_CHECKING:                       # onnx is imported where a case is read:
 from compiler.dtypes import DType
 from compiler.errors import OutOfScopeError, UserError
 from compiler.graph import Graph
-from compiler.ops import REGISTRY, OpDef
 
 NEWEST_STABLE_OPSET = 21      # the opset the summary also reports separately (onnxruntime's long-time ceiling)
 BF16_RTOL = 2.0 ** -6         # onnx's runner: two bfloat16 ulps, whatever the case's rtol
@@ -101,12 +100,14 @@ def case_opset(model: onnx.ModelProto) -> int | None:
     return versions.get("", versions.get("ai.onnx"))
 
 
-def run_case(case, op: str) -> Outcome:
+def run_case(case, op: str, execute: Execute | None = None) -> Outcome:
+    """The case's outcome, its outputs computed by `execute` (default: the frontend and the reference interpreter,
+    as `accelsim eval` runs them; accelsim.validate.onnx_api passes the public API's)."""
     opset = case_opset(case.model)
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            verdict, reason = _run(case)
+            verdict, reason = _run(case, execute or interpret)
     except OutOfScopeError as error:
         return Outcome(case.name, op, opset, Verdict.refused, _first_line(error, case.name), by_design=True)
     except UserError as error:
@@ -116,22 +117,35 @@ def run_case(case, op: str) -> Outcome:
     return Outcome(case.name, op, opset, verdict, reason)
 
 
+def case_inputs(case) -> dict[str, np.ndarray]:
+    """The case's input arrays by graph input name (narrow types as the ml_dtypes arrays onnx ships)."""
+    return dict(zip([info.name for info in case.model.graph.input], map(_array, case.data_sets[0][0])))
+
+
 def import_case(case) -> tuple[Graph, dict[str, np.ndarray]]:
-    """The case's model as a Graph, and the feeds for its runtime inputs (inputs read as shapes bound at import)."""
+    """The case's model as a Graph, and the feeds for its runtime inputs (inputs read as shapes bound at import,
+    as `accelsim eval` binds them from its --inputs: compiler.bind.static_inputs)."""
     from compiler.frontend import from_model
 
-    given = dict(zip([info.name for info in case.model.graph.input], map(_array, case.data_sets[0][0])))
-    static = {name: given[name] for name in static_inputs(case.model.graph) if name in given}
-    graph = from_model(case.model, source=case.name, input_values=static)
+    given = case_inputs(case)
+    graph = from_model(case.model, source=case.name, feeds=given)
     return graph, {name: value for name, value in given.items() if name in graph.inputs}
 
 
-def _run(case) -> tuple[Verdict, str]:
-    """Import, run and compare one case: pass, or a mismatch and what differs (a DISPUTED case: see _settle)."""
+def interpret(case) -> tuple[Graph, dict[str, np.ndarray]]:
+    """The case's Graph and its outputs by the reference interpreter."""
     from compiler.ops.interpret import run_graph
 
     graph, feeds = import_case(case)
-    actual = run_graph(graph, feeds)
+    return graph, run_graph(graph, feeds)
+
+
+Execute = Callable[..., "tuple[Graph, dict[str, np.ndarray]]"]   # case -> (its Graph, its outputs by name)
+
+
+def _run(case, execute: Execute) -> tuple[Verdict, str]:
+    """Import, run and compare one case: pass, or a mismatch and what differs (a DISPUTED case: see _settle)."""
+    graph, actual = execute(case)
     shipped = [_array(want) for want in case.data_sets[0][1]]
     reason = _differences(graph, actual, shipped, case)
     if case.name in DISPUTED:
@@ -186,40 +200,6 @@ def _array(value):
     return value if isinstance(value, list) or value is None else np.asarray(value)
 
 
-def static_inputs(g: onnx.GraphProto) -> set[str]:
-    """Graph inputs whose values import needs: those a node reads for their values (its OpDef's value_inputs: a
-    shape, axes, pads), directly, through the nodes computing them (an expanded function's shape arithmetic) or
-    from inside a control-flow body. accelsim compiles static shapes, so these are bound as an exporter with fixed
-    shapes would have them. The walk stops at ops known from shapes alone (Shape, Size): their inputs need no values."""
-    return _needed(g) & {info.name for info in g.input}
-
-
-def _needed(g: onnx.GraphProto, wanted: Iterable[str] = ()) -> set[str]:
-    """Names in `g`, or in the scopes around it, whose values `g`'s nodes need at import (`wanted`: names whose
-    values are needed already, such as a body's outputs when the node owning the body is needed)."""
-    import onnx
-
-    needed = set(wanted)
-    for node in reversed(g.node):                 # ONNX lists nodes in topological order
-        definition = REGISTRY.get(node.op_type) if node.domain in ("", "ai.onnx") else None
-        whole = any(name in needed for name in node.output)
-        if whole and not (definition and _known_from_shapes(definition)):
-            needed.update(node.input)
-        if definition:
-            needed.update(node.input[i] for i in definition.value_inputs if i < len(node.input))
-        for attr in node.attribute:
-            for body in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs):
-                local = {info.name for info in (*body.input, *body.initializer)} | \
-                    {name for inner in body.node for name in inner.output}
-                outputs = [info.name for info in body.output] if whole else []
-                needed |= _needed(body, outputs) - local    # what the body needs from outside it
-    return needed
-
-
-def _known_from_shapes(definition) -> bool:
-    return type(definition).fold_from_shapes is not OpDef.fold_from_shapes
-
-
 def compare(want: np.ndarray, got: np.ndarray, dtype: DType, rtol: float, atol: float) -> str:
     """'' when `got` (as the interpreter holds `dtype`) equals the shipped `want`, else what differs."""
     if tuple(got.shape) != tuple(want.shape):
@@ -264,10 +244,10 @@ def _first_line(error: BaseException, source: str = "") -> str:
 
 # -- a whole run ----------------------------------------------------------------------------------------------------
 
-def run_all(cases: list | None = None) -> list[Outcome]:
+def run_all(cases: list | None = None, execute: Execute | None = None) -> list[Outcome]:
     cases = node_cases() if cases is None else cases
     ops = tested_ops(cases)
-    return [run_case(case, ops[case.name]) for case in cases]
+    return [run_case(case, ops[case.name], execute) for case in cases]
 
 
 def counts(outcomes: Iterable[Outcome]) -> Counter:

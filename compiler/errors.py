@@ -13,6 +13,15 @@ class ModelError(UserError):
     """A model (ONNX file, zoo model, built graph) that cannot be imported, shaped or run."""
 
 
+class UnknownValueError(ModelError):
+    """A value the model needs at import (a shape, axes, sizes, a count) that only a run would compute; `tensors`
+    names the tensors it lacks, so the frontend can say which graph inputs to bind."""
+
+    def __init__(self, message: str, tensors: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.tensors = tuple(tensors)
+
+
 class MissingWeightsError(ModelError):
     """Numerics asked for weights the model does not carry (simulation needs only shapes)."""
 

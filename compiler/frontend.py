@@ -20,7 +20,8 @@ import onnx
 from onnx import numpy_helper, version_converter
 
 from compiler.dtypes import DType
-from compiler.errors import ModelError, OutOfScopeError, UserError
+from compiler.bind import bound, static_inputs, unbound
+from compiler.errors import ModelError, OutOfScopeError, UnknownValueError, UserError
 from compiler.graph import Graph, Node, Tensor
 from compiler.ops.shapes import check_node_count, finalize
 from compiler.references import referenced
@@ -35,13 +36,14 @@ Shapes = dict[str, tuple[int, ...]]
 
 
 def load_onnx(path: str | os.PathLike, input_shapes: Shapes | None = None, batch: int | None = None,
-              weights: bool = True, seq: int | None = None) -> Graph:
+              weights: bool = True, seq: int | None = None, input_values: dict | None = None,
+              feeds: dict | None = None) -> Graph:
     """`input_shapes` fixes symbolic dimensions: an input name -> its whole shape, or a symbolic dimension's
     name (an exporter's 'batch', 'sequence_length', 's0') -> (size,), wherever it appears. `batch` sets the
     first dimension of every input that `input_shapes` leaves alone (a dynamic or a fixed batch); `seq` sets
     every symbolic second dimension (the sequence of token inputs and their masks), by its name.
     `weights=False` keeps only small initializers' values (shapes, axes, indices): enough to import
-    and simulate, at a fraction of the memory for a large model."""
+    and simulate, at a fraction of the memory for a large model. `input_values` and `feeds`: as from_model's."""
     path = Path(path)
     if not path.is_file():
         raise ModelError(f"{path}: no such ONNX file")
@@ -52,14 +54,16 @@ def load_onnx(path: str | os.PathLike, input_shapes: Shapes | None = None, batch
     except Exception as error:  # onnx raises DecodeError, ValueError... for a damaged file
         raise ModelError(f"{path}: not a readable ONNX model ({type(error).__name__}: {error})") from None
     return from_model(model, source=str(path), base_dir=path.parent, input_shapes=input_shapes, batch=batch,
-                      weights=weights, seq=seq)
+                      weights=weights, seq=seq, input_values=input_values, feeds=feeds)
 
 
 def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: Path | None = None,
                input_shapes: Shapes | None = None, batch: int | None = None, weights: bool = True,
-               input_values: dict[str, np.ndarray] | None = None, seq: int | None = None) -> Graph:
+               input_values: dict[str, np.ndarray] | None = None, seq: int | None = None,
+               feeds: dict[str, np.ndarray] | None = None) -> Graph:
     """`input_values` (input name -> array) binds graph inputs whose values must be known at import: a shape, axes
-    or indices that the model takes as an input rather than an initializer. They import as weights."""
+    or indices that the model takes as an input rather than an initializer (--bind). They import as weights.
+    `feeds` (a run's inputs) bind those of them the model needs at import (compiler.bind.static_inputs)."""
     if not model.HasField("graph") or not model.graph.node:
         # protobuf parses many damaged files (text, truncated at a field boundary) into an empty model
         raise ModelError(f"{source}: not an ONNX model, or one with no graph or no nodes (damaged file?)")
@@ -69,7 +73,9 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
     values = weights
     weights: dict[str, np.ndarray | None] = {}
     tensors: dict[str, Tensor] = {}
-    _bind(g, input_values or {}, weights, tensors, source)
+    needed = static_inputs(g) if feeds else set()
+    _bind(g, {**{k: v for k, v in (feeds or {}).items() if k in needed}, **(input_values or {})}, weights, tensors,
+          source)
     for init in g.initializer:
         where = f"{source}: initializer {init.name!r}"
         dtype = DType.from_onnx(init.data_type, where)
@@ -94,7 +100,10 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
     graph = Graph(name=g.name or Path(source).stem, inputs=inputs, outputs=[o.name for o in g.output],
                   import_body=functools.partial(from_subgraph, base_dir=base_dir, read=values),
                   nodes=nodes, tensors=tensors, weights=weights, opset=opset, source=source)
-    return finalize(graph)
+    try:
+        return finalize(graph)
+    except UnknownValueError as error:
+        raise unbound(error, g, inputs) from None
 
 
 def _symbolic(dim) -> str | None:
@@ -157,26 +166,9 @@ def _sequence(infos, inputs: list[str], seq: int, source: str) -> dict[str, int]
 
 
 def _bind(g: onnx.GraphProto, values: dict[str, np.ndarray], weights: dict, tensors: dict, source: str) -> None:
-    """Graph inputs given values at import become weights of their declared dtype (same kind of number only)."""
-    declared = {info.name: info for info in g.input}
-    for name, value in values.items():
-        if name not in declared:
-            raise ModelError(f"{source}: input_values names {name!r}, which is not a graph input (inputs: "
-                             f"{', '.join(declared)})")
-        array = held(np.asarray(value))
-        tensor_type = declared[name].type.tensor_type
-        tensor = Tensor(name, array.shape, DType.from_onnx(tensor_type.elem_type, f"{source}: graph input {name!r}"))
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim]
-        if tensor_type.HasField("shape") and (len(dims) != array.ndim or any(
-                d is not None and d != n for d, n in zip(dims, array.shape))):
-            raise ModelError(f"{source}: input_values gives {name!r} shape {list(array.shape)}, the model "
-                             f"declares {[d if d is not None else '?' for d in dims]}")
-        want = tensor.dtype.numpy
-        if array.dtype.kind != want.kind and not (array.dtype.kind in "iu" and want.kind in "iu"):
-            raise ModelError(f"{source}: input_values gives {name!r} as {array.dtype}, the model declares "
-                             f"{tensor.dtype.value}")
-        weights[name] = array.astype(want)
-        tensors[name] = tensor
+    """Graph inputs given values at import become weights of their declared dtype (compiler.bind.bound)."""
+    for name, (value, tensor) in bound(g, values, source).items():
+        weights[name], tensors[name] = value, tensor
 
 
 def _opset(model: onnx.ModelProto, source: str) -> tuple[onnx.ModelProto, int]:
@@ -482,8 +474,7 @@ def from_subgraph(body: onnx.GraphProto, outer: Graph, input_tensors: list[Tenso
     inputs = [info.name for info in body.input]
     nodes = [_node(n, i, source) for i, n in enumerate(body.node)]
     produced = {name for n in nodes for name in n.outputs if name}
-    read = {name for n in nodes for name in n.inputs if name} | {o.name for o in body.output}
-    for name in sorted(read - produced - set(inputs) - set(weights)):
+    for name in sorted(_free(body) - produced - set(inputs) - set(weights)):
         # Outer weights and folded constants become weights of the body (read at every step).
         if name in outer.weights or name in outer.constants:
             weights[name] = outer.value(name)
@@ -497,3 +488,15 @@ def from_subgraph(body: onnx.GraphProto, outer: Graph, input_tensors: list[Tenso
                   import_body=functools.partial(from_subgraph, base_dir=base_dir, read=read),
                   tensors=tensors, weights=weights, opset=outer.opset, source=source)
     return finalize(graph)
+
+
+def _free(body: onnx.GraphProto) -> set[str]:
+    """Names `body` reads that it does not define, those its nested bodies read from outside them included: a body
+    two Ifs deep reading the graph's folded constant gets it through the body between."""
+    read = {name for n in body.node for name in n.input if name} | {o.name for o in body.output}
+    for node in body.node:
+        for attr in node.attribute:
+            for inner in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs):
+                local = {i.name for i in (*inner.input, *inner.initializer)} | {o for n in inner.node for o in n.output}
+                read |= _free(inner) - local
+    return read

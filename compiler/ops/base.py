@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 
 from compiler.dtypes import DType
-from compiler.errors import ModelError
+from compiler.errors import ModelError, UnknownValueError
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map, Move, Operand, Role
 
@@ -48,6 +48,8 @@ class OpDef:
     foldable = True
     # Inputs that are read for their values at compile time (Reshape's shape, Slice's starts...).
     value_inputs: tuple[int, ...] = ()
+    # Inputs read for their dtype only (CastLike's second): folding needs no value for them.
+    type_inputs: tuple[int, ...] = ()
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         raise NotImplementedError
@@ -69,6 +71,11 @@ def fail(node: Node, message: str) -> ModelError:
     return ModelError(f"{node.where()}: {message}")
 
 
+def unknown(node: Node, message: str, *tensors: str) -> UnknownValueError:
+    """The error for `tensors` whose values the node needs at import and nothing gives."""
+    return UnknownValueError(f"{node.where()}: {message}", tensors)
+
+
 def out(node: Node, shape, dtype: DType, index: int = 0) -> Tensor:
     return Tensor(node.outputs[index], tuple(int(d) for d in shape), dtype)
 
@@ -86,7 +93,7 @@ def const_input(node: Node, graph: Graph, index: int, what: str) -> np.ndarray:
     name = node.inputs[index] if index < len(node.inputs) else ""
     value = graph.value(name) if name else None
     if value is None:
-        raise fail(node, f"input {index} ({what}, tensor {name!r}) must be a constant known at import time")
+        raise unknown(node, f"input {index} ({what}, tensor {name!r}) must be a constant known at import time", name)
     return np.asarray(value)
 
 

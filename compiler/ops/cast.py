@@ -60,6 +60,8 @@ def _target(node: Node, like: DType | None) -> DType:
 
 @register("Cast", "CastLike")
 class Cast(OpDef):
+    type_inputs = (1,)     # CastLike's `like`: a Cast of a constant folds whatever computes the `like`
+
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         require(node, ins, 2 if node.op == "CastLike" else 1)
         like = ins[1].dtype if node.op == "CastLike" else None

@@ -11,7 +11,7 @@ import numpy as np
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map
-from compiler.ops.base import OpDef, const_input, fail, out, output_operand, register, require
+from compiler.ops.base import OpDef, const_input, fail, out, output_operand, register, require, unknown
 
 _SCALAR_ATTRS = {"value_float": np.float32, "value_floats": np.float32,
                  "value_int": np.int64, "value_ints": np.int64}
@@ -131,12 +131,13 @@ class Range(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         require(node, ins, 3)
         names = ("start", "limit", "delta")
-        unknown = [f"{name} ({node.inputs[i]!r})" for i, name in enumerate(names)
-                   if graph.value(node.inputs[i]) is None]
-        if unknown:
+        missing = [i for i in range(3) if graph.value(node.inputs[i]) is None]
+        if missing:
             # the output's length is (limit - start) / delta: no shape without the values
-            raise fail(node, f"{' and '.join(unknown)} must be constants known at import time: the output's length "
-                             f"depends on them and accelsim compiles static shapes (make them initializers)")
+            what = " and ".join(f"{names[i]} ({node.inputs[i]!r})" for i in missing)
+            raise unknown(node, f"{what} must be constants known at import time: the output's length depends on them "
+                                f"and accelsim compiles static shapes (make them initializers)",
+                          *(node.inputs[i] for i in missing))
         values = [const_input(node, graph, i, name) for i, name in enumerate(names)]
         for t, name in zip(ins, names):
             if t.elements != 1:

@@ -15,7 +15,7 @@ import numpy as np
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map
 from compiler.ops.base import (OpDef, fail, input_operands, move_op, normalize_axis, out, output_operand, register,
-                               require)
+                               require, unknown)
 
 MODES = ("nearest", "linear", "cubic")
 TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
@@ -252,6 +252,7 @@ def _value(node: Node, graph: Graph, index: int, what: str) -> np.ndarray | None
     if value is None:
         if graph.tensor(name).shape in ((0,), ()):
             return None
-        raise fail(node, f"input {index} ({what}, tensor {name!r}) must be a constant known at import time")
+        raise unknown(node, f"input {index} ({what}, tensor {name!r}) must be a constant known at import time",
+                      name)
     value = np.asarray(value)
     return None if value.size == 0 else value.astype(np.float64 if what != "sizes" else np.int64)

@@ -61,7 +61,8 @@ def infer_node(graph: Graph, node) -> None:
     except ModelError as error:
         if str(error).startswith(graph.source):
             raise
-        raise ModelError(f"{graph.source}: {error}") from None
+        error.args = (f"{graph.source}: {error}",)     # its class kept: UnknownValueError names what to bind
+        raise error from None
     for tensor in outs:
         if any(d < 0 for d in tensor.shape):
             raise ModelError(f"{graph.source}: {node.where()}: output {tensor.name!r} has negative "
@@ -80,7 +81,8 @@ def _fold(graph: Graph, node, definition, ins, outs) -> None:
         if node.inputs and not definition.foldable:
             return
         args = [graph.value(name) if name else None for name in node.inputs]
-        if any(name and arg is None for name, arg in zip(node.inputs, args)):
+        if any(name and arg is None and i not in definition.type_inputs for i, (name, arg) in
+               enumerate(zip(node.inputs, args))):
             return
         if any(t.elements > FOLD_LIMIT_ELEMENTS for t in outs):
             return
