@@ -10,8 +10,9 @@ from accelsim.out import roof
 
 COLUMNS = (("layer", "left"), ("op", "left"), ("shape", "left"), ("MACs | ops", "right"), ("bytes", "right"),
            ("FLOP/B", "right"), ("roof", "left"), ("bound", "left"), ("time", "right"), ("util", "right"))
-# a column left out below this width (layer names wrap first): the op's type goes first, as its name mostly says it
-DROPPED = (("shape", 110), ("op", 140), ("FLOP/B", 100), ("roof", 100))
+# a column left out below this width (layer names wrap first): the roofline's two first (the lines under the table
+# still count the roofs and say where a bound differs), then shape, then op
+DROPPED = (("FLOP/B", 140), ("roof", 140), ("shape", 110), ("op", 90))
 WIDTH = 120                                 # off a terminal, and the default
 ROWS = 1000                                 # ops shown when no limit is given; JSON and CSV hold every op
 
