@@ -20,6 +20,7 @@ FLOAT_ACCUMULATORS = (32, 64)        # a float accumulator narrower than fp32 wo
 #                                      in an order the hardware does not document: not emulated
 FP8_MAX = {DType.fp8: 448.0, DType.fp8_e5m2: 57344.0}   # the largest finite E4M3FN and E5M2 values
 INT8_MIN, INT8_MAX = -128, 127
+FORMATS = {DType.fp8: "fp8 (E4M3)", DType.fp8_e5m2: "fp8 (E5M2)"}
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,13 @@ class Precision:
     def describe(self) -> str:
         """One line a user reads before the figures."""
         if self.exact:
-            return "fp32: as the reference (nothing rounded)"
+            return "nothing rounded (the reference itself)"
         if self.integer:
             return (f"int8 operands (activations per tensor, weights per output channel, symmetric, scales from "
                     f"these inputs), int{self.accumulator_bits} accumulation, outputs requantised to int8 per tensor")
         scaled = " scaled per tensor," if self.scaled else ""
-        return (f"{self.operands.value} operands,{scaled} fp{self.accumulator_bits} accumulation, outputs "
+        return (f"{FORMATS.get(self.operands, self.operands.value)} operands,{scaled} fp{self.accumulator_bits} "
+                f"accumulation, outputs "
                 f"rounded to {self.outputs.value} (round to nearest even); softmax, norms, exp, log, pow and sums "
                 f"in fp32")
 

@@ -1,6 +1,6 @@
-"""docs/tutorial.md and docs/training.md are run, so they cannot go stale: every command in their ```sh blocks exits 0,
-every line of their ```text blocks is in what that section's commands printed, and every number the prose quotes in
-backticks is too.
+"""docs/tutorial.md, training.md, multidevice.md and precision.md are run, so they cannot go stale: every command in
+their ```sh blocks exits 0, every line of their ```text blocks is in what that section's commands printed, and every
+number the prose quotes in backticks is too.
 
 Sections are the `## ` headings; a section's quotes are checked against its own commands' output only.
 Whitespace is compared collapsed (the tables pad columns), nothing else is loosened.
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = {name: ROOT / "docs" / name for name in ("tutorial.md", "training.md", "multidevice.md")}
+DOCS = {name: ROOT / "docs" / name for name in ("tutorial.md", "training.md", "multidevice.md", "precision.md")}
 ACCELSIM = Path(sys.executable).with_name("accelsim")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.M | re.S)
 SPAN = re.compile(r"`([^`\n]+)`")
