@@ -430,7 +430,7 @@ def _validate_cpu(args) -> int:
 def _archs(args) -> int:
     from accelsim.arch import load_arch, preset_names
     from accelsim.arch.system_load import load_system, system_names
-    from accelsim.out.table import binary, si
+    from accelsim.out.units import bandwidth, binary, si
 
     for name in preset_names():
         arch = load_arch(name)
@@ -440,7 +440,7 @@ def _archs(args) -> int:
               f"{native.value:8} {si(arch.power.tdp_w, 'W'):>7}  {levels}")
     for name in system_names():
         system = load_system(name)
-        links = " > ".join(f"{lv.name} {lv.topology.value} {si(lv.ports * lv.bandwidth_bytes_per_s, 'B/s')}"
+        links = " > ".join(f"{lv.name} {lv.topology.value} {bandwidth(lv.ports * lv.bandwidth_bytes_per_s)}"
                            for lv in system.levels)
         devices = f"{system.devices.default} x {system.device.name}"
         print(f"{name:14} {'system':9} {devices:14} {links} (per device, each way)")

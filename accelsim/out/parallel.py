@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 
 from accelsim.out.result import Result
-from accelsim.out.table import binary, seconds as show, si
+from accelsim.out.units import binary, seconds as show, si
 from accelsim.out.training import duration
 
 PARALLEL_SCHEMA_VERSION = 2

@@ -112,8 +112,8 @@ def _bound_shares(result):
 
 def energy_line(totals: dict) -> str:
     """Dynamic energy only: static (leakage) power is not modelled, so its average power is not the chip's draw."""
-    return (f"dynamic energy: {energy(totals['energy_j'])} (average dynamic power {si(totals['average_power_w'], 'W')}; "
-            f"static power is not modelled)")
+    return (f"dynamic energy: {energy(totals['energy_j'])} (average dynamic power "
+            f"{si(totals['average_power_w'], 'W')}; static power is not modelled)")
 
 
 def memory_line(memory: dict) -> str:

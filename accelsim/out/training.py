@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from accelsim.out.result import Result
-from accelsim.out.table import binary, seconds as show_seconds, si
+from accelsim.out.units import binary, seconds as show_seconds, si
 
 TRAIN_SCHEMA_VERSION = 1
 PHASES = ("forward", "recompute", "backward", "optimizer")

@@ -1,6 +1,6 @@
 """Every figure accelsim prints goes through these, so one quantity reads one way everywhere (docs/result-schema.md,
-"Units"): bytes in binary prefixes (24 MiB, 1.5 GiB: capacities, footprints and bytes moved alike), bandwidths in
-decimal ones (3,352 GB/s, as datasheets give them), energy and time in SI prefixes chosen by magnitude (1.39 mJ, 755 ns).
+"Units"): bytes in binary prefixes (24 MiB, 1.5 GiB: capacities, footprints and bytes moved alike), bandwidths
+in decimal ones (3,352 GB/s, as datasheets give them), energy and time in SI prefixes by magnitude (1.39 mJ, 755 ns).
 """
 from __future__ import annotations
 
@@ -17,13 +17,19 @@ def si(value: float, unit: str = "") -> str:
     return f"{value:.3g} {unit}".strip()
 
 
+def prefix_scale(value: float) -> tuple[float, str]:
+    """(divisor, SI prefix), G down to p, that puts `value` at 1 or more: 0.00195 -> (1e-3, 'm')."""
+    for factor, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k"), *_SMALL[:5]):
+        if abs(value) >= factor:
+            return factor, prefix
+    return 1e-12, "p"
+
+
 def engineering(value: float, unit: str) -> str:
     """4 significant digits and an SI prefix: 0.001052 s -> '1.052 ms', 3.178e6 cells -> '3.178 M cells'."""
     if value == 0:
         return f"0 {unit}"
-    for factor, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k"), *_SMALL[:5]):
-        if abs(value) >= factor:
-            break
+    factor, prefix = prefix_scale(value)
     joined = f"{prefix} {unit}" if unit == "cells" else f"{prefix}{unit}"
     return f"{value / factor:.4g} {joined}".replace("  ", " ").strip()
 
@@ -82,3 +88,15 @@ def seconds(value: float) -> str:
         return "0"
     factor, unit = time_scale(value)
     return f"{value / factor:.3g} {unit}"
+
+
+def plain(value) -> str:
+    """A number for people: whole numbers with thousands separators (16,000,000), others to 4 significant digits,
+    with an SI prefix outside 0.01 to 10,000 (0.000123456789 -> '123.5 u', 1.6e10 -> '16 G'); text as it is."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int) or (value.is_integer() and abs(value) < 1e15):
+        return f"{int(value):,}"
+    if value != value or 0.01 <= abs(value) < 1e4:
+        return f"{value:.4g}"
+    return engineering(value, "")

@@ -18,11 +18,10 @@ from accelsim.arch import Arch
 from accelsim.report import html
 from accelsim.report.breakdown import COMPUTE, ceilings, levels, parts, time_shares, total_split
 from accelsim.report.compare_figures import arch_labels, compare_figures
-from accelsim.report.figures import joules
 from accelsim.report.html import Cell
 from accelsim.report.run_page import layer_table, summary, write_pngs, write_text
 from accelsim.out.result import Result
-from accelsim.out.table import seconds, si
+from accelsim.out.units import binary, energy as joules, seconds, si
 
 
 def totals_rows(results: list[Result]) -> list[tuple[str, list[str], list[float]]]:
@@ -45,17 +44,17 @@ def totals_rows(results: list[Result]) -> list[tuple[str, list[str], list[float]
                      ["-" if lack else f"{v:.1%}" for v, lack in zip(shares, lacks)], shares))
     for level in named:
         moved = [t["bytes_by_level"].get(level) for t in everything]
-        rows.append((f"bytes {level}", ["-" if n is None else si(n, "B") for n in moved], [n or 0 for n in moved]))
+        rows.append((f"bytes {level}", ["-" if n is None else binary(n) for n in moved], [n or 0 for n in moved]))
     for component in named + [c for c in dict.fromkeys(c for t in everything for c in t["energy_by_component_j"])
                               if c not in named]:
         spent = [t["energy_by_component_j"].get(component) for t in everything]
         rows.append((f"energy {component}", ["-" if j is None else joules(j) for j in spent],
                      [j or 0.0 for j in spent]))
-    rows += [("energy", [joules(t["energy_j"]) for t in everything], [t["energy_j"] for t in everything]),
+    rows += [("dynamic energy", [joules(t["energy_j"]) for t in everything], [t["energy_j"] for t in everything]),
              ("energy / first", [f"{t['energy_j'] / everything[0]['energy_j']:.2f}x" if everything[0]["energy_j"]
                                  else "-" for t in everything],
               [t["energy_j"] / (everything[0]["energy_j"] or 1.0) for t in everything]),
-             ("average power", [si(t["average_power_w"], "W") for t in everything],
+             ("average dynamic power", [si(t["average_power_w"], "W") for t in everything],
               [t["average_power_w"] for t in everything])]
     return rows
 
@@ -95,7 +94,7 @@ def _arch_table(result: Result, limit: int | None) -> Table:
     def row(name: str, secs: float, shares: dict, moved: dict, spent: dict) -> list[str]:
         units = sum(j for part, j in spent.items() if part not in own)
         return ([name, seconds(secs)] + [_pct(shares.get(p)) for p in [COMPUTE] + waits]
-                + [si(moved.get(lv, 0), "B") for lv in own] + [joules(spent.get(lv, 0.0)) for lv in own]
+                + [binary(moved.get(lv, 0)) for lv in own] + [joules(spent.get(lv, 0.0)) for lv in own]
                 + [joules(units)])
 
     shown = result.ops if limit is None else result.ops[:limit]

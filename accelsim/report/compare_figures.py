@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from accelsim.report.breakdown import COMPUTE, Ceilings, layers, parts, total_split
 from accelsim.report.breakdown import levels as memory_levels
-from accelsim.report.figures import (MAX_BARS, Figure, byte_scale, canvas, energy_scale, outside_legend, palette,
-                                     png, roofline, time_scale, unit_colour)
+from accelsim.report.figures import MAX_BARS, Figure, canvas, outside_legend, palette, png, roofline, unit_colour
 from accelsim.out.result import Result
+from accelsim.out.units import binary_scale, energy_scale, time_scale
 
 ARCH_COLOURS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
 
@@ -106,7 +106,7 @@ def traffic(results: list[Result], names: list[str], colours: dict[str, str]) ->
     levels = memory_levels(results)
     figure = canvas(8.0, max(2.2, 0.6 + len(levels) * (0.15 + 0.12 * len(results))))
     ax = figure.add_subplot()
-    scale, unit = byte_scale(max((n for t in totals for n in t.values()), default=0.0))
+    scale, unit = binary_scale(max((n for t in totals for n in t.values()), default=0.0))
     _grouped_bars(ax, levels, totals, names, scale, fontsize=8)
     ax.set_xlabel(f"bytes ({unit})")
     ax.set_title("Traffic per memory level, per arch", fontsize=10)

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from accelsim.report.breakdown import COMPUTE, OTHER, Ceilings, layers, parts, roofline_points
 from accelsim.out.result import Result
+from accelsim.out.units import binary_scale, energy_scale, time_scale
 
 MAX_BARS = 40            # layers drawn in a per-layer figure; the longest ones, kept in execution order
 DPI = 110
@@ -68,34 +69,6 @@ def palette(names: list[str]) -> dict[str, str | tuple]:
     return out
 
 
-def time_scale(seconds: float) -> tuple[float, str]:
-    """(divisor, unit) that puts `seconds` between 1 and 1000."""
-    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if seconds >= factor:
-            return factor, unit
-    return 1e-9, "ns"
-
-
-def byte_scale(nbytes: float) -> tuple[float, str]:
-    for factor, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-        if nbytes >= factor:
-            return factor, unit
-    return 1.0, "B"
-
-
-def energy_scale(joules: float) -> tuple[float, str]:
-    for factor, unit in ((1.0, "J"), (1e-3, "mJ"), (1e-6, "uJ")):
-        if joules >= factor:
-            return factor, unit
-    return 1e-9, "nJ"
-
-
-def joules(value: float) -> str:
-    """1.92e-3 -> '1.92 mJ' (table.si stops at units; energies per op are micro- and nanojoules)."""
-    factor, unit = energy_scale(value)
-    return f"{value / factor:.3g} {unit}" if value else "0 J"
-
-
 def label(result: Result) -> str:
     model = result.model
     return f"{model['name']} (batch {model['batch']}, {model['dtype']}) on {result.arch['name']}"
@@ -136,8 +109,8 @@ def roofline(result: Result, roofs: Ceilings, colours: dict[str, str], name: str
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
     ax.set_ylim(min(ys_all + [peak]) / 10, peak * 3)
-    ax.set_xlabel("arithmetic intensity (operations per byte crossing the level)")
-    ax.set_ylabel("attained operations per second")
+    ax.set_xlabel("arithmetic intensity (op/B: operations per byte crossing the level)")
+    ax.set_ylabel("attained performance (op/s)")
     ax.set_title(f"Roofline: {label(result)}", fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")   # under the roofs, bottom right is empty
@@ -207,7 +180,7 @@ def traffic(result: Result, colours: dict[str, str]) -> Figure:
     read, written = totals.get("bytes_read_by_level"), totals.get("bytes_written_by_level")
     figure = canvas(7.0, max(2.2, 0.6 + 0.35 * len(levels)))
     ax = figure.add_subplot()
-    scale, unit = byte_scale(max(totals["bytes_by_level"].values(), default=0.0))
+    scale, unit = binary_scale(max(totals["bytes_by_level"].values(), default=0.0))
     if read is not None:   # tile fidelity: loads out of and stores into each level
         r = [read.get(lv, 0) / scale for lv in levels]
         w = [written.get(lv, 0) / scale for lv in levels]

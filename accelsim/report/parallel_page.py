@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from accelsim.out.parallel import CATEGORIES, ParallelTrainResult
-from accelsim.out.table import binary, seconds, si
+from accelsim.out.units import binary, seconds, si
 from accelsim.report import html
 from accelsim.report.html import Cell
 from accelsim.report.run_page import write_text
@@ -62,22 +62,27 @@ def pipeline_svg(result: ParallelTrainResult) -> str:
             parts.append(f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{ROW - 4}" fill="{COLOURS[kind]}" '
                          f'stroke="#fff" stroke-width="0.3"><title>{"forward" if kind == "F" else "backward"} '
                          f'micro-batch {mb}, stage {stage}: {html.text(seconds(end - start))}</title></rect>')
-    parts.append(f'<text x="70" y="{height - 4}" font-size="11">0</text>'
+    parts.append(f'<text x="70" y="{height - 4}" font-size="11">time 0</text>'
                  f'<text x="{WIDTH - 60}" y="{height - 4}" font-size="11">{html.text(seconds(span))}</text></svg>')
     return "".join(parts) + "<p>Forward passes in blue, backward in orange; gaps are the pipeline's bubble.</p>"
 
 
 def stage_table(result: ParallelTrainResult) -> str:
+    """Per stage its times and memory; inference has no backward pass, optimizer, gradients or exposed reduction."""
+    times = ["forward", "backward", "optimizer", "bubble", "communication", "exposed"]
+    kept = list(CATEGORIES)
+    if not result.training:
+        times = ["forward", "bubble", "communication"]
+        kept = [c for c in CATEGORIES if c not in ("gradients", "optimizer")]
     rows = []
     for r in result.roles:
         span = f"{r.blocks[0]} .. {r.blocks[-1]}" if len(r.blocks) > 1 else (r.blocks[0] if r.blocks else "-")
-        rows.append([r.stage, r.device, span] + [Cell(seconds(v), v) for v in
-                                                 (r.forward, r.backward, r.optimizer, r.bubble,
-                                                  sum(r.communication.values()), r.exposed)]
+        value = {"forward": r.forward, "backward": r.backward, "optimizer": r.optimizer, "bubble": r.bubble,
+                 "communication": sum(r.communication.values()), "exposed": r.exposed}
+        rows.append([r.stage, r.device, span] + [Cell(seconds(value[t]), value[t]) for t in times]
                     + [Cell(binary(r.memory["peak"]), r.memory["peak"])]
-                    + [Cell(binary(r.memory[c]), r.memory[c]) for c in CATEGORIES])
-    return html.table(["stage", "position", "blocks", "forward", "backward", "optimizer", "bubble", "communication",
-                       "exposed", "memory"] + list(CATEGORIES), rows, table_id="stages")
+                    + [Cell(binary(r.memory[c]), r.memory[c]) for c in kept])
+    return html.table(["stage", "position", "blocks", *times, "memory", *kept], rows, table_id="stages")
 
 
 def comm_table(result: ParallelTrainResult) -> str:

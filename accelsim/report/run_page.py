@@ -11,10 +11,10 @@ from pathlib import Path
 from accelsim.arch import Arch
 from accelsim.report import html
 from accelsim.report.breakdown import COMPUTE, ceilings, parts, time_shares, total_split
-from accelsim.report.figures import Figure, joules, label, run_figures
+from accelsim.report.figures import Figure, label, run_figures
 from accelsim.report.html import Cell
 from accelsim.out.result import Result
-from accelsim.out.table import seconds, si
+from accelsim.out.units import binary, energy as joules, seconds, si
 from compiler import output
 from compiler.errors import UserError
 
@@ -47,7 +47,8 @@ def summary(result: Result) -> str:
     items = [("latency", seconds(totals["seconds"])),
              ("throughput", f"{result.model['batch'] / totals['seconds']:.4g} samples/s" if totals["seconds"] else "-"),
              ("MACs", si(totals["macs"])), ("utilisation", f"{totals['utilisation']:.1%}"),
-             ("energy", joules(totals["energy_j"])), ("average power", si(totals["average_power_w"], "W")),
+             ("dynamic energy", joules(totals["energy_j"])),
+             ("average dynamic power", si(totals["average_power_w"], "W")),
              ("computing", f"{split.get(COMPUTE, 0.0) / (totals['seconds'] or 1):.1%} of the time")]
     items += [(f"waiting on {part}", f"{s / (totals['seconds'] or 1):.1%}") for part, s in waits[:3]]
     return html.cards(items)
@@ -68,7 +69,7 @@ def layer_table(result: Result, table_id: str) -> str:
                      Cell(si(op.ops), op.ops), Cell(seconds(op.seconds), op.seconds), op.bound,
                      Cell(f"{op.utilisation:.0%}", op.utilisation), _share(shares.get(COMPUTE))]
                     + [_share(shares.get(p)) for p in waits]
-                    + [Cell(si(op.bytes_by_level.get(lv, 0), "B"), op.bytes_by_level.get(lv, 0)) for lv in levels]
+                    + [Cell(binary(op.bytes_by_level.get(lv, 0)), op.bytes_by_level.get(lv, 0)) for lv in levels]
                     + [Cell(joules(op.energy_j.get(c, 0.0)), op.energy_j.get(c, 0.0)) for c in components]
                     + [Cell(joules(sum(op.energy_j.values())), sum(op.energy_j.values()))])
     totals = result.totals()
@@ -78,7 +79,7 @@ def layer_table(result: Result, table_id: str) -> str:
                Cell(si(totals["ops"]), totals["ops"]), Cell(seconds(totals["seconds"]), totals["seconds"]), "",
                Cell(f"{totals['utilisation']:.0%}", totals["utilisation"]), _share(split.get(COMPUTE, 0.0) / whole)]
               + [_share(split.get(p, 0.0) / whole) for p in waits]
-              + [Cell(si(totals["bytes_by_level"].get(lv, 0), "B"), totals["bytes_by_level"].get(lv, 0))
+              + [Cell(binary(totals["bytes_by_level"].get(lv, 0)), totals["bytes_by_level"].get(lv, 0))
                  for lv in levels]
               + [Cell(joules(totals["energy_by_component_j"].get(c, 0.0)), totals["energy_by_component_j"].get(c, 0.0))
                  for c in components]

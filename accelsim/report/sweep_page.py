@@ -15,7 +15,7 @@ from accelsim.report import html as markup
 from accelsim.report.figures import Figure, canvas, png
 from accelsim.report.html import Cell
 from accelsim.report.run_page import write_pngs, write_text
-from accelsim.out.table import engineering
+from accelsim.out.units import engineering, plain, prefix_scale
 from compiler.errors import UserError
 
 FIXED = ("model", "status", "reason")      # row keys that are not the point's parameters
@@ -33,12 +33,13 @@ def sweep_report(rows: list[dict], pareto_rows: list[dict], objectives: list[str
     if not objectives:
         raise UserError("sweep report: no objectives given (e.g. ['latency_s', 'energy_j'])")
     front = [_on(row, pareto_rows) for row in rows]
-    figures = pareto_figures(rows, front, objectives)
+    units = units or {}
+    figures = pareto_figures(rows, front, objectives, units)
     written = write_pngs(figures, plot_dir) if plot_dir else []
     if html:
-        blocks = [markup.section("Summary", _summary(rows, front, objectives, units or {})),
+        blocks = [markup.section("Summary", _summary(rows, front, objectives, units)),
                   markup.section("Pareto front", markup.figures(figures)),
-                  markup.section("Points", _points_table(rows, front, objectives))]
+                  markup.section("Points", _points_table(rows, front, objectives, units))]
         subtitle = f"{len(rows)} points; objectives (minimised): {', '.join(objectives)}"
         written.append(write_text(html, markup.page("accelsim sweep", subtitle, blocks)))
     return written
@@ -71,15 +72,15 @@ def _summary(rows: list[dict], front: list[bool], objectives: list[str], units: 
     return markup.cards(items) + markup.notes(lines)
 
 
-def _points_table(rows: list[dict], front: list[bool], objectives: list[str]) -> str:
+def _points_table(rows: list[dict], front: list[bool], objectives: list[str], units: dict[str, str]) -> str:
     params = parameters(rows, objectives)
-    headers = ["#", "front", "model"] + params + objectives + ["status", "reason"]
+    headers = ["#", "front", "model"] + params + [_titled(o, units) for o in objectives] + ["status", "reason"]
     body = []
     for i, (row, on) in enumerate(zip(rows, front)):
         body.append([Cell(str(i), i), "yes" if on else "", str(row.get("model", ""))]
                     + [_value(row.get(p)) for p in params]
-                    + [_value(row.get(o)) if row.get("status") == "ok" and number(row.get(o)) else "-"
-                       for o in objectives]
+                    + [Cell(engineering(row[o], units.get(o, "")), row[o])
+                       if row.get("status") == "ok" and number(row.get(o)) else "-" for o in objectives]
                     + [str(row.get("status", "")), str(row.get("reason") or "")])
     return markup.table(headers, body, table_id="points", row_classes=["front" if on else "" for on in front])
 
@@ -88,19 +89,34 @@ def _value(value) -> Cell | str:
     if isinstance(value, bool) or value is None:
         return "" if value is None else str(value)
     if isinstance(value, numbers.Integral):
-        return Cell(str(value), int(value))
+        return Cell(plain(int(value)), int(value))
     if isinstance(value, numbers.Real):
-        return Cell(f"{float(value):.4g}", float(value))
+        return Cell(plain(float(value)), float(value))
     return str(value)
 
 
-def pareto_figures(rows: list[dict], front: list[bool], objectives: list[str]) -> list[Figure]:
+def _axis(values: list[float], unit: str) -> tuple[float, str]:
+    """(divisor, unit) for an objective's axis: seconds as ms, joules as mJ, cells as k cells; no unit, as they are."""
+    if not unit or not values or not max(map(abs, values)):
+        return 1.0, unit
+    factor, prefix = prefix_scale(max(map(abs, values)))
+    return factor, (f"{prefix} {unit}" if unit == "cells" and prefix else f"{prefix}{unit}")
+
+
+def _titled(objective: str, units: dict[str, str]) -> str:
+    """An objective with its unit, where known: 'latency (s)'."""
+    return f"{objective} ({units[objective]})" if units.get(objective) else objective
+
+
+def pareto_figures(rows: list[dict], front: list[bool], objectives: list[str],
+                   units: dict[str, str] | None = None) -> list[Figure]:
     """One scatter per pair of objectives (or the sorted values of a single one), the front highlighted."""
     ok = [(row, on) for row, on in zip(rows, front) if row.get("status") == "ok"]
     if len(objectives) == 1:
-        return [_ranked(ok, objectives[0])]
+        return [_ranked(ok, objectives[0], units or {})]
     pairs = list(itertools.combinations(objectives, 2))[:MAX_PAIRS]
-    return [_scatter(ok, x, y, staircase=len(objectives) == 2, name="pareto" if i == 0 else f"pareto_{x}_{y}")
+    return [_scatter(ok, x, y, staircase=len(objectives) == 2, name="pareto" if i == 0 else f"pareto_{x}_{y}",
+                     units=units or {})
             for i, (x, y) in enumerate(pairs)]
 
 
@@ -109,15 +125,16 @@ def number(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isnan(value)
 
 
-def _scatter(ok: list[tuple[dict, bool]], x: str, y: str, staircase: bool, name: str) -> Figure:
+def _scatter(ok: list[tuple[dict, bool]], x: str, y: str, staircase: bool, name: str, units: dict[str, str]) -> Figure:
     """Each model's points in its own colour (one model: grey and red) and its own front: the sweep's front is
     per model, and a staircase through two models' points would join what cannot be traded."""
     figure = canvas(7.0, 4.8)
     ax = figure.add_subplot()
     drawn = [(row, on) for row, on in ok if number(row.get(x)) and number(row.get(y))]
+    (sx, ux), (sy, uy) = (_axis([row[k] for row, _ in drawn], units.get(k, "")) for k in (x, y))
     models = list(dict.fromkeys(str(row.get("model", "")) for row, _ in drawn))
     for j, model in enumerate(models):
-        mine = [(row[x], row[y], on) for row, on in drawn if str(row.get("model", "")) == model]
+        mine = [(row[x] / sx, row[y] / sy, on) for row, on in drawn if str(row.get("model", "")) == model]
         colour, star = ("tab:gray", "tab:red") if len(models) == 1 else (f"C{j % 10}", f"C{j % 10}")
         prefix = f"{model}: " if len(models) > 1 else ""
         rest = [(a, b) for a, b, on in mine if not on]
@@ -133,8 +150,8 @@ def _scatter(ok: list[tuple[dict, bool]], x: str, y: str, staircase: bool, name:
         values = [row[key] for row, _ in drawn]
         if values and min(values) > 0 and max(values) / min(values) > 50:
             setter("log")
-    ax.set_xlabel(f"{x} (lower is better)")
-    ax.set_ylabel(f"{y} (lower is better)")
+    ax.set_xlabel(f"{_titled(x, {x: ux})}, lower is better")
+    ax.set_ylabel(f"{_titled(y, {y: uy})}, lower is better")
     ax.set_title(f"Pareto front: {x} against {y}", fontsize=10)
     ax.grid(True, alpha=0.3)
     if drawn:
@@ -144,13 +161,15 @@ def _scatter(ok: list[tuple[dict, bool]], x: str, y: str, staircase: bool, name:
     return Figure(name, f"Pareto front: {x} against {y}", caption, png(figure))
 
 
-def _ranked(ok: list[tuple[dict, bool]], objective: str) -> Figure:
+def _ranked(ok: list[tuple[dict, bool]], objective: str, units: dict[str, str]) -> Figure:
     figure = canvas(7.0, 3.6)
     ax = figure.add_subplot()
     ranked = sorted((row[objective], on) for row, on in ok if number(row.get(objective)))
-    ax.scatter(range(len(ranked)), [v for v, _ in ranked], s=12, color=["tab:red" if on else "C0" for _, on in ranked])
-    ax.set_xlabel("points, best first")
-    ax.set_ylabel(f"{objective} (lower is better)")
+    scale, unit = _axis([v for v, _ in ranked], units.get(objective, ""))
+    ax.scatter(range(len(ranked)), [v / scale for v, _ in ranked], s=12,
+               color=["tab:red" if on else "C0" for _, on in ranked])
+    ax.set_xlabel("rank of the point, best first")
+    ax.set_ylabel(f"{_titled(objective, {objective: unit})}, lower is better")
     ax.set_title(f"{objective} over all valid points", fontsize=10)
     ax.grid(True, alpha=0.3)
     return Figure("pareto", f"{objective} over all valid points", "One objective: the best points in red.",

@@ -9,6 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from accelsim.out.units import plain
 from compiler.errors import UserError
 
 EXIT_INTERRUPTED = 130   # as accelsim/cli.py answers Ctrl-C elsewhere
@@ -86,7 +87,7 @@ def _report_hook(args):
 def pareto_table(spec, rows: list[dict], best: list[dict]) -> str:
     """Per model: how many rows are valid, then its Pareto-optimal points, axis values and objectives."""
     from accelsim.sweep.spec import OBJECTIVES
-    from accelsim.out.table import engineering
+    from accelsim.out.units import engineering
 
     names = short_names([axis.key for axis in spec.axes])
     out = []
@@ -127,5 +128,5 @@ def short_names(keys: list[str]) -> list[str]:
 
 def _value(value) -> str:
     if isinstance(value, list):
-        return ",".join(map(str, value))
-    return str(value)
+        return ",".join(map(plain, value))
+    return plain(value)
