@@ -23,6 +23,9 @@ def model_args(p: argparse.ArgumentParser, default: str | None) -> None:
     p.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="an ONNX file's input shape (--shape input_ids=1,128), or the size of a symbolic "
                         "dimension wherever it appears (--shape sequence_length=128)")
+    p.add_argument("--bind", action="append", default=[], metavar="NAME=V0,V1,...",
+                   help="an ONNX file's graph input bound by value at import: one it needs as a constant (a "
+                        "Reshape's shape, Resize's sizes, TopK's k), e.g. --bind shape=2,-1 --bind k=3")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                    help="a built-in model's own option, e.g. --opt mode=decode --opt past=512 --opt layers=2")
 
@@ -40,6 +43,9 @@ def model_options(args) -> dict:
     shapes = input_shapes(args.shape)
     if shapes:
         options["shapes"] = shapes
+    bound = input_values(getattr(args, "bind", []))
+    if bound:
+        options["bind"] = bound
     return options
 
 
@@ -84,6 +90,29 @@ def input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def input_values(items: list[str]) -> dict[str, tuple]:
+    """--bind NAME=V0,V1,... given any number of times, as NAME -> its numbers (integers, or floats if any is one:
+    the frontend checks them against the input's declared type and shape)."""
+    values = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        parts = text.split(",") if text else []
+        numbers = None
+        for cast in (int, float):
+            try:
+                numbers = tuple(cast(part) for part in parts)
+                break
+            except ValueError:
+                pass
+        if not sep or not name or not numbers:
+            raise UserError(f"--bind {item!r}: expected NAME=V0,V1,... (numbers, e.g. --bind shape=2,-1 or "
+                            f"--bind scales=1,1,2,2)")
+        if name in values:
+            raise UserError(f"--bind {name} given twice")
+        values[name] = numbers
+    return values
+
+
 def _literal(text: str):
     for cast in (int, float):
         try:
@@ -104,7 +133,8 @@ def rows(name: str, value: int | None) -> None:
         raise UserError(f"--{name} {value}: must be 0 (all) or more")
 
 
-OUTPUTS = ("json", "csv", "html", "trace", "plot", "out", "vcd", "waves", "db")   # flags that name what is written
+# flags that name what is written, by their dest (--rtl-vcd: rtl_vcd)
+OUTPUTS = ("json", "csv", "html", "trace", "plot", "out", "rtl_vcd", "model_vcd", "db")
 FOLDERS = ("plot",)   # output flags that name a folder, unless a command's parser sets `folders` to its own
 
 
@@ -115,8 +145,8 @@ def check_outputs(args: argparse.Namespace) -> None:
     folders = getattr(args, "folders", FOLDERS)
     inputs = _inputs(args)
     named: list[tuple[str, str]] = []
-    for flag in OUTPUTS:
-        target = getattr(args, flag, None)
+    for dest in OUTPUTS:
+        target, flag = getattr(args, dest, None), dest.replace("_", "-")
         if target == "":
             raise UserError(f"--{flag} '': an empty name; name a file to write"
                             + (" ('-' for stdout)" if flag in ("json", "csv") else ""))

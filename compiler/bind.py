@@ -15,7 +15,7 @@ import numpy as np
 
 from compiler.dtypes import DType
 from compiler.errors import ModelError, UnknownValueError, UserError
-from compiler.graph import Tensor
+from compiler.graph import Graph, Tensor
 from compiler.ops import REGISTRY, OpDef
 
 if TYPE_CHECKING:           # onnx is imported by the frontend that calls these
@@ -158,3 +158,41 @@ def _shaped(array: np.ndarray, tensor_type, where: str) -> np.ndarray:
         return array
     shown = [d if d is not None else "?" for d in dims]
     raise ModelError(f"{where} has shape {list(array.shape)} ({array.size} values), the model declares {shown}")
+
+
+def runtime_inputs(graph: Graph) -> dict[str, str]:
+    """Integer graph inputs that decide an output's shape only at run time (TopK's K, a reduction's axes, a window's
+    size, given as graph inputs and left unbound): input name -> the node reading it. Drawn at random, they would mean
+    nothing (a K of 39 on an axis of 4); an If's condition or a Loop's trip count is data and is not listed."""
+    from compiler.ops.runtime import RUNTIME
+    from compiler.ops.shapes import opdef
+
+    producers = graph.producers()
+    found: dict[str, str] = {}
+    for node in graph.nodes:
+        if RUNTIME not in node.resolved or node.op in ("If", "Loop"):
+            continue
+        for i in opdef(graph, node).value_inputs:
+            name = node.inputs[i] if i < len(node.inputs) else ""
+            for source in _sources(graph, producers, name):
+                if not graph.tensor(source).dtype.is_float and graph.tensor(source).dtype != DType.bool:
+                    found.setdefault(source, f"input {i} of node {node.name!r} ({node.op})")
+    return found
+
+
+def _sources(graph: Graph, producers: dict, name: str) -> list[str]:
+    """The graph inputs `name` is computed from (through ops not known from shapes alone)."""
+    from compiler.ops.shapes import opdef
+
+    seen, stack, found = set(), [name] if name else [], []
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if current in graph.inputs:
+            found.append(current)
+        node = producers.get(current)
+        if node is not None and not _known_from_shapes(opdef(graph, node)):
+            stack.extend(n for n in node.inputs if n)
+    return found

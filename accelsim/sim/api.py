@@ -79,17 +79,41 @@ def scalesim_layers(model: str | os.PathLike | Graph, arch: str | os.PathLike | 
 def evaluate(model: str | os.PathLike | Graph, inputs: dict[str, np.ndarray] | None = None, seed: int = 0,
              batch: int | None = None, **model_options) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Run the numpy reference. Returns (inputs used, outputs); random inputs (seeded) where none given.
-    Every node runs only if its outputs fit the memory budget (accelsim.sim.inputs.eval_budget)."""
+    Every node runs only if its outputs fit the memory budget (accelsim.sim.inputs.eval_budget).
+
+    An .onnx file's inputs that it needs at import (a Reshape's shape, TopK's k) are bound from `inputs`, or from
+    `bind=` (input name -> values, as --bind gives them). Narrow types come as ml_dtypes arrays (bfloat16, float8,
+    int4), as the raw bytes an .npz keeps of them, or, for narrow floats, as float32 arrays (rounded to the type)."""
     from accelsim.sim.inputs import eval_budget
+    from compiler.bind import held_input
     from compiler.ops.interpret import run_graph
 
-    graph = load_model(model, batch=batch, weights=True, **model_options)
+    graph = load_model(model, batch=batch, weights=True, feeds=inputs, **model_options)
     budget = eval_budget()
-    feeds = dict(inputs) if inputs is not None else random_inputs(graph, seed, budget)
-    for name, value in feeds.items():
+    if inputs is None:
+        _refuse_random_shapes(graph)
+        feeds = random_inputs(graph, seed, budget)
+        return feeds, run_graph(graph, feeds, budget)
+    feeds = {}
+    for name, value in inputs.items():
         if name in graph.inputs:
-            check_kind(graph, name, np.asarray(value))
-    return feeds, run_graph(graph, feeds, budget)
+            feeds[name] = held_input(value, graph.tensor(name).dtype, f"{graph.source}: input {name!r}")
+            check_kind(graph, name, feeds[name])
+        elif name not in graph.weights:    # not bound at import: run_graph names it
+            feeds[name] = value
+    return dict(inputs), run_graph(graph, feeds, budget)
+
+
+def _refuse_random_shapes(graph: Graph) -> None:
+    """An input that decides a shape at run time (TopK's K as a graph input) is not drawn at random."""
+    from compiler.bind import runtime_inputs
+
+    found = runtime_inputs(graph)
+    if found:
+        name, reader = next(iter(found.items()))
+        raise UserError(f"{graph.source}: graph input {name!r} ({reader}) decides an output's shape, so a random "
+                        f"value cannot stand in for it; give it with --bind {name}=V0,V1,... (Python: bind=) or in "
+                        f"the --inputs file")
 
 
 def check_kind(graph: Graph, name: str, value: np.ndarray) -> None:
@@ -109,6 +133,7 @@ def random_inputs(graph: Graph, seed: int = 0, budget=None) -> dict[str, np.ndar
     """Standard-normal floats; integer inputs (token ids) uniform in [0, 100) so any vocabulary fits. With a
     `budget` (compiler.ops.room.Budget), each is refused before it is drawn if it would not fit beside the others
     (a draw is made in 8-byte numbers, then stored at the input's dtype)."""
+    from compiler.bind import held_input
     from compiler.ops import room
 
     rng = np.random.default_rng(seed)
@@ -120,8 +145,8 @@ def random_inputs(graph: Graph, seed: int = 0, budget=None) -> dict[str, np.ndar
             room.check(f"{graph.source}: input {name!r} of shape {list(tensor.shape)} drawn at random needs",
                        stored + 8 * tensor.elements, budget, held)
             held += stored
-        if tensor.dtype.is_float:
-            feeds[name] = rng.standard_normal(tensor.shape).astype(tensor.dtype.numpy)
+        if tensor.dtype.is_float:     # a narrow float (bf16, fp8) rounded to its own precision
+            feeds[name] = held_input(rng.standard_normal(tensor.shape).astype(tensor.dtype.numpy), tensor.dtype, name)
         elif tensor.dtype == DType.bool:
             feeds[name] = np.ones(tensor.shape, dtype=bool)
         else:

@@ -23,19 +23,22 @@ def load_arch(arch: str | os.PathLike | Arch) -> Arch:
 
 
 def load_model(model: str | os.PathLike | Graph, batch: int | None = None, weights: bool = False,
-               **options) -> Graph:
-    """A finalized Graph. Zoo models build shape-only unless `weights`; `options` go to the zoo function."""
+               feeds: dict | None = None, **options) -> Graph:
+    """A finalized Graph. Zoo models build shape-only unless `weights`; `options` go to the zoo function. An .onnx
+    file also takes `bind=` (input name -> values: --bind) and `feeds` (a run's inputs), which bind the graph inputs
+    it needs at import by value (compiler.bind)."""
     if isinstance(model, Graph):
         return model
     text = str(model)
     if text.lower().endswith(".csv"):
         return _load_topology(Path(text), batch, options)
     if text.endswith(".onnx") or os.sep in text or Path(text).is_file():
-        return _load_file(Path(text), batch, weights, options)
+        return _load_file(Path(text), batch, weights, options, feeds)
     from compiler import zoo
 
-    if "shapes" in options:
-        raise ModelError(f"--shape applies to ONNX files; built-in model {text!r} takes --batch, --seq and --opt")
+    for key, flag in (("shapes", "--shape"), ("bind", "--bind")):
+        if key in options:
+            raise ModelError(f"{flag} applies to ONNX files; built-in model {text!r} takes --batch, --seq and --opt")
     if batch is not None:
         options["batch"] = batch
     if weights:
@@ -64,11 +67,13 @@ def _load_topology(path: Path, batch: int | None, options: dict) -> Graph:
     return load_topology(path)
 
 
-def _load_file(path: Path, batch: int | None, weights: bool, options: dict) -> Graph:
+def _load_file(path: Path, batch: int | None, weights: bool, options: dict, feeds: dict | None = None) -> Graph:
     from compiler.frontend import load_onnx
 
     options = dict(options)
     seq, shapes = options.pop("seq", None), options.pop("shapes", None)   # --seq and --shape bind symbolic dims
+    bind = options.pop("bind", None)                                       # --bind binds inputs by value
     if options:
         raise ModelError(f"{path}: options {', '.join(sorted(options))} apply to built-in models only")
-    return load_onnx(path, input_shapes=shapes, batch=batch, weights=weights, seq=seq)
+    return load_onnx(path, input_shapes=shapes, batch=batch, weights=weights, seq=seq, input_values=bind,
+                     feeds=feeds)

@@ -37,5 +37,5 @@ def require_static(node: Node) -> None:
     depends_on = node.resolved.get(RUNTIME)
     if depends_on is not None:
         raise fail(node, f"its output shape depends on {depends_on}, known only at run time, so it cannot be "
-                         f"simulated (accelsim eval runs it); make that input a constant (an initializer) "
-                         f"to simulate the model")
+                         f"simulated (accelsim eval runs it); make that input a constant (an initializer, or a "
+                         f"graph input bound with --bind NAME=V0,V1,...) to simulate the model")
