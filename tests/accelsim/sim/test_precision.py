@@ -104,11 +104,45 @@ def test_fp32_changes_nothing():
 
 
 def test_an_arch_gives_the_accumulator_width_and_its_dtype(tmp_path):
-    text = open("archs/systolic_8x8.yaml").read().replace("accumulator_bits: 32", "accumulator_bits: 16")
+    text = open("archs/systolic_8x8.yaml").read().replace("accumulator_bits: 32", "accumulator_bits: 12")
     (tmp_path / "narrow.yaml").write_text(text)
-    graph, feeds = matmul(np.ones((2, 3)), np.ones((3, 2)))
+    a = np.array([[7.9375, -2.53125, 0.5], [1.0, -7.9375, 0.03125]])      # as in the int8 test above
+    b = np.array([[0.9921875, -1.984375], [-0.5, 0.5], [0.25, 0.1]])
+    graph, feeds = matmul(a, b)
     run = evaluate_at(graph, arch=str(tmp_path / "narrow.yaml"), inputs=feeds)    # the arch's dtype: int8
-    assert run.precision.dtype == DType.int8 and run.precision.accumulator_bits == 16
+    assert run.precision.dtype == DType.int8 and run.precision.accumulator_bits == 12
+    # [[18945, -17361], [10160, -6096]] modulo 4096, in -2048..2047
+    wrapped = np.array([[18945 - 5 * 4096, -17361 + 4 * 4096], [10160 - 2 * 4096, -6096 + 1 * 4096]])
+    assert wrapped.tolist() == [[-1535, -977], [1968, -2000]]
+    scale = float(np.max(np.abs(a.astype(np.float32) @ b.astype(np.float32)))) / 127
+    q = np.rint(wrapped * 2.0 ** -4 * np.array([2.0 ** -7, 2.0 ** -6]) / scale)
+    assert np.array_equal(run.outputs[graph.outputs[0]], (q * scale).astype(np.float32))
+
+
+def test_int8_conv_is_torchs_conv_of_the_int8_values():
+    """Per-channel weight scales, the bias in the accumulator and the requantisation, against torch's conv2d on
+    the same integers in float64 (exact)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    builder = Builder("conv")
+    x = builder.input("x", (1, 3, 6, 6))
+    w, bias = rng.standard_normal((4, 3, 3, 3)), rng.standard_normal(4)
+    out = builder.node("Conv", [x, builder.weight("w", w.shape, value=w), builder.weight("b", (4,), value=bias)],
+                       pads=[1, 1, 1, 1])
+    graph = builder.build([out])
+    feeds = {"x": rng.standard_normal((1, 3, 6, 6)).astype(np.float32)}
+    run = emulate(graph, feeds, precision("int8"))
+    # the values as the model holds them (fp32), divided in float64
+    w32, b32, x32 = (v.astype(np.float32).astype(np.float64) for v in (w, bias, feeds["x"]))
+    sx = float(np.max(np.abs(x32))) / 127
+    sw = np.max(np.abs(w32), axis=(1, 2, 3)) / 127            # one per output channel
+    qx = np.clip(np.rint(x32 / sx), -128, 127)
+    qw = np.clip(np.rint(w32 / sw[:, None, None, None]), -128, 127)
+    acc = torch.nn.functional.conv2d(torch.tensor(qx), torch.tensor(qw), padding=1).numpy()
+    acc = acc + np.rint(b32 / (sx * sw))[None, :, None, None]
+    sy = float(np.max(np.abs(run.reference[out]))) / 127
+    q = np.clip(np.rint(acc * (sx * sw)[None, :, None, None] / sy), -128, 127)
+    assert np.array_equal(run.outputs[out], (q * sy).astype(np.float32))
 
 
 @pytest.mark.parametrize("argv, words", [
