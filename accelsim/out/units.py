@@ -11,7 +11,7 @@ def si(value: float, unit: str = "") -> str:
     """Counts: 1.23e9 -> '1.23 G'; keeps three significant digits."""
     if value == 0:
         return f"0 {unit}".strip()
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    for factor, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= factor:
             return f"{value / factor:.3g} {prefix}{unit}"
     return f"{value:.3g} {unit}".strip()

@@ -1,13 +1,14 @@
 """One way to print each quantity: bytes in binary prefixes, bandwidths in decimal GB/s, energy in SI prefixes by
 magnitude; energy lines say it is dynamic energy, and never set its average power against the chip's TDP."""
 import accelsim
-from accelsim.out.units import bandwidth, binary, energy
+from accelsim.out.units import bandwidth, binary, energy, si
 
 
 def test_bytes_are_binary_bandwidths_decimal_and_energy_si():
     assert [binary(n) for n in (512, 3 * 2**10, 77_200_000, 40 * 2**30)] == ["512 B", "3 KiB", "73.6 MiB", "40 GiB"]
     assert [bandwidth(b) for b in (3.352e12, 1.924e11, 34e9, 1.2e8)] == ["3,352 GB/s", "192 GB/s", "34 GB/s",
                                                                        "120 MB/s"]
+    assert [si(f, "FLOP") for f in (3.39e18, 9.11e9, 512)] == ["3.39 EFLOP", "9.11 GFLOP", "512 FLOP"]
     assert [energy(j) for j in (3.2, 1.39e-3, 4.5e-6, 7e-9, 2.5e-10, 0)] == ["3.2 J", "1.39 mJ", "4.5 uJ", "7 nJ",
                                                                              "250 pJ", "0 J"]
 
