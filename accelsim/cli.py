@@ -23,6 +23,7 @@ from accelsim.eval_cli import add_eval_parser
 from accelsim.explain.cli import add_explain_parser
 from accelsim.ops_cli import add_ops_parser
 from accelsim.plan_cli import add_plan_parser
+from accelsim.rtl.options import add_waveform_options
 from accelsim.sweep.cli import add_sweep_parser
 from accelsim.train_cli import add_train_parser
 from accelsim.validate.cli import add_cuda_parser, add_onnx_parser, add_score_parser
@@ -145,8 +146,7 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     co.add_argument("--arch", default="systolic_8x8", help="a preset describing the RTL core (default: systolic_8x8)")
     co.add_argument("--sim", default="icarus", choices=["icarus", "verilator"], help="RTL simulator (default: icarus)")
     co.add_argument("--seed", type=int, default=0, help="seed of the random int8 input and weights (default 0)")
-    co.add_argument("--waves", metavar="FILE", help="write the RTL's waveform (Icarus: FST, Verilator: VCD)")
-    co.add_argument("--vcd", metavar="FILE.vcd", help="write the cycle-level model's waveform, same signal names")
+    add_waveform_options(co)
     co.add_argument("--tiles", type=int, default=12, metavar="N", help="tiles to list (default 12; totals cover all)")
     co.set_defaults(handler=_cosim)
 
@@ -296,7 +296,7 @@ def _cosim(args) -> int:
 
     positive("batch", args.batch)
     report = cosim(args.model, args.layer, args.arch, sim=args.sim, batch=args.batch, seed=args.seed,
-                   waves=args.waves, vcd=args.vcd, **model_options(args))
+                   rtl_vcd=args.rtl_vcd, model_vcd=args.model_vcd, **model_options(args))
     print(report.text(limit=args.tiles))
     return EXIT_MISMATCH if report.mismatch else 0
 

@@ -7,13 +7,18 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+# The timescale of every waveform of the systolic core, the cycle-level model's (this writer's) and the RTL's, which
+# accelsim.rtl.runner builds with this time unit and precision: a simulator's VCD counts in its precision, so the
+# two files count in the same unit and a cycle's edges carry the same time stamps in both
+TIMESCALE = "1ns"
+
 
 class VcdWriter:
     """Write to an open text file `f`: the header at once, then `at(time)` / `change(name, value)` in time order,
     then `finish()`. `signals` is [(name, width in bits)]; a value is a non-negative int (two's complement for
     negative numbers is the caller's business) or None for x."""
 
-    def __init__(self, f, scope: str, signals, timescale: str = "1ns"):
+    def __init__(self, f, scope: str, signals, timescale: str = TIMESCALE):
         self._f = f
         self._width = dict(signals)
         self._code = {name: _code(i) for i, (name, _) in enumerate(signals)}

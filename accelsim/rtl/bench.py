@@ -14,9 +14,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge
 
-from accelsim.sim.stimulus import Outcome, Stimulus, expected_outputs
-
-CLOCK_NS = 10   # the teaching preset's 100 MHz
+from accelsim.sim.stimulus import CLOCK_NS, RESET_CYCLES, Outcome, Stimulus, expected_outputs
 
 
 class Queue:
@@ -67,7 +65,7 @@ async def run_stimulus(dut):
     for name in ("w_valid", "w_data", "x_valid", "x_data", "x_last", "x_acc"):
         getattr(dut, name).value = 0
     dut.rst.value = 1
-    for _ in range(3):
+    for _ in range(RESET_CYCLES + 1):       # the first at time 0, where the clock starts high
         await RisingEdge(dut.clk)
     await FallingEdge(dut.clk)
     dut.rst.value = 0

@@ -72,7 +72,9 @@ class Report:
 
 
 def cosim(model, layer: str, arch, sim: str = "icarus", batch: int | None = None, seed: int = 0,
-          waves: str | None = None, vcd: str | None = None, workdir=None, **model_options) -> Report:
+          rtl_vcd: str | None = None, model_vcd: str | None = None, workdir=None, **model_options) -> Report:
+    """`rtl_vcd`: where to write the RTL simulator's waveform; `model_vcd`: the cycle-level model's. Both on
+    accelsim.out.vcd.TIMESCALE with each cycle's edges at the same times (accelsim.sim.stimulus.RESET_CYCLES)."""
     from accelsim.sim.build import build, narrow, simulate
     from accelsim.sim.model import load_arch
 
@@ -108,13 +110,13 @@ def cosim(model, layer: str, arch, sim: str = "icarus", batch: int | None = None
     (engine,) = simulate(alone).ops
     report.engine_compute_cycles = int(engine.compute_cycles or 0)
     model_out, model_waves = cycle.run(stim, acc_depth=depth, waves=True)
-    if vcd:
-        cycle.write_vcd(vcd, stim, model_out, model_waves)
-    rtl_run = runner.simulate(stim, sim, acc_depth=depth, waves=bool(waves), workdir=workdir)
-    if waves and rtl_run.waves is not None:
+    if model_vcd:
+        cycle.write_vcd(model_vcd, stim, model_out, model_waves)
+    rtl_run = runner.simulate(stim, sim, acc_depth=depth, waves=bool(rtl_vcd), workdir=workdir)
+    if rtl_vcd and rtl_run.waves is not None:
         import shutil
 
-        with output.replacing(waves, f"--waves {waves}") as temporary:
+        with output.replacing(rtl_vcd, f"--rtl-vcd {rtl_vcd}") as temporary:
             shutil.copyfile(rtl_run.waves, temporary)
     _per_tile_cycles(parts, model_out, tiles, "cycle_model")
     _per_tile_cycles(parts, rtl_run.outcome, tiles, "rtl")

@@ -13,6 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from accelsim.out.vcd import TIMESCALE
 from accelsim.sim.stimulus import Outcome, Stimulus
 from compiler.errors import UserError
 
@@ -28,7 +29,7 @@ class RTLError(UserError):
 @dataclass
 class Run:
     outcome: Outcome
-    waves: Path | None      # the simulator's waveform (Icarus: FST, Verilator: VCD), when asked for
+    waves: Path | None      # the simulator's waveform, a VCD (Icarus and Verilator), when asked for
 
 
 def sources() -> list[Path]:
@@ -56,7 +57,7 @@ def build_folder(sim: str, params: dict, waves: bool) -> Path:
     the build's makefiles point into), so a second checkout or virtualenv never reuses a build made by another."""
     import cocotb
 
-    tag = "_".join(f"{k.lower()}{v}" for k, v in params.items()) + ("_waves" if waves else "")
+    tag = "_".join(f"{k.lower()}{v}" for k, v in params.items()) + ("_waves" if waves else "") + f"_{TIMESCALE}"
     tools = f"{Path(cocotb.__file__).resolve().parent}|{shutil.which('iverilog') if sim == 'icarus' else ''}|" \
             f"{os.environ.get('VERILATOR_ROOT', '') if sim == 'verilator' else ''}"
     return cache_dir() / f"{sim}_{tag}_{hashlib.sha256(tools.encode()).hexdigest()[:10]}"
@@ -74,7 +75,7 @@ def simulate(stim: Stimulus, sim: str = "icarus", acc_depth: int = 512, waves: b
     build_args = ["-O2", "-Wno-fatal"] if sim == "verilator" else []
     try:
         runner.build(sources=sources(), hdl_toplevel=TOP, parameters=params, build_dir=build_dir, waves=waves,
-                     build_args=build_args, timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
+                     build_args=build_args, timescale=(TIMESCALE, TIMESCALE), log_file=build_dir / "build.log")
     except (SystemExit, Exception) as e:      # cocotb's runner exits the process on a failed build
         raise RTLError(f"{sim} could not build {TOP} ({_params(params)}): see {build_dir / 'build.log'} ({e})") from None
     own = workdir is None
@@ -87,19 +88,15 @@ def simulate(stim: Stimulus, sim: str = "icarus", acc_depth: int = 512, waves: b
            "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING")}
     log = work / "sim.log"
     try:
+        # Icarus dumps where the plusarg says (cocotb's default is the shared build folder); Verilator into test_dir
+        dump = [f"+dumpfile_path={work / 'dump.vcd'}"] if waves and sim == "icarus" else []
         results = runner.test(test_module="accelsim.rtl.bench", hdl_toplevel=TOP, build_dir=build_dir,
-                              test_dir=work, parameters=params, extra_env=env, waves=waves,
+                              test_dir=work, parameters=params, extra_env=env, waves=waves, plusargs=dump,
                               results_xml=str(work / "results.xml"), log_file=log)
     except SystemExit:
         results = work / "results.xml"
     _raise_on_failure(Path(results), log, sim, params)
-    wave = None
-    if waves:
-        found = [p for p in (work / "dump.vcd", build_dir / f"{TOP}.fst") if p.exists()]
-        if found:
-            wave = work / found[0].name
-            if found[0].parent != work:
-                shutil.copy(found[0], wave)
+    wave = work / "dump.vcd" if waves and (work / "dump.vcd").exists() else None
     return Run(Outcome.load(out_path), wave)
 
 
@@ -118,7 +115,15 @@ def _runner(sim: str):
             os.environ["MAKEFLAGS"] = f"{os.environ.get('MAKEFLAGS', '')} CFG_CXXFLAGS_PCH_I=-include".strip()
         if os.environ.get("OBJCACHE") is None and shutil.which("ccache"):
             os.environ["OBJCACHE"] = "ccache"
-    return get_runner(sim)
+    runner = get_runner(sim)
+    if sim == "icarus":      # VCD, not cocotb's default FST: the same format as the cycle-level model's waveform
+        runner.__class__ = type("IcarusVcd", (runner.__class__,), {"_test_command": _vcd_not_fst})
+    return runner
+
+
+def _vcd_not_fst(self):
+    """Icarus's run command with its dumper asked for VCD (vvp's extended argument -vcd where cocotb passes -fst)."""
+    return [["-vcd" if arg == "-fst" else arg for arg in cmd] for cmd in super(type(self), self)._test_command()]
 
 
 def _verilator_env() -> None:

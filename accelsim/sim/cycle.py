@@ -14,12 +14,11 @@ import numpy as np
 
 from accelsim.engine.cycle import systolic as kernel
 from accelsim.engine.cycle import systolic_os as os_kernel
-from accelsim.sim.stimulus import Outcome, Stimulus
-from accelsim.out.vcd import VcdWriter
+from accelsim.sim.stimulus import CLOCK_NS, RESET_CYCLES, Outcome, Stimulus
+from accelsim.out.vcd import TIMESCALE, VcdWriter
 from compiler import output
 
 PORT_BITS = ("w_valid", "w_ready", "x_valid", "x_ready", "x_last", "x_acc", "y_valid", "y_last")
-CLOCK_NS = 10           # the 100 MHz teaching clock: one cycle is 10 ns, clk rises at its start
 _NO_PROBE = np.zeros((0, 6, 1), np.int32)   # a probe of 0 cycles: the kernel records nothing
 
 
@@ -197,9 +196,11 @@ def _os(a, b, rows: int, cols: int, banks: int, probe_cycles: int):
     return run, OsProbe(*(grid[:, f].copy() for f in range(os_kernel.PROBE_FIELDS)))
 
 
-def write_vcd(path, stim: Stimulus, outcome: Outcome, waves: Waves, reset_cycles: int = 1,
+def write_vcd(path, stim: Stimulus, outcome: Outcome, waves: Waves, reset_cycles: int = RESET_CYCLES,
               inputs_at_fall: bool = True) -> None:
-    """A VCD of the core's ports (scope `systolic_core`, names and widths of docs/rtl.md), 10 ns per cycle.
+    """A VCD of the core's ports (scope `systolic_core`, names and widths of docs/rtl.md), 10 ns per cycle, on the
+    RTL's waveform's timescale (accelsim.out.vcd.TIMESCALE): by default every edge at the time the cocotb bench puts
+    it (stimulus.RESET_CYCLES), so the two files line up in a viewer.
 
     Cycle k starts with clk's rising edge at 10 * (reset_cycles + k) ns: the outputs (w_ready, x_ready, y_*)
     change there. The inputs (rst, w_valid, w_data, x_*) change at the falling edge 5 ns later, as the cocotb
@@ -216,7 +217,7 @@ def write_vcd(path, stim: Stimulus, outcome: Outcome, waves: Waves, reset_cycles
                ("y_valid", 1), ("y_data", stim.cols * 32), ("y_last", 1)]
     half = CLOCK_NS // 2
     with output.replacing(path) as temporary, open(temporary, "w") as f:
-        vcd = VcdWriter(f, "systolic_core", signals, timescale="1ns")
+        vcd = VcdWriter(f, "systolic_core", signals, timescale=TIMESCALE)
         y_word = 0
         for j in range(reset_cycles + waves.cycles):
             k = j - reset_cycles                                  # the spec's cycle number

@@ -10,6 +10,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 TERNARY_CODES = {0: 0, 1: 1, -1: 3}   # 2-bit weight codes on w_data (docs/rtl.md)
+# How the cocotb bench (accelsim.rtl.bench) clocks the core, and so where the cycle-level model's waveform puts each
+# cycle for the two to line up: a 10 ns clock (the teaching preset's 100 MHz) rising at time 0, rst high over
+# RESET_CYCLES + 1 rising edges (0, 10 and 20 ns), lowered at the falling edge (25 ns) where cycle 0's inputs are driven
+CLOCK_NS = 10
+RESET_CYCLES = 2
 
 
 @dataclass

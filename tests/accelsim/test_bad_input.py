@@ -16,7 +16,8 @@ from compiler.errors import UserError
     (["run", "resnet18", "--trace", "{missing}/t.json"], "--trace"),
     (["export", "resnet18", "--out", "{missing}/m.onnx"], "--out"),
     (["eval", "resnet18", "--out", "{missing}/o.npz"], "--out"),
-    (["cosim", "resnet18", "--layer", "conv1", "--vcd", "{missing}/w.vcd"], "--vcd"),
+    (["cosim", "resnet18", "--layer", "conv1", "--model-vcd", "{missing}/w.vcd"], "--model-vcd"),
+    (["cosim", "resnet18", "--layer", "conv1", "--waves", "{missing}/w.vcd"], "--rtl-vcd"),
 ])
 def test_outputs_are_checked_before_anything_runs(argv, flag, tmp_path, capsys, monkeypatch):
     ran = []

@@ -112,3 +112,36 @@ def test_cache_off_builds_in_a_folder_of_the_process_own(monkeypatch, tmp_path):
     assert "off" not in folder.parts and folder == runner.cache_dir() and not (tmp_path / "off").exists()
     monkeypatch.setenv("ACCELSIM_CACHE", str(tmp_path / "kept"))
     assert runner.cache_dir() == tmp_path / "kept" / "rtl"
+
+
+def test_the_rtl_and_model_waveforms_share_a_timescale_and_line_up(capsys, tmp_path):
+    """--rtl-vcd (the simulator's dump) and --model-vcd (the cycle-level model's): one $timescale, and every edge of
+    the core's ports at the same time in both, so the two files overlay in a viewer."""
+    _needs_icarus()
+    from accelsim.out.vcd import read
+
+    rtl, model = tmp_path / "rtl.vcd", tmp_path / "model.vcd"
+    assert main(["cosim", "resnet18", *SMALL_RESNET, "--layer", "fc", "--opt", "classes=10", "--rtl-vcd", str(rtl),
+                 "--model-vcd", str(model)]) == 0
+    capsys.readouterr()
+    scales = [re.search(r"\$timescale\s+(\S+)\s+\$end", path.read_text()[:2000]).group(1) for path in (rtl, model)]
+    assert scales == ["1ns", "1ns"]
+    r, m = read(rtl), read(model)
+    end = m["systolic_core.clk"][1][-1][0]        # the model's file ends at the rising edge after its last cycle
+    upto = lambda changes: [(t, v) for t, v in changes if t < end]           # noqa: E731
+    for port in ("clk", "rst", "w_valid", "w_ready", "w_data", "x_valid", "x_ready", "x_data", "x_last", "y_valid",
+                 "y_last"):
+        assert upto(r[f"systolic_core.{port}"][1]) == upto(m[f"systolic_core.{port}"][1]), port
+    # cycle 0 is the first with rst low: its inputs are driven at its falling edge, 10 ns x 2 reset cycles + 5 ns
+    assert r["systolic_core.rst"][1][:2] == [(0, 1), (25, 0)]
+    first_output = next(t for t, v in m["systolic_core.y_valid"][1] if v == 1)
+    assert first_output % 10 == 0 and (first_output, 1) in r["systolic_core.y_valid"][1]
+
+
+def test_the_waveform_options_say_what_they_write_and_keep_their_old_names(capsys):
+    with pytest.raises(SystemExit):
+        main(["cosim", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--rtl-vcd FILE.vcd, --waves FILE.vcd write the RTL's waveform" in text
+    assert "--model-vcd FILE.vcd, --vcd FILE.vcd write the cycle-level model's waveform" in text
+    assert "(--waves: the old name, deprecated)" in text and "(--vcd: the old name, deprecated)" in text
