@@ -18,7 +18,7 @@ import yaml
 from accelsim.cli import main
 from accelsim.validate import cases, published_workloads
 from accelsim.validate.score import score
-from test_published_gpu import peak_flops
+from tests.accelsim.validate.test_published_gpu import peak_flops
 from compiler.errors import UserError
 
 DATA = published_workloads.DATA

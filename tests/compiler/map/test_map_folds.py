@@ -12,7 +12,7 @@ from compiler.codegen import generate
 from compiler.map import map_op
 from compiler.map.space import candidates
 from compiler.pipeline import Options, compile_graph
-from test_map import gemm
+from tests.compiler.map.test_map import gemm
 
 ROWS = COLS = 8
 TAIL = 8 + (ROWS - 1) + (COLS - 1) + 3     # systolic_8x8: last load, skew, drain, 3 io registers (docs/rtl.md)

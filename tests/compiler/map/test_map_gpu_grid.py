@@ -14,7 +14,7 @@ from compiler.dtypes import DType
 from compiler.map import map_op
 from compiler.map.space import _tiled, candidates
 from compiler.target import units_used
-from test_map import gemm
+from tests.compiler.map.test_map import gemm
 
 
 def test_tiled_busies_every_sm_with_the_fewest_steps():

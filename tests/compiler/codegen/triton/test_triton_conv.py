@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from test_triton import assert_blocks_as_priced, check, first, one_op, torch  # noqa: F401  (sets TRITON_INTERPRET)
+from tests.compiler.codegen.triton.test_triton import assert_blocks_as_priced, check, first, one_op, torch  # noqa: F401  (sets TRITON_INTERPRET)
 
 from accelsim.arch import load_arch
 from accelsim.price.cost import reporter

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from test_triton import check, first, one_op, torch  # noqa: F401  (sets TRITON_INTERPRET)
+from tests.compiler.codegen.triton.test_triton import check, first, one_op, torch  # noqa: F401  (sets TRITON_INTERPRET)
 
 from accelsim.arch import load_arch
 from compiler.codegen.triton import NoTritonKernel

@@ -3,7 +3,7 @@ interpreter hands that op (weights seeded) and matches the op's reference; the r
 pools no generator covers, each refused by name."""
 import numpy as np
 import pytest
-from test_triton import TOLERANCE, torch  # noqa: F401  (sets TRITON_INTERPRET)
+from tests.compiler.codegen.triton.test_triton import TOLERANCE, torch  # noqa: F401  (sets TRITON_INTERPRET)
 
 from accelsim.arch import load_arch
 from compiler.codegen.triton import NoTritonKernel, load
