@@ -1,8 +1,8 @@
 """ONNX conformance: every node case of the installed onnx package through the frontend and the reference
 interpreter (compiler/conformance.py), plus the frontend's opset handling and unsigned/bool dtypes through eval.
 
-At the time of writing (onnx 1.23, newest opset 28) 1,722 of the 1,808 cases in scope pass and 4 more, disputed, pass
-against onnxruntime (95.5%; 818 and 2 of 834, 98.3%, at opsets <= 21), and 76 more are refused as out of scope by
+At the time of writing (onnx 1.23, newest opset 28) 1,727 of the 1,808 cases in scope pass and 4 more, disputed, pass
+against onnxruntime (95.7%; 818 and 2 of 834, 98.3%, at opsets <= 21), and 76 more are refused as out of scope by
 design. The target is 95% of the cases in scope:
 raise PASS_FLOOR as ops land (`accelsim validate onnx` prints the counts and the ops still failing). The whole set
 runs in about 15 seconds, so no sampling.
@@ -28,7 +28,7 @@ from compiler.frontend import OLDEST_OPSET, OUT_OF_SCOPE, from_model
 from compiler.ops import REGISTRY
 from compiler.ops.interpret import run_graph
 
-PASS_FLOOR = 1722           # cases passing now: a ratchet, raise it when more pass (never lower it)
+PASS_FLOOR = 1727           # cases passing now: a ratchet, raise it when more pass (never lower it)
 TARGET_FRACTION = 0.95       # of the cases in scope (not refused by design): the goal PASS_FLOOR climbs to
 
 
