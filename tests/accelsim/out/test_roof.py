@@ -49,8 +49,9 @@ def test_the_roof_is_memory_below_the_machine_balance_and_the_table_says_why_a_b
 
 
 def test_a_result_without_peaks_shows_no_roof():
-    old = Result(model={"name": "m", "batch": 1, "dtype": "int8"}, arch={"name": "toy", "kind": "systolic", "memory_levels": ["dram"]},
-                 fidelity="tile", ops=[op("conv", "compute", macs=1000, dram=100)])
+    before = {"name": "toy", "kind": "systolic", "memory_levels": ["dram"]}      # no peaks, no bandwidths
+    old = Result(model={"name": "m", "batch": 1, "dtype": "int8"}, arch=before, fidelity="tile",
+                 ops=[op("conv", "compute", macs=1000, dram=100)])
     assert roof.kernels(old)[0].roof is None
     assert "roof (" not in render(old, width=None)
 
