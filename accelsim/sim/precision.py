@@ -71,11 +71,13 @@ def precision(dtype: str | DType, arch=None) -> Precision:
     chosen = _parse(dtype)
     bits = DEFAULT_ACCUMULATOR_BITS
     if arch is not None:
-        if chosen not in arch.dtypes and chosen != DType.fp32:
+        # an arch naming fp8 computes in both fp8 formats, as Hopper's and Ada's tensor cores do, at one rate
+        named = DType.fp8 if chosen == DType.fp8_e5m2 else chosen
+        if named not in arch.dtypes and chosen != DType.fp32:
             supported = ", ".join(d.value for d in arch.dtypes if d in OPERANDS)
             raise UserError(f"--dtype {chosen.value}: {arch.name} has no matrix unit computing in it; of the dtypes "
                             f"eval emulates it computes in {supported or 'none'}")
-        unit = arch.matrix_for(chosen) if chosen in arch.dtypes else None
+        unit = arch.matrix_for(named) if named in arch.dtypes else None
         if unit is not None and unit.array is not None:
             bits = unit.array.accumulator_bits
             if chosen.is_float and bits not in FLOAT_ACCUMULATORS:

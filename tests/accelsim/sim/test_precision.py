@@ -170,3 +170,23 @@ def test_the_command_prints_every_output_and_writes_the_emulated_ones(tmp_path, 
         for error in run.errors:
             assert np.array_equal(written[error.name], run.outputs[error.name])
             assert f"{error.name}  " in printed and f"{error.max_abs:.4g}" in printed
+
+
+@pytest.mark.parametrize("dtype, fp8, largest", [("fp8", "float8_e4m3fn", 448.0), ("fp8_e5m2", "float8_e5m2", 57344.0)])
+def test_fp8_operands_are_scaled_onto_the_format_and_written_as_bf16(dtype, fp8, largest):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((3, 16)), rng.standard_normal((16, 5))
+    graph, feeds = matmul(a, b)
+    got = emulate(graph, feeds, precision(dtype)).outputs[graph.outputs[0]]
+    a32, b32 = feeds["x"], b.astype(np.float32)
+    sa, sb = float(np.max(np.abs(a32))) / largest, float(np.max(np.abs(b32))) / largest   # |max| onto the largest
+    qa = (a32 / np.float32(sa)).astype(getattr(ml_dtypes, fp8)).astype(np.float32)
+    qb = (b32 / np.float32(sb)).astype(getattr(ml_dtypes, fp8)).astype(np.float32)
+    expected = ((qa @ qb) * np.float32(sa * sb)).astype(ml_dtypes.bfloat16).astype(np.float32)
+    assert np.array_equal(got, expected)
+
+
+def test_an_arch_naming_fp8_computes_both_formats():
+    graph, feeds = matmul(np.ones((2, 3)), np.ones((3, 2)))
+    assert evaluate_at(graph, "fp8_e5m2", arch="h100", inputs=feeds).precision.operands == DType.fp8_e5m2
