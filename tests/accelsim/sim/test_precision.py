@@ -190,3 +190,21 @@ def test_fp8_operands_are_scaled_onto_the_format_and_written_as_bf16(dtype, fp8,
 def test_an_arch_naming_fp8_computes_both_formats():
     graph, feeds = matmul(np.ones((2, 3)), np.ones((3, 2)))
     assert evaluate_at(graph, "fp8_e5m2", arch="h100", inputs=feeds).precision.operands == DType.fp8_e5m2
+
+
+def test_bf16_stores_what_computes_on_bf16_results_and_keeps_softmax_and_the_inputs_path_in_fp32():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    builder = Builder("autocast")
+    x = builder.input("x", (2, 8))
+    relu = builder.node("Relu", [builder.node("MatMul", [x, builder.weight("w", (8, 8))])])
+    soft = builder.node("Softmax", [relu], axis=-1)
+    mixed = builder.node("Add", [x, relu])             # an fp32 input with a bf16 result: fp32, as autocast promotes
+    graph = builder.build([relu, soft, mixed])
+    feeds = {"x": np.random.default_rng(6).standard_normal((2, 8)).astype(np.float32)}
+    run = emulate(graph, feeds, precision("bf16"))
+
+    def on_bf16_grid(v):
+        return np.array_equal(v, v.astype(ml_dtypes.bfloat16).astype(np.float32))
+    assert on_bf16_grid(run.outputs[relu])
+    assert not on_bf16_grid(run.outputs[soft]) and not on_bf16_grid(run.outputs[mixed])
+    assert dict(run.low) == {"Relu": 1} and dict(run.fp32) == {"Softmax": 1, "Add": 1}
