@@ -85,15 +85,23 @@ def evaluate(model: str | os.PathLike | Graph, inputs: dict[str, np.ndarray] | N
     `bind=` (input name -> values, as --bind gives them). Narrow types come as ml_dtypes arrays (bfloat16, float8,
     int4), as the raw bytes an .npz keeps of them, or, for narrow floats, as float32 arrays (rounded to the type)."""
     from accelsim.sim.inputs import eval_budget
-    from compiler.bind import held_input
     from compiler.ops.interpret import run_graph
 
-    graph = load_model(model, batch=batch, weights=True, feeds=inputs, **model_options)
     budget = eval_budget()
+    graph, feeds = eval_inputs(model, inputs, seed, batch, budget, **model_options)
+    return (feeds if inputs is None else dict(inputs)), run_graph(graph, feeds, budget)
+
+
+def eval_inputs(model: str | os.PathLike | Graph, inputs: dict[str, np.ndarray] | None, seed: int,
+                batch: int | None, budget, **model_options) -> tuple[Graph, dict[str, np.ndarray]]:
+    """The Graph an evaluation runs (weights drawn or read, shape inputs bound from `inputs`) and its feeds: each
+    given input in the type the reference holds it in, checked against the model's, or random (seeded) ones."""
+    from compiler.bind import held_input
+
+    graph = load_model(model, batch=batch, weights=True, feeds=inputs, **model_options)
     if inputs is None:
         _refuse_random_shapes(graph)
-        feeds = random_inputs(graph, seed, budget)
-        return feeds, run_graph(graph, feeds, budget)
+        return graph, random_inputs(graph, seed, budget)
     feeds = {}
     for name, value in inputs.items():
         if name in graph.inputs:
@@ -101,7 +109,7 @@ def evaluate(model: str | os.PathLike | Graph, inputs: dict[str, np.ndarray] | N
             check_kind(graph, name, feeds[name])
         elif name not in graph.weights:    # not bound at import: run_graph names it
             feeds[name] = value
-    return dict(inputs), run_graph(graph, feeds, budget)
+    return graph, feeds
 
 
 def _refuse_random_shapes(graph: Graph) -> None:

@@ -70,18 +70,14 @@ def evaluate_at(model: str | os.PathLike | Graph, dtype: str | DType | None = No
     """`model`'s outputs at `dtype` (by default `arch`'s native one; accumulated as `arch`'s matrix units do, if
     given) and in its own precision, on `inputs` (random, seeded, where none given); the scales int8 and fp8 need
     come from these inputs."""
-    from accelsim.sim.api import check_kind, random_inputs
+    from accelsim.sim.api import eval_inputs
     from accelsim.sim.inputs import eval_budget
-    from accelsim.sim.model import load_arch, load_model
+    from accelsim.sim.model import load_arch
 
     hw = load_arch(arch) if arch is not None else None
     chosen = precision(dtype if dtype is not None or hw is None else native(hw), hw)
-    graph = load_model(model, batch=batch, weights=True, **model_options)
     budget = eval_budget()
-    feeds = dict(inputs) if inputs is not None else random_inputs(graph, seed, budget)
-    for name, value in feeds.items():
-        if name in graph.inputs:
-            check_kind(graph, name, np.asarray(value))
+    graph, feeds = eval_inputs(model, inputs, seed, batch, budget, **model_options)
     return emulate(graph, feeds, chosen, budget)
 
 

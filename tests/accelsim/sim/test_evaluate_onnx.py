@@ -64,6 +64,7 @@ def test_eval_reads_bfloat16_arrays_from_an_npz(tmp_path, capsys):
     np.savez(tmp_path / "in.npz", **BF16)                 # numpy keeps their bytes only ('|V2')
     assert main(["eval", path, "--inputs", str(tmp_path / "in.npz"), "--out", str(tmp_path / "out.npz")]) == 0
     np.testing.assert_allclose(np.load(tmp_path / "out.npz")["y"], oracle(path, BF16), rtol=1e-6)
+    assert main(["eval", path, "--inputs", str(tmp_path / "in.npz"), "--dtype", "bf16"]) == 0   # emulated too
 
 
 def reshape_topk(tmp_path):
