@@ -22,8 +22,10 @@ def add_eval_parser(sub) -> None:
     add_choice(ev, "--optimizer", OPTIMIZERS, help="with --train: sgd (momentum 0.9, weight decay 5e-4) or adamw "
                "(default: sgd)")
     ev.add_argument("--limit", type=int, metavar="N", help="with --train: parameters listed (default 20; 0 for all)")
-    ev.add_argument("--dtype", help="run the model's products at this precision (fp32, bf16, fp16, fp8 (E4M3), "
-                    "fp8_e5m2, int8) and print each output's error against the fp32 reference (docs/precision.md)")
+    # dest: not `dtype`, which stays a built-in model's own option (--opt dtype=fp16 builds the model in fp16)
+    ev.add_argument("--dtype", dest="precision", help="run the model's products at this precision (fp32, bf16, "
+                    "fp16, fp8 (E4M3), fp8_e5m2, int8) and print each output's error against the model run in its "
+                    "own dtypes (docs/precision.md)")
     ev.add_argument("--arch", help="with or without --dtype: accumulate as this arch's matrix units do (default "
                     "dtype: its native one)")
     ev.set_defaults(handler=_eval)
@@ -42,7 +44,7 @@ def _eval(args) -> int:
     given = [f"--{flag}" for flag in ("loss", "optimizer", "limit") if getattr(args, flag) is not None]
     if given:
         raise UserError(f"{', '.join(given)} applies to a training step: add --train")
-    if args.dtype is not None or args.arch is not None:
+    if args.precision is not None or args.arch is not None:
         return _eval_at(args, inputs)
     feeds, outputs = evaluate(args.model, inputs=inputs, seed=args.seed, batch=args.batch, **model_options(args))
     for name, value in outputs.items():
@@ -59,7 +61,7 @@ def _eval_at(args, inputs: dict | None) -> int:
     from accelsim.sim.emulate import evaluate_at
     from accelsim.sim.precision import error_table
 
-    emulation = evaluate_at(args.model, args.dtype, arch=args.arch, inputs=inputs, seed=args.seed,
+    emulation = evaluate_at(args.model, args.precision, arch=args.arch, inputs=inputs, seed=args.seed,
                             batch=args.batch, **model_options(args))
     print(emulation.summary(), end="")
     print(error_table(emulation.errors), end="")
@@ -72,7 +74,7 @@ def _eval_train(args, inputs: dict | None) -> int:
     """`eval --train`: one training step in the numpy reference (accelsim.sim.eval_train)."""
     from accelsim.sim.eval_train import evaluate_step
 
-    given = [f"--{flag}" for flag in ("dtype", "arch") if getattr(args, flag) is not None]
+    given = [flag for flag, dest in (("--dtype", "precision"), ("--arch", "arch")) if getattr(args, dest) is not None]
     if given:
         raise UserError(f"{', '.join(given)} applies to inference: eval --train runs in the model's own dtypes")
     rows("limit", args.limit)

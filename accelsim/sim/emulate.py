@@ -64,18 +64,18 @@ def _counts(counter: Counter) -> str:
     return ", ".join(f"{op} {n}" for op, n in counter.most_common()) or "none"
 
 
-def evaluate_at(model: str | os.PathLike | Graph, dtype: str | DType | None = None, arch=None,
+def evaluate_at(model: str | os.PathLike | Graph, at: str | DType | None = None, arch=None,
                 inputs: dict[str, np.ndarray] | None = None, seed: int = 0, batch: int | None = None,
                 **model_options) -> Emulation:
-    """`model`'s outputs at `dtype` (by default `arch`'s native one; accumulated as `arch`'s matrix units do, if
-    given) and in its own precision, on `inputs` (random, seeded, where none given); the scales int8 and fp8 need
-    come from these inputs."""
+    """`model`'s outputs at dtype `at` (by default `arch`'s native one; accumulated as `arch`'s matrix units do, if
+    given) and in its own dtypes, on `inputs` (random, seeded, where none given); the scales int8 and fp8 need
+    come from these inputs. `model_options` are the model's own (dtype=fp16 builds a zoo model in fp16)."""
     from accelsim.sim.api import eval_inputs
     from accelsim.sim.inputs import eval_budget
     from accelsim.sim.model import load_arch
 
     hw = load_arch(arch) if arch is not None else None
-    chosen = precision(dtype if dtype is not None or hw is None else native(hw), hw)
+    chosen = precision(at if at is not None or hw is None else native(hw), hw)
     budget = eval_budget()
     graph, feeds = eval_inputs(model, inputs, seed, batch, budget, **model_options)
     return emulate(graph, feeds, chosen, budget)

@@ -146,14 +146,14 @@ def output_error(name: str, reference: np.ndarray, emulated: np.ndarray) -> Outp
                        0.0 if empty else float(np.max(np.abs(ref))))
 
 
-def error_table(errors: list[OutputError], against: str = "fp32") -> str:
+def error_table(errors: list[OutputError]) -> str:
     """One row per output: its shape, max and mean absolute error, and both relative to the reference's size."""
     header = ("output", "shape", "max |err|", "mean |err|", "mean |ref|", "mean rel", "max rel")
     rows = [(e.name, str(list(e.shape)), f"{e.max_abs:.4g}", f"{e.mean_abs:.4g}", f"{e.mean_ref:.4g}",
              _percent(e.relative), _percent(e.max_relative)) for e in errors]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = [f"error against the {against} reference (mean rel = mean |err| / mean |ref|, max rel = max |err| / "
-             f"max |ref|):"]
+    lines = ["error against the reference in the model's own dtypes (mean rel = mean |err| / mean |ref|, max rel = "
+             "max |err| / max |ref|):"]
     for row in [header, *rows]:
         lines.append("  ".join(cell.ljust(width) if i < 2 else cell.rjust(width)
                                for i, (cell, width) in enumerate(zip(row, widths))).rstrip())

@@ -158,6 +158,25 @@ def test_a_dtype_eval_does_not_emulate_exits_2(capsys, argv, words):
     assert words in err and "Traceback" not in err
 
 
+def test_the_help_names_every_dtype_eval_emulates():
+    from accelsim.cli import _parser
+    from accelsim.sim.precision import OPERANDS
+
+    evaluate = _parser(["eval"])._subparsers._group_actions[0].choices["eval"]
+    dtype = next(action for action in evaluate._actions if "--dtype" in action.option_strings)
+    assert all(d.value in dtype.help for d in OPERANDS)
+
+
+def test_a_built_in_models_own_dtype_is_still_an_opt(capsys):
+    """--opt dtype=fp16 builds the model in fp16 (its reference), --dtype int8 runs its products at int8."""
+    tiny = ["--seq", "8", "--opt", "layers=1", "--opt", "hidden=32", "--opt", "heads=2", "--opt", "mlp=64",
+            "--opt", "vocab=128", "--opt", "max_positions=16", "--opt", "dtype=fp16"]
+    assert main(["eval", "gpt2", *tiny]) == 0
+    assert "logits: shape [1, 8, 128] float16" in capsys.readouterr().out
+    assert main(["eval", "gpt2", *tiny, "--dtype", "int8"]) == 0
+    assert "products at int8: MatMul 8, Gemm 1" in capsys.readouterr().out
+
+
 def test_the_command_prints_every_output_and_writes_the_emulated_ones(tmp_path, capsys):
     tiny = ["--seq", "8", *[item for option in ("layers=1", "hidden=32", "heads=2", "mlp=64", "vocab=128",
                                                   "max_positions=16") for item in ("--opt", option)]]
