@@ -32,21 +32,23 @@ def array_use(mapping: Mapping, op: Einsum, arch, estimate: float, pricing: Pric
     slow = -(-array.pes // dict(unit.per_cycle).get(dtype, array.pes))
     fill = m * n * k / stream / (folds * array.pes) if stream else 0.0
     load, pipeline = array.rows, array.rows - 1 + array.cols - 1 + array.io_registers
+    # X in accelsim.price.systolic: WS/IS shift the next stationary tile in, OS drains the finished sums out
+    swap = "drain" if mapping.dataflow.lower() == "os" else "load"
     if array.weight_buffers >= 2:      # the next fold's load hides under this one's stream, if the stream is as long
         held = max(stream * slow, load)
         how = f"double-buffered, a fold holds the array max({stream * slow}, {load}) = {held} cycles"
     else:
         held = load + stream * slow + pipeline
         how = f"single-buffered, with {pipeline} of skew and drain a fold holds the array {held} cycles"
-    shares = {"the fold's fill": fill, "the stream against the load": stream / held if held else 0.0,
+    shares = {"the fold's fill": fill, f"the stream against the {swap}": stream / held if held else 0.0,
               "memory waits": min(1.0, busy / estimate)}
     rate = f" at 1/{slow} rate" if slow > 1 else ""
     lines = [f"# estimated utilisation {at_peak / estimate:.0%} = in the array {min(1.0, at_peak / busy):.0%} x not "
              f"waiting on memory {shares['memory waits']:.0%}",
              f"#   {op.macs:,} MACs take {at_peak:,.0f} cycles at peak, {busy:,.0f} computing, {estimate:,.0f} in all",
              f"#   fill: a step's {folds} fold{'s' * (folds != 1)} fill{'s' * (folds == 1)} {fill:.0%} of the PEs",
-             f"#   stream: {stream} vector{'s' * (stream != 1)} a fold{rate} against a {load}-cycle load; "
-             f"{how}: {shares['the stream against the load']:.0%} streaming",
+             f"#   stream: {stream} vector{'s' * (stream != 1)} a fold{rate} against a {swap} of {load} cycles; "
+             f"{how}: {shares[f'the stream against the {swap}']:.0%} streaming",
              f"#   memory: the array waits {max(0.0, estimate - busy):,.0f} cycles on transfers it does not hide "
              f"({1 - shares['memory waits']:.0%} of the estimate)"]
     worst, then = sorted(shares, key=shares.get)[:2]
