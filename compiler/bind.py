@@ -30,6 +30,11 @@ def static_inputs(g: onnx.GraphProto) -> set[str]:
     return _needed(g) & {info.name for info in g.input}
 
 
+def needed_values(g: onnx.GraphProto) -> set[str]:
+    """Every name in `g` whose value import needs: the value inputs of its nodes and what they are computed from."""
+    return _needed(g)
+
+
 def feeding(g: onnx.GraphProto, names: Iterable[str]) -> list[str]:
     """The graph inputs whose values `names` are computed from (themselves, if graph inputs), in input order."""
     wanted = set(names)

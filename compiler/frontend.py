@@ -20,10 +20,10 @@ import onnx
 from onnx import numpy_helper, version_converter
 
 from compiler.dtypes import DType
-from compiler.bind import bound, static_inputs, unbound
+from compiler.bind import bound, needed_values, static_inputs, unbound
 from compiler.errors import ModelError, OutOfScopeError, UnknownValueError, UserError
 from compiler.graph import Graph, Node, Tensor
-from compiler.ops.shapes import check_node_count, finalize
+from compiler.ops.shapes import VALUE_NEEDED, check_node_count, finalize
 from compiler.references import referenced
 
 TERNARY_MARK = "accelsim:ternary"   # doc_string of an int8 initializer holding -1/0/+1 weights
@@ -96,12 +96,21 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
     for info in g.input:
         if info.name not in weights:
             tensors[info.name] = _value_info(info, source, overrides.get(info.name), named)
-    nodes = [_node(n, i, source) for i, n in enumerate(g.node)]
-    graph = Graph(name=g.name or Path(source).stem, inputs=inputs, outputs=[o.name for o in g.output],
-                  import_body=functools.partial(from_subgraph, base_dir=base_dir, read=values),
-                  nodes=nodes, tensors=tensors, weights=weights, opset=opset, source=source)
+    def graph(needed: set[str]) -> Graph:
+        nodes = [_node(n, i, source) for i, n in enumerate(g.node)]
+        for node in nodes:
+            if needed.intersection(node.outputs):
+                node.resolved[VALUE_NEEDED] = True
+        return Graph(name=g.name or Path(source).stem, inputs=inputs, outputs=[o.name for o in g.output],
+                     import_body=functools.partial(from_subgraph, base_dir=base_dir, read=values),
+                     nodes=nodes, tensors=dict(tensors), weights=dict(weights), opset=opset, source=source)
+
     try:
-        return finalize(graph)
+        return finalize(graph(set()))
+    except UnknownValueError:
+        pass
+    try:   # a value import needs computed from a weight (a Gather from a table): fold what it needs, weights too
+        return finalize(graph(needed_values(g)))
     except UnknownValueError as error:
         raise unbound(error, g, inputs) from None
 

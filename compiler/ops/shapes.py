@@ -16,6 +16,7 @@ MAX_TENSOR_BITS = 1 << 62
 # the most nodes one graph may have: each costs about 0.1 ms to import, compile and simulate (a 100,000-node chain
 # takes about 15 s), so a larger file is refused before any of that work rather than running for minutes (docs/onnx.md)
 MAX_NODES = 250_000
+VALUE_NEEDED = "value_needed"   # node.resolved key: import needs the node's value (a shape), so it folds from weights too
 
 
 def check_node_count(count: int, source: str) -> None:
@@ -86,7 +87,8 @@ def _fold(graph: Graph, node, definition, ins, outs) -> None:
             return
         if any(t.elements > FOLD_LIMIT_ELEMENTS for t in outs):
             return
-        if any(name in graph.weights and graph.tensors[name].elements > 64 for name in node.inputs):
+        if not node.resolved.get(VALUE_NEEDED) and any(name in graph.weights and graph.tensors[name].elements > 64
+                                                       for name in node.inputs):
             return  # weights stay weights (streamed from memory); only shape arithmetic folds
         values = definition.reference(node, args)
     for tensor, value in zip(outs, values):

@@ -114,3 +114,20 @@ def test_narrow_values_are_taken_as_ml_dtypes_raw_bytes_or_floats_rounded_to_the
         held_input(fp8, DType.bf16, "x")
     with pytest.raises(ModelError, match=r"x is \|V2 \(raw bytes\), the model expects fp8"):
         held_input(values.view("V2"), DType.fp8, "x")
+
+
+def test_a_shape_computed_from_a_weight_larger_than_shape_arithmetic_folds():
+    """Weights of more than 64 elements stay weights, except where import needs what they compute: a Reshape's
+    shape gathered from a table of 100 was refused ('the target shape ... must be a constant known at import')."""
+    table = numpy_helper.from_array(np.arange(100, dtype=np.int64), "table")
+    which = numpy_helper.from_array(np.array([3, 2], np.int64), "which")
+    graph = h.make_graph([h.make_node("Gather", ["table", "which"], ["shape"]),
+                          h.make_node("Reshape", ["x", "shape"], ["y"]), h.make_node("Mul", ["table", "table"], ["t2"])],
+                         "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                         [h.make_tensor_value_info("y", T.FLOAT, None), h.make_tensor_value_info("t2", T.INT64, None)],
+                         initializer=[table, which])
+    m = h.make_model(graph, opset_imports=[h.make_opsetid("", 18)])
+    imported = from_model(m)
+    assert "t2" not in imported.constants          # what no shape needs stays computed at run time
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(run_graph(imported, {"x": x})["y"], onnxruntime(m, {"x": x})[0])
