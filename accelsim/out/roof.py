@@ -16,6 +16,11 @@ from dataclasses import dataclass
 COMPUTE = "compute"
 
 
+def per_byte(value: float) -> str:
+    """An intensity, 3 significant digits without an exponent: 0.667, 42.1, 1,560, 2,700."""
+    return f"{float(f'{value:.3g}'):,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def work(op: OpResult) -> int:
     """Operations a roofline counts: 2 per MAC, 1 per vector op."""
     return 2 * op.macs + op.ops
@@ -119,7 +124,8 @@ def why(kernel: Kernel) -> str | None:
     if op.bound == "launch":
         return f"bound by its launch, not by its {roof} roof: the kernel is too short to hide the launch overhead"
     if op.bound == COMPUTE:
-        return (f"memory-bound by roofline ({kernel.intensity:.3g} FLOP/B, under its balance of {kernel.balance:.3g}), "
+        return (f"memory-bound by roofline ({per_byte(kernel.intensity)} FLOP/B, under its balance of "
+                f"{per_byte(kernel.balance)}), "
                 f"but the unit ran at {op.utilisation:.0%} of its peak, and computing at that rate outlasts the "
                 f"{kernel.level} transfers")
     if op.bound == kernel.level:

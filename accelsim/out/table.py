@@ -78,7 +78,7 @@ def _roof_cells(kernel, op) -> tuple[str, str]:
     """A kernel's intensity and roof on its own op's row; a fused op's row (+) shares the kernel's, shown above."""
     if kernel is None:
         return ("", "") if op.kernel else ("-", "-")
-    return (f"{kernel.intensity:.3g}" if kernel.intensity else "-"), (kernel.roof or "-")
+    return (roof.per_byte(kernel.intensity) if kernel.intensity else "-"), (kernel.roof or "-")
 
 
 def roof_lines(kernels, balance: float | None, shown: int = 6) -> list[str]:
@@ -89,7 +89,7 @@ def roof_lines(kernels, balance: float | None, shown: int = 6) -> list[str]:
     counts: dict[str, int] = {}
     for kernel in judged:
         counts[kernel.roof] = counts.get(kernel.roof, 0) + 1
-    against = f", against a machine balance of {balance:.3g} FLOP/B for matrix work" if balance else ""
+    against = f", against a machine balance of {roof.per_byte(balance)} FLOP/B for matrix work" if balance else ""
     head = (f"roof (FLOP per {judged[0].level} byte{against}): "
             + ", ".join(f"{name} {n} kernels" for name, n in counts.items()))
     reasons = [(k.anchor.name, reason) for k in judged if (reason := roof.why(k))]
