@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# OpResult and Result (accelsim.out.result) are only named here: the table, which Result imports, imports this
-
-
+# OpResult and Result (accelsim.out.result) appear in annotations only: Result imports the table, which imports this
 COMPUTE = "compute"
 
 
