@@ -88,5 +88,5 @@ def stage_table(result: ParallelTrainResult) -> str:
 def comm_table(result: ParallelTrainResult) -> str:
     rows = [[e["collective"], e["level"], Cell(seconds(e["seconds"]), e["seconds"])]
             for e in result.communication()["by_collective"]]
-    return html.table(["collective", "link level", f"seconds per {'step' if result.training else 'batch'}"], rows,
+    return html.table(["collective", "link level", f"time per {'step' if result.training else 'batch'}"], rows,
                       table_id="communication") or "<p>No communication.</p>"

@@ -99,8 +99,9 @@ def test_the_inference_table_has_no_training_columns_and_gives_tokens_per_second
     assert not any(word in table for word in ("backward", "optim", "gradients", "exposed"))
     per_second = 4 / decode.seconds        # a decode step: one token for each of the batch's 4 sequences
     assert f"{per_second:,.0f} tokens/s (4 sequences x 1 token = 4 tokens per batch of " in table
-    from accelsim.report.parallel_page import stage_table
+    from accelsim.report.parallel_page import comm_table, stage_table
     page = stage_table(decode)
     assert ">bubble<" in page and not any(f">{word}<" in page for word in ("backward", "optimizer", "gradients"))
+    assert ">time per batch<" in comm_table(decode)      # its cells say their unit (97.3 us), not seconds
     prefill = run_parallel("gpt2", "dgx_a100", devices=2, parallel="tp=2", batch=4, **GPT).table()
     assert f"4 sequences x 64 tokens = 256 tokens per batch of " in prefill
