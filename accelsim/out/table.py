@@ -62,7 +62,8 @@ def render(result, limit: int | None = None, width: int | None = WIDTH) -> str:
     kernels = sum(1 for op in result.ops if not op.kernel and op.bound != "view")
     lines = [f"{len(result.ops)} ops in {kernels} kernels (a row marked + runs inside the kernel above it)",
              f"latency {seconds(totals['seconds'])} per batch of {model['batch']}: "
-             f"{model['batch'] / totals['seconds']:.1f} samples/s" if totals["seconds"] else "throughput: -",
+             f"{model['batch'] / totals['seconds']:.1f} samples/s{_tokens(model, totals['seconds'])}"
+             if totals["seconds"] else "throughput: -",
              "time by bound: " + ", ".join(f"{bound} {share:.0%}" for bound, share in _bound_shares(result)),
              "bytes by level: " + ", ".join(f"{lv} {binary(n)}" for lv, n in totals["bytes_by_level"].items()),
              energy_line(totals)]
@@ -100,6 +101,16 @@ def roof_lines(kernels, balance: float | None, shown: int = 6) -> list[str]:
     if len(reasons) > shown:
         lines.append(f"  ... {len(reasons) - shown} more (--json: each op's bound and level_seconds)")
     return lines
+
+
+def _tokens(model: dict, seconds_: float) -> str:
+    """A language model's tokens/s: a decode step's one token per sequence, a prefill's batch x seq."""
+    per = model.get("tokens_per_sample")
+    if not per:
+        return ""
+    tokens = model["batch"] * per
+    return (f", {tokens / seconds_:,.0f} tokens/s ({model['batch']:,} sequence{'s' * (model['batch'] != 1)} x "
+            f"{per:,} token{'s' * (per != 1)})")
 
 
 def _bound_shares(result):

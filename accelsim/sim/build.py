@@ -136,9 +136,12 @@ def simulate(compiled: Compiled, fidelity: str = "tile", trace: bool = False, me
 def _model_info(compiled: Compiled) -> dict:
     graph = compiled.graph
     first = graph.tensors[graph.inputs[0]].shape if graph.inputs else ()
+    out = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
     return {"name": graph.name, "source": graph.source, "batch": compiled.batch or (first[0] if first else 1),
             "dtype": compiled.dtype.value, "parameters": int(sum(graph.tensors[w].elements for w in graph.weights)),
-            "nodes": len(graph.nodes)}
+            "nodes": len(graph.nodes),
+            # a language model's output is [batch, tokens, vocab]: a decode step's 1, a prefill's seq
+            "tokens_per_sample": int(out[1]) if len(out) == 3 else None}
 
 
 def _arch_info(arch: Arch, dtype: DType) -> dict:

@@ -21,3 +21,14 @@ def test_the_run_table_says_dynamic_energy_and_prints_bytes_in_binary():
     assert "static power is not modelled" in text and "TDP" not in text and "\nenergy:" not in text
     level, moved = next(iter(totals["bytes_by_level"].items()))
     assert f"bytes by level: {level} {binary(moved)}" in text and " MB" not in text and " kB" not in text
+
+
+def test_a_language_model_run_gives_tokens_per_second():
+    decode = accelsim.run("gpt2", arch="a100", batch=4, fidelity="roofline", mode="decode", past=16, layers=1,
+                          hidden=64, heads=2, vocab=256, max_positions=64)
+    assert decode.to_dict()["model"]["tokens_per_sample"] == 1           # logits [4, 1, 256]: a token per sequence
+    assert f"{4 / decode.seconds:,.0f} tokens/s (4 sequences x 1 token)" in decode.table(1)
+    prefill = accelsim.run("gpt2", arch="a100", batch=2, seq=32, fidelity="roofline", layers=1, hidden=64, heads=2,
+                           vocab=256, max_positions=64)
+    assert f"{2 * 32 / prefill.seconds:,.0f} tokens/s (2 sequences x 32 tokens)" in prefill.table(1)
+    assert "tokens/s" not in accelsim.run("resnet18", arch="a100", image=32, fidelity="roofline").table(1)
