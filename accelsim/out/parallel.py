@@ -202,9 +202,9 @@ def _inference_rate(result: ParallelTrainResult, rate: dict) -> str:
     if "tokens_per_second" not in rate:
         return f"{rate['samples_per_second']:,.1f} samples/s; {flops}"
     tokens = result.batch * result.tokens_per_sample
-    return (f"{rate['tokens_per_second']:,.0f} tokens/s ({result.batch:,} sequences x {result.tokens_per_sample:,} "
-            f"token{'s' * (result.tokens_per_sample != 1)} = {tokens:,} tokens per batch of {show(result.seconds)}); "
-            f"{flops}")
+    return (f"{rate['tokens_per_second']:,.0f} tokens/s ({result.batch:,} sequence{'s' * (result.batch != 1)} x "
+            f"{result.tokens_per_sample:,} token{'s' * (result.tokens_per_sample != 1)} = {tokens:,} "
+            f"token{'s' * (tokens != 1)} per batch of {show(result.seconds)}); {flops}")
 
 
 def add_up(memories: list[dict]) -> dict:
