@@ -23,7 +23,7 @@ from compiler.dtypes import DType
 from compiler.bind import bound, needed_values, static_inputs, unbound
 from compiler.errors import ModelError, OutOfScopeError, UnknownValueError, UserError
 from compiler.graph import Graph, Node, Tensor
-from compiler.ops.shapes import VALUE_NEEDED, check_node_count, finalize
+from compiler.ops.shapes import FOLD_READ_LIMIT_ELEMENTS, VALUE_NEEDED, check_node_count, finalize
 from compiler.references import referenced
 
 TERNARY_MARK = "accelsim:ternary"   # doc_string of an int8 initializer holding -1/0/+1 weights
@@ -109,8 +109,12 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
         return finalize(graph(set()))
     except UnknownValueError:
         pass
+    needed = needed_values(g)
+    for init in g.initializer:   # without weights (`run`), read the ones import needs, as `eval` holds them
+        if init.name in needed and weights[init.name] is None and math.prod(init.dims) <= FOLD_READ_LIMIT_ELEMENTS:
+            weights[init.name] = _initializer_value(init, base_dir, f"{source}: initializer {init.name!r}")
     try:   # a value import needs computed from a weight (a Gather from a table): fold what it needs, weights too
-        return finalize(graph(needed_values(g)))
+        return finalize(graph(needed))
     except UnknownValueError as error:
         raise unbound(error, g, inputs) from None
 

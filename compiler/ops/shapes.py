@@ -17,6 +17,7 @@ MAX_TENSOR_BITS = 1 << 62
 # takes about 15 s), so a larger file is refused before any of that work rather than running for minutes (docs/onnx.md)
 MAX_NODES = 250_000
 VALUE_NEEDED = "value_needed"   # node.resolved key: import needs the node's value (a shape), so it folds from weights too
+FOLD_READ_LIMIT_ELEMENTS = 1 << 24   # ... of at most this many elements together: never a pass over a whole embedding
 
 
 def check_node_count(count: int, source: str) -> None:
@@ -87,8 +88,8 @@ def _fold(graph: Graph, node, definition, ins, outs) -> None:
             return
         if any(t.elements > FOLD_LIMIT_ELEMENTS for t in outs):
             return
-        if not node.resolved.get(VALUE_NEEDED) and any(name in graph.weights and graph.tensors[name].elements > 64
-                                                       for name in node.inputs):
+        read = [graph.tensors[name].elements for name in node.inputs if name in graph.weights]
+        if sum(read) > FOLD_READ_LIMIT_ELEMENTS or not node.resolved.get(VALUE_NEEDED) and any(n > 64 for n in read):
             return  # weights stay weights (streamed from memory); only shape arithmetic folds
         values = definition.reference(node, args)
     for tensor, value in zip(outs, values):
