@@ -45,11 +45,14 @@ def summary(result: Result) -> str:
     split = total_split(result)
     waits = sorted(((p, s) for p, s in split.items() if p != COMPUTE), key=lambda item: -item[1])
     items = [("latency", seconds(totals["seconds"])),
-             ("throughput", f"{result.model['batch'] / totals['seconds']:.4g} samples/s" if totals["seconds"] else "-"),
+             ("throughput", f"{result.model['batch'] / totals['seconds']:,.1f} samples/s" if totals["seconds"] else "-"),
              ("MACs", si(totals["macs"])), ("utilisation", f"{totals['utilisation']:.1%}"),
              ("dynamic energy", joules(totals["energy_j"])),
              ("average dynamic power", si(totals["average_power_w"], "W")),
              ("computing", f"{split.get(COMPUTE, 0.0) / (totals['seconds'] or 1):.1%} of the time")]
+    per = result.model.get("tokens_per_sample")
+    if per and totals["seconds"]:        # a language model: a decode step's token per sequence, a prefill's seq
+        items.insert(2, ("tokens/s", f"{result.model['batch'] * per / totals['seconds']:,.0f}"))
     items += [(f"waiting on {part}", f"{s / (totals['seconds'] or 1):.1%}") for part, s in waits[:3]]
     return html.cards(items)
 

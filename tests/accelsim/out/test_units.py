@@ -32,3 +32,5 @@ def test_a_language_model_run_gives_tokens_per_second():
                            vocab=256, max_positions=64)
     assert f"{2 * 32 / prefill.seconds:,.0f} tokens/s (2 sequences x 32 tokens)" in prefill.table(1)
     assert "tokens/s" not in accelsim.run("resnet18", arch="a100", image=32, fidelity="roofline").table(1)
+    from accelsim.report.run_page import summary
+    assert f"{4 / decode.seconds:,.0f}" in summary(decode) and "tokens/s" in summary(decode)
