@@ -44,8 +44,8 @@ def summary(result: Result) -> str:
     totals = result.totals()
     split = total_split(result)
     waits = sorted(((p, s) for p, s in split.items() if p != COMPUTE), key=lambda item: -item[1])
-    items = [("latency", seconds(totals["seconds"])),
-             ("throughput", f"{result.model['batch'] / totals['seconds']:,.1f} samples/s" if totals["seconds"] else "-"),
+    rate = f"{result.model['batch'] / totals['seconds']:,.1f} samples/s" if totals["seconds"] else "-"
+    items = [("latency", seconds(totals["seconds"])), ("throughput", rate),
              ("MACs", si(totals["macs"])), ("utilisation", f"{totals['utilisation']:.1%}"),
              ("dynamic energy", joules(totals["energy_j"])),
              ("average dynamic power", si(totals["average_power_w"], "W")),
