@@ -11,9 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.sim.api import check_kind, random_inputs
+from accelsim.sim.api import eval_inputs
 from accelsim.sim.inputs import eval_budget
-from accelsim.sim.model import load_model
 from accelsim.sim.train import training_form
 from compiler.errors import UserError
 from compiler.graph import Graph, Tensor
@@ -88,15 +87,11 @@ def evaluate_step(model: str | os.PathLike | Graph, inputs: dict[str, np.ndarray
     if loss not in LOSSES:
         raise UserError(f"unknown loss {loss!r}; allowed: {', '.join(LOSSES)}")
     update = Optimizer(optimizer, dict(settings or {}))
-    graph = load_model(model, batch=batch, weights=True, **training_form(model, model_options))
     given = dict(inputs or {})
     labels = given.pop(LABELS, None) if loss != "model" else None
-    for name, value in given.items():
-        if name in graph.inputs:
-            check_kind(graph, name, np.asarray(value))
-    step = training_graph(graph, loss=loss, optimizer=update)
     budget = eval_budget()
-    feeds = given or random_inputs(graph, seed, budget)
+    graph, feeds = eval_inputs(model, given or None, seed, batch, budget, **training_form(model, model_options))
+    step = training_graph(graph, loss=loss, optimizer=update)
     if step.labels is not None:
         output, want = graph.tensor(graph.outputs[0]), step.graph.tensor(step.labels)
         feeds[step.labels] = _random_labels(output, want, loss, seed) if labels is None else \

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto as T
@@ -111,3 +112,16 @@ def test_an_unbound_or_badly_bound_shape_input_is_one_line_naming_it(argv, expec
     assert expected in err and "internal error" not in err and len(err.strip().splitlines()) == 1
     if "must be a constant" in err:
         assert "graph input 'shape'" in err and "--bind shape=V0,V1" in err
+
+
+def test_a_training_step_binds_shape_inputs_from_its_inputs_too(tmp_path):
+    """evaluate_step takes its inputs as evaluate does; a shape given as a graph input was refused there."""
+    weight = onnx.numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4) / 10, "w")
+    graph = h.make_graph([h.make_node("MatMul", ["x", "w"], ["m"]), h.make_node("Reshape", ["m", "shape"], ["y"])],
+                         "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3]),
+                               h.make_tensor_value_info("shape", T.INT64, [2])],
+                         [h.make_tensor_value_info("y", T.FLOAT, None)], initializer=[weight])
+    path = str(tmp_path / "step.onnx")
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 18)]), path)
+    values = accelsim.evaluate_step(path, inputs={"x": np.ones((2, 3), np.float32), "shape": np.array([4, 2])})
+    assert values.arrays()["gradient/w"].shape == (3, 4)
