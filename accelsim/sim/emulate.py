@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from accelsim.sim.deploy import fold_batchnorm
 from accelsim.sim.precision import (FP8_MAX, INT8_MAX, INT8_MIN, OutputError, Precision, native, output_error,
                                    precision)
 from compiler.dtypes import DType
@@ -43,6 +44,8 @@ class Emulation:
     products: Counter
     low: Counter
     fp32: Counter
+    fused: Counter = field(default_factory=Counter)   # int8: activations applied to the sums, then requantised
+    folded: int = 0                 # int8: BatchNormalizations folded into the Conv before them
 
     @property
     def errors(self) -> list[OutputError]:
@@ -54,6 +57,10 @@ class Emulation:
         if not self.precision.exact:
             rounded = "int8" if self.precision.integer else self.precision.operands.value
             lines.append(f"  products at {rounded}: {_counts(self.products)}")
+            if self.folded:
+                lines.append(f"  folded into the Conv before them: BatchNormalization {self.folded}")
+            if self.fused:
+                lines.append(f"  fused into the requantisation: {_counts(self.fused)}")
             if self.low:
                 lines.append(f"  stored in {self.precision.outputs.value}: {_counts(self.low)}")
             lines.append(f"  in fp32: {_counts(self.fp32)}")
@@ -82,19 +89,30 @@ def evaluate_at(model: str | os.PathLike | Graph, at: str | DType | None = None,
 
 
 def emulate(graph: Graph, feeds: dict[str, np.ndarray], chosen: Precision, budget: Budget | None = None) -> Emulation:
+    """`graph` run as given (the reference) and at `chosen`; int8 runs it as deployed: BatchNormalization folded into
+    the Conv before it (accelsim.sim.deploy), scales measured on that graph in fp32."""
+    deployed, folded = fold_batchnorm(graph) if chosen.integer else (graph, 0)
     amax: dict[str, float] = {}
 
     def calibrating(node, args):
-        results = opdef(graph, node).reference(node, args)
-        if is_product(graph, node):
-            for name, value in ((node.inputs[0], args[0]), (node.inputs[1], args[1]), (node.outputs[0], results[0])):
-                amax[name] = float(np.max(np.abs(value))) if np.size(value) else 0.0
+        results = opdef(deployed, node).reference(node, args)
+        named = list(zip(node.outputs, results))
+        if is_product(deployed, node):
+            named += [(node.inputs[0], args[0]), (node.inputs[1], args[1])]
+        for name, value in named:
+            value = np.asarray(value)
+            if name and value.dtype.kind == "f":
+                amax[name] = float(np.max(np.abs(value))) if value.size else 0.0
         return results
 
-    reference = run_graph(graph, feeds, budget, calibrating)
-    run = _Run(graph, chosen, amax)
-    outputs = run_graph(graph, feeds, budget, run.step)
-    return Emulation(chosen, reference, outputs, run.products, run.low_ops, run.fp32_ops)
+    if deployed is graph:
+        reference = run_graph(graph, feeds, budget, calibrating)
+    else:                      # the error is against the model as given, the scales are the deployed graph's
+        reference = run_graph(graph, feeds, budget)
+        run_graph(deployed, feeds, budget, calibrating)
+    run = _Run(deployed, chosen, amax)
+    outputs = run_graph(deployed, feeds, budget, run.step)
+    return Emulation(chosen, reference, outputs, run.products, run.low_ops, run.fp32_ops, run.fused_ops, folded)
 
 
 def is_product(graph: Graph, node) -> bool:
@@ -114,7 +132,8 @@ class _Run:
     def __init__(self, graph: Graph, chosen: Precision, amax: dict[str, float]):
         self.graph, self.precision, self.amax = graph, chosen, amax
         self.low: set[str] = set()          # tensors held in the dtype (floats)
-        self.products, self.low_ops, self.fp32_ops = Counter(), Counter(), Counter()
+        self.products, self.low_ops, self.fp32_ops, self.fused_ops = Counter(), Counter(), Counter(), Counter()
+        self.fused = fused_relus(graph) if chosen.integer else {}
 
     def step(self, node, args) -> list[np.ndarray]:
         if not self.precision.exact and is_product(self.graph, node):
@@ -122,6 +141,9 @@ class _Run:
             self.low.add(node.outputs[0])
             return [self._product(node, args)]
         results = opdef(self.graph, node).reference(node, args)
+        if node.inputs and self.fused.get(node.inputs[0]) == node.outputs[0]:
+            self.fused_ops[node.op] += 1                # applied before the requantisation: nothing left to do
+            return results
         floats = [i for i, name in enumerate(node.outputs) if name and self.graph.tensor(name).dtype.is_float]
         if not floats:
             return results
@@ -156,7 +178,10 @@ class _Run:
             if bias is not None:                       # the bias enters the accumulator at its scale, as int32
                 acc = acc + np.rint(bias.astype(np.float64) / scale).astype(np.int64)
             acc = wrap(acc, p.accumulator_bits)
-            out_scale = _scale(self.amax[node.outputs[0]], INT8_MAX)
+            relu = self.fused.get(node.outputs[0])
+            if relu:                                   # requantised after the ReLU, at its output's scale
+                acc = np.maximum(acc, 0)
+            out_scale = _scale(self.amax[relu or node.outputs[0]], INT8_MAX)
             return np.clip(np.rint(acc * (scale / out_scale)), INT8_MIN, INT8_MAX) * out_scale
         y = acc if np.all(scale == 1.0) else acc * np.asarray(scale, dtype=acc.dtype)
         if bias is not None:        # autocast casts the bias too; the epilogue adds it to the sums in fp32
@@ -180,6 +205,16 @@ class _Run:
             scale = _scale(self.amax[node.inputs[index]], limit)
             return round_to(np.clip(value / work(scale), -limit, limit), p.operands).astype(work), scale
         return round_to(value, p.operands).astype(work), 1.0
+
+
+def fused_relus(graph: Graph) -> dict[str, str]:
+    """A product's output read only by a Relu -> the Relu's output: an int8 kernel applies the ReLU to its sums and
+    requantises at the ReLU's output scale, as deployments fuse them."""
+    uses = Counter(name for node in graph.nodes for name in node.inputs if name) + Counter(graph.outputs)
+    producers = graph.producers()
+    return {node.inputs[0]: node.outputs[0] for node in graph.nodes
+            if node.op == "Relu" and uses[node.inputs[0]] == 1 and node.inputs[0] in producers
+            and is_product(graph, producers[node.inputs[0]])}
 
 
 def channel_scales(node, w: np.ndarray, a_rank: int) -> tuple[np.ndarray, np.ndarray] | None:

@@ -227,3 +227,59 @@ def test_bf16_stores_what_computes_on_bf16_results_and_keeps_softmax_and_the_inp
     assert on_bf16_grid(run.outputs[relu])
     assert not on_bf16_grid(run.outputs[soft]) and not on_bf16_grid(run.outputs[mixed])
     assert dict(run.low) == {"Relu": 1} and dict(run.fp32) == {"Softmax": 1, "Add": 1}
+
+
+def conv_bn_relu(constant_statistics: bool = True):
+    """Conv (no bias) -> BatchNormalization -> Relu, and the feeds; the BatchNorm's mean a runtime input unless
+    `constant_statistics`."""
+    rng = np.random.default_rng(8)
+    builder = Builder("conv_bn")
+    x = builder.input("x", (1, 3, 6, 6))
+    conv = builder.node("Conv", [x, builder.weight("w", (4, 3, 3, 3))], pads=[1, 1, 1, 1])
+    mean = builder.weight("mean", (4,), value=rng.standard_normal(4)) if constant_statistics else \
+        builder.input("mean", (4,))
+    bn = builder.node("BatchNormalization", [conv, builder.weight("gamma", (4,), value=rng.uniform(0.5, 2, 4)),
+                                             builder.weight("beta", (4,), value=rng.standard_normal(4)), mean,
+                                             builder.weight("var", (4,), value=rng.uniform(0.5, 2, 4))],
+                      epsilon=1e-3)
+    out = builder.node("Relu", [bn])
+    feeds = {"x": rng.standard_normal((1, 3, 6, 6)).astype(np.float32)}
+    if not constant_statistics:
+        feeds["mean"] = np.zeros(4, np.float32)
+    return builder.build([out]), feeds
+
+
+def test_a_batchnorm_after_a_conv_is_folded_into_it_as_a_deployment_does():
+    from accelsim.sim.deploy import fold_batchnorm
+
+    graph, feeds = conv_bn_relu()
+    folded, count = fold_batchnorm(graph)
+    assert count == 1 and [node.op for node in folded.nodes] == ["Conv", "Relu"]
+    assert [node.op for node in graph.nodes] == ["Conv", "BatchNormalization", "Relu"]      # left as it was
+    _, before = accelsim.evaluate(graph, inputs=feeds)
+    _, after = accelsim.evaluate(folded, inputs=feeds)
+    assert np.allclose(after[graph.outputs[0]], before[graph.outputs[0]], rtol=1e-5, atol=1e-6)
+    graph, feeds = conv_bn_relu(constant_statistics=False)          # a runtime statistic: nothing to fold
+    assert fold_batchnorm(graph)[1] == 0
+
+
+def test_int8_conv_bn_relu_requantises_after_the_relu_of_the_folded_sums():
+    torch = pytest.importorskip("torch")
+    from accelsim.sim.deploy import fold_batchnorm
+
+    graph, feeds = conv_bn_relu()
+    run = emulate(graph, feeds, precision("int8"))
+    assert run.folded == 1 and dict(run.fused) == {"Relu": 1} and dict(run.fp32) == {}
+    folded, _ = fold_batchnorm(graph)
+    _, deployed = accelsim.evaluate(folded, inputs=feeds)          # the scales' source: the deployed graph in fp32
+    out = graph.outputs[0]
+    w, b = (folded.weights[name].astype(np.float64) for name in folded.nodes[0].inputs[1:])
+    x = feeds["x"].astype(np.float64)
+    sx, sw = np.max(np.abs(x)) / 127, np.max(np.abs(w), axis=(1, 2, 3)) / 127
+    qx, qw = np.clip(np.rint(x / sx), -128, 127), np.clip(np.rint(w / sw[:, None, None, None]), -128, 127)
+    acc = torch.nn.functional.conv2d(torch.tensor(qx), torch.tensor(qw), padding=1).numpy()
+    acc = np.maximum(acc + np.rint(b / (sx * sw))[None, :, None, None], 0)            # the ReLU on the sums
+    sy = float(np.max(np.abs(deployed[out]))) / 127                                  # the ReLU output's scale
+    q = np.clip(np.rint(acc * (sx * sw)[None, :, None, None] / sy), -128, 127)
+    assert np.array_equal(run.outputs[out], (q * sy).astype(np.float32))
+    assert np.array_equal(run.reference[out], accelsim.evaluate(graph, inputs=feeds)[1][out])   # the model as given
