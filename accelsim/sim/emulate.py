@@ -1,9 +1,10 @@
 """A model's numerics at a Precision (accelsim.sim.precision), beside its reference.
 
 A reference run records the absolute maximum of each product's operands and output (the calibration, on the inputs
-given); a second run rounds every product's operands to the precision, accumulates exactly as wide as the hardware
-and rounds or requantises its result. Between products, int8 runs the other ops in fp32 on the dequantised values;
-bf16, fp16 and fp8 store what an op computes on rounded results in the dtype, except the ops autocast keeps in fp32.
+given; at int8 on the graph as deployed, accelsim.sim.deploy); a second run rounds every product's operands to the
+precision, accumulates exactly as wide as the hardware and rounds or requantises its result. Between products, int8
+runs the other ops in fp32 on the dequantised values; bf16, fp16 and fp8 store what an op computes on rounded results
+in the dtype, except the ops autocast keeps in fp32.
 Invariant: at fp32 the second run is the reference, value for value.
 """
 from __future__ import annotations
@@ -159,7 +160,7 @@ class _Run:
 
     def _stays_low(self, node) -> bool:
         """Autocast's rule: an op not on the fp32 list computes in the dtype of its inputs, fp32 if any is fp32.
-        Weights and constants take the dtype (a model cast to it), runtime inputs are fp32."""
+        Runtime inputs are fp32; weights and constants make no op fp32 (a Python scalar under autocast)."""
         if node.op in FP32_OPS:
             return False
         acts = [name for name in node.inputs if name and name not in self.graph.weights
