@@ -54,8 +54,6 @@ def _definition(node) -> OpDef | None:
 def _needed(g: onnx.GraphProto, wanted: Iterable[str] = ()) -> set[str]:
     """Names in `g`, or in the scopes around it, whose values `g`'s nodes need at import (`wanted`: names whose
     values are needed already, such as a body's outputs when the node owning the body is needed)."""
-    import onnx
-
     needed = set(wanted)
     for node in reversed(g.node):                 # ONNX lists nodes in topological order
         definition = _definition(node)
@@ -65,13 +63,32 @@ def _needed(g: onnx.GraphProto, wanted: Iterable[str] = ()) -> set[str]:
             needed.update(name for i, name in enumerate(node.input) if i not in skip)
         if definition:
             needed.update(node.input[i] for i in definition.value_inputs if i < len(node.input))
-        for attr in node.attribute:
-            for body in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs):
-                local = {info.name for info in (*body.input, *body.initializer)} | \
-                    {name for inner in body.node for name in inner.output}
-                outputs = [info.name for info in body.output] if whole else []
-                needed |= _needed(body, outputs) - local    # what the body needs from outside it
+        for body in _bodies(node):
+            outputs = [info.name for info in body.output] if whole else []
+            needed |= _needed(body, outputs) - _local(body)    # what the body needs from outside it
     return needed
+
+
+def outer_names(body: onnx.GraphProto) -> set[str]:
+    """Names `body` reads that it does not define, those its nested bodies read from outside them included: a body
+    two Ifs deep reading the graph's folded constant gets it through the body between."""
+    read = {name for node in body.node for name in node.input if name} | {info.name for info in body.output}
+    for node in body.node:
+        for inner in _bodies(node):
+            read |= outer_names(inner) - _local(inner)
+    return read
+
+
+def _bodies(node) -> list:
+    """The graphs a node holds in its attributes (If's branches, Loop's and Scan's body)."""
+    import onnx
+
+    return [body for attr in node.attribute
+            for body in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)]
+
+
+def _local(body) -> set[str]:
+    return {info.name for info in (*body.input, *body.initializer)} | {name for n in body.node for name in n.output}
 
 
 def _known_from_shapes(definition) -> bool:

@@ -20,7 +20,7 @@ import onnx
 from onnx import numpy_helper, version_converter
 
 from compiler.dtypes import DType
-from compiler.bind import bound, needed_values, static_inputs, unbound
+from compiler.bind import bound, needed_values, outer_names, static_inputs, unbound
 from compiler.errors import ModelError, OutOfScopeError, UnknownValueError, UserError
 from compiler.graph import Graph, Node, Tensor
 from compiler.ops.shapes import FOLD_READ_LIMIT_ELEMENTS, VALUE_NEEDED, check_node_count, finalize
@@ -73,9 +73,10 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
     values = weights
     weights: dict[str, np.ndarray | None] = {}
     tensors: dict[str, Tensor] = {}
-    needed = static_inputs(g) if feeds else set()
-    _bind(g, {**{k: v for k, v in (feeds or {}).items() if k in needed}, **(input_values or {})}, weights, tensors,
-          source)
+    static = static_inputs(g) if feeds else set()     # graph inputs given values become weights (compiler.bind)
+    given = {**{k: v for k, v in (feeds or {}).items() if k in static}, **(input_values or {})}
+    for name, (value, tensor) in bound(g, given, source).items():
+        weights[name], tensors[name] = value, tensor
     for init in g.initializer:
         where = f"{source}: initializer {init.name!r}"
         dtype = DType.from_onnx(init.data_type, where)
@@ -176,12 +177,6 @@ def _sequence(infos, inputs: list[str], seq: int, source: str) -> dict[str, int]
         raise ModelError(f"{source}: --seq {seq}: no graph input has a named symbolic second dimension (a "
                          f"sequence); set shapes with --shape INPUT=D0,D1,...")
     return named
-
-
-def _bind(g: onnx.GraphProto, values: dict[str, np.ndarray], weights: dict, tensors: dict, source: str) -> None:
-    """Graph inputs given values at import become weights of their declared dtype (compiler.bind.bound)."""
-    for name, (value, tensor) in bound(g, values, source).items():
-        weights[name], tensors[name] = value, tensor
 
 
 def _opset(model: onnx.ModelProto, source: str) -> tuple[onnx.ModelProto, int]:
@@ -487,7 +482,7 @@ def from_subgraph(body: onnx.GraphProto, outer: Graph, input_tensors: list[Tenso
     inputs = [info.name for info in body.input]
     nodes = [_node(n, i, source) for i, n in enumerate(body.node)]
     produced = {name for n in nodes for name in n.outputs if name}
-    for name in sorted(_free(body) - produced - set(inputs) - set(weights)):
+    for name in sorted(outer_names(body) - produced - set(inputs) - set(weights)):
         # Outer weights and folded constants become weights of the body (read at every step).
         if name in outer.weights or name in outer.constants:
             weights[name] = outer.value(name)
@@ -501,15 +496,3 @@ def from_subgraph(body: onnx.GraphProto, outer: Graph, input_tensors: list[Tenso
                   import_body=functools.partial(from_subgraph, base_dir=base_dir, read=read),
                   tensors=tensors, weights=weights, opset=outer.opset, source=source)
     return finalize(graph)
-
-
-def _free(body: onnx.GraphProto) -> set[str]:
-    """Names `body` reads that it does not define, those its nested bodies read from outside them included: a body
-    two Ifs deep reading the graph's folded constant gets it through the body between."""
-    read = {name for n in body.node for name in n.input if name} | {o.name for o in body.output}
-    for node in body.node:
-        for attr in node.attribute:
-            for inner in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs):
-                local = {i.name for i in (*inner.input, *inner.initializer)} | {o for n in inner.node for o in n.output}
-                read |= _free(inner) - local
-    return read
