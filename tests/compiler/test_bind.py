@@ -122,8 +122,9 @@ def test_a_shape_computed_from_a_weight_larger_than_shape_arithmetic_folds():
     without weights (as `run` imports) the table is read for it."""
     table = numpy_helper.from_array(np.arange(5000, dtype=np.int64), "table")   # `run` keeps no value of 5,000
     which = numpy_helper.from_array(np.array([3, 2], np.int64), "which")
-    graph = h.make_graph([h.make_node("Gather", ["table", "which"], ["shape"]),
-                          h.make_node("Reshape", ["x", "shape"], ["y"]), h.make_node("Mul", ["table", "table"], ["t2"])],
+    nodes = [h.make_node("Gather", ["table", "which"], ["shape"]), h.make_node("Reshape", ["x", "shape"], ["y"]),
+             h.make_node("Mul", ["table", "table"], ["t2"])]
+    graph = h.make_graph(nodes,
                          "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
                          [h.make_tensor_value_info("y", T.FLOAT, None), h.make_tensor_value_info("t2", T.INT64, None)],
                          initializer=[table, which])
