@@ -8,16 +8,62 @@ Buffer, a GPU's L2 when they fit).
 """
 from __future__ import annotations
 
+from dataclasses import fields
+
 from accelsim.arch import Arch
 from accelsim.out.result import OpResult
 from accelsim.price.energy import energy_j, with_promotion_j
 from compiler.dtypes import DType
-from compiler.ir import IR, IROp, Kind, Move, Role
+from compiler.frozen import but
+from compiler.ir import IR, IROp, Kind, Move, Operand, Role
+from compiler.map.search import arch_key
 from compiler.target import compute_dtype, op_home, operand_path, pick_unit, role_path
+
+KNOWN = 65536        # estimates kept per process (a planner prices the same block's ops in hundreds of programs)
+_KNOWN: dict[tuple, OpResult] = {}
 
 
 def estimate(ir: IR, arch: Arch) -> list[OpResult]:
-    return [estimate_op(op, arch) for op in ir.ops]
+    """Every op's estimate; an op like one estimated before (the same kind, shapes, dtypes and placement flags, on
+    the same arch: a model's repeated blocks) gets that estimate under its own name."""
+    where = arch_key(arch)
+    out = []
+    for op in ir.ops:
+        key = (where, _twin(op))
+        known = _KNOWN.get(key)
+        if known is None:
+            if len(_KNOWN) >= KNOWN:
+                _KNOWN.clear()
+            known = _KNOWN[key] = estimate_op(op, arch)
+        out.append(known if known.name == op.name and known.node == op.node else
+                   but(known, name=op.name, node=op.node))
+    return out
+
+
+def _twin(op: IROp) -> tuple:
+    """All an estimate depends on: the op's fields but its names (and its kernel and launch, which it does not read),
+    its operands' but their tensors' names."""
+    names = _FIELDS.get(type(op))
+    if names is None:
+        names = _FIELDS[type(op)] = tuple(f.name for f in fields(op) if f.compare and f.name not in _NAMES)
+    values = []
+    for name in names:
+        value = getattr(op, name)
+        if name == "inputs":
+            value = tuple(_operand(o) for o in value)
+        elif name == "output":
+            value = _operand(value)
+        values.append(value)
+    return type(op), *values
+
+
+def _operand(o: Operand) -> tuple:
+    return tuple(getattr(o, name) for name in _OPERAND)
+
+
+_NAMES = ("name", "node", "kernel", "launch")
+_OPERAND = tuple(f.name for f in fields(Operand) if f.name != "tensor")
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def estimate_op(op: IROp, arch: Arch) -> OpResult:

@@ -144,3 +144,19 @@ def test_tile_energy_is_reads_times_read_energy_plus_writes_times_write_energy(t
             reads, writes = op.bytes_read_by_level.get(lv.name, 0), op.bytes_written_by_level.get(lv.name, 0)
             want = reads * lv.read_energy_j / lv.access_bytes + writes * lv.write_energy_j / lv.access_bytes
             assert op.energy_j.get(lv.name, 0.0) == pytest.approx(want, rel=1e-12), (op.name, lv.name)
+
+
+def test_an_op_like_one_estimated_before_gets_its_estimate_under_its_own_name():
+    # GPT-2's blocks repeat their ops; each twin's estimate is the one estimate_op gives it, field for field
+    from accelsim.price import roofline
+    from accelsim.sim.model import load_model
+
+    graph = load_model("gpt2", batch=2, layers=3, hidden=64, heads=4, seq=32, vocab=128)
+    for name in ("a100", "tpu_v1"):
+        arch = load_arch(name)
+        ir = compile_graph(graph, Options(dtype=arch.native_dtype, arch=arch, fuse="chains"))
+        roofline._KNOWN.clear()
+        shared = roofline.estimate(ir, arch)
+        assert len(roofline._KNOWN) < len(ir.ops) / 2          # the blocks' twins were estimated once
+        assert shared == [roofline.estimate_op(op, arch) for op in ir.ops]
+        assert roofline.estimate(ir, arch) == shared             # and again, from what is kept
