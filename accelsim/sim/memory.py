@@ -51,10 +51,11 @@ def at_dtypes(graph: Graph, held: dict[str, DType], on_chip: set[str] = frozense
     elements, the others as they are; nodes and arrays shared. Only its sizes mean anything: never run it."""
     tensors = {}
     for name, t in graph.tensors.items():
-        changes = {"shape": (0,)} if name in on_chip else {}
-        if name in held and held[name] != t.dtype:
-            changes["dtype"] = held[name]
-        tensors[name] = but(t, **changes) if changes else t
+        dtype = held.get(name, t.dtype)
+        if name in on_chip:
+            tensors[name] = but(t, shape=(0,), dtype=dtype)
+        else:
+            tensors[name] = but(t, dtype=dtype) if dtype != t.dtype else t
     return replace(graph, tensors=tensors)
 
 

@@ -65,15 +65,23 @@ def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pric
         began = clock
         for op, first in zip(ops, done[key]):
             start = None if first.start_cycle is None else began + first.start_cycle
-            results.append(but(first, name=op.name, node=op.node, start_cycle=start))
+            # one copy per op (a twin's result names the twin, its start and its kernel)
+            results.append(but(first, name=op.name, node=op.node, start_cycle=start, kernel=op.kernel))
             clock += first.cycles
     return results
 
 
 def _op_key(op: IROp, mapping: Mapping | None) -> tuple:
     return (op_signature(op), getattr(op, "axes", None), getattr(op, "ops_per_element", None), op.op,
-            op.kind, getattr(op, "view", None), op.launch,
-            mapping and tuple(value for name, value in mapping.__dict__.items() if name != "op"))
+            op.kind, getattr(op, "view", None), op.launch, mapping and _mapping_key(mapping))
+
+
+def _mapping_key(mapping: Mapping) -> tuple:
+    """Every field of the mapping but the op's name, in order (a copy of its fields less one: a third of a loop's
+    cost over them, asked once per op)."""
+    fields = mapping.__dict__.copy()
+    del fields["op"]
+    return tuple(fields.values())
 
 
 OP_CACHE = 100_000                                       # ops kept per (arch, pricing): a few hundred bytes each
@@ -211,4 +219,5 @@ def _op_result(i: int, op: IROp, arch: Arch, code: Code, rate, span, busy, stall
         compute_cycles=busy_i, stall_cycles=cycles - busy_i, stall_cycles_by_level=stalls,
         bytes_read_by_level=read, bytes_written_by_level=written,
         accesses_by_level={lv.name: -(-moved[lv.name] // lv.access_bytes) for lv in arch.memory if lv.name in moved},
-        work=padded, tiles=len(computes), start_cycle=int(start[code.op_rows[i]]) if len(rows) else None)
+        work=padded, tiles=len(computes), start_cycle=int(start[code.op_rows[i]]) if len(rows) else None,
+        kernel=op.kernel)

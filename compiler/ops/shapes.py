@@ -66,7 +66,7 @@ def infer_node(graph: Graph, node) -> None:
         error.args = (f"{graph.source}: {error}",)     # its class kept: UnknownValueError names what to bind
         raise error from None
     for tensor in outs:
-        if any(d < 0 for d in tensor.shape):
+        if tensor.shape and min(tensor.shape) < 0:
             raise ModelError(f"{graph.source}: {node.where()}: output {tensor.name!r} has negative "
                              f"dimension in {list(tensor.shape)}")
         if tensor.elements * tensor.dtype.bits > MAX_TENSOR_BITS:     # Python ints: elements never wrap
@@ -82,10 +82,12 @@ def _fold(graph: Graph, node, definition, ins, outs) -> None:
     if values is None:
         if node.inputs and not definition.foldable:
             return
-        args = [graph.value(name) if name else None for name in node.inputs]
-        if any(name and arg is None and i not in definition.type_inputs for i, (name, arg) in
-               enumerate(zip(node.inputs, args))):
-            return
+        args = []
+        for i, name in enumerate(node.inputs):     # stops at the first input known only at run time, as most do
+            arg = graph.value(name) if name else None
+            if name and arg is None and i not in definition.type_inputs:
+                return
+            args.append(arg)
         if any(t.elements > FOLD_LIMIT_ELEMENTS for t in outs):
             return
         read = [graph.tensors[name].elements for name in node.inputs if name in graph.weights]

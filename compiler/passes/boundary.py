@@ -27,9 +27,10 @@ def boundary(ir: IR, options) -> IR:
     `options.caches` "cold", those that do not fit together in the activations' level with "warm"."""
     if options.caches not in CACHES:
         raise UserError(f"caches {options.caches!r}: choose from {', '.join(CACHES)}")
-    buffers = _buffers(ir)
+    buffer_of = _buffer_of(ir)
+    buffers = _buffers(ir, buffer_of)
     kept = resident(buffers, options.arch) if options.caches == "warm" else set()
-    outside = {name for name, buffer in _buffer_of(ir).items() if buffer in buffers and buffer not in kept}
+    outside = {name for name, buffer in buffer_of.items() if buffer in buffers and buffer not in kept}
     if not outside:
         return ir
 
@@ -79,10 +80,10 @@ def _buffer_of(ir: IR) -> dict[str, str]:
     return buffer
 
 
-def _buffers(ir: IR) -> dict[str, int]:
-    """The model's input and output buffers that are not weights, with their bytes, in the order of first touch."""
+def _buffers(ir: IR, buffer: dict[str, str]) -> dict[str, int]:
+    """The model's input and output buffers that are not weights, with their bytes, in the order of first touch
+    (`buffer`: _buffer_of(ir))."""
     boundary = set(ir.inputs) | set(ir.outputs)
-    buffer = _buffer_of(ir)
     found: dict[str, int] = {}
     for op in ir.ops:
         for operand in (*op.inputs, op.output):

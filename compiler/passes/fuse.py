@@ -57,9 +57,11 @@ def fuse(ir: IR, options) -> IR:
     outputs = set(ir.outputs)
 
     def fused(o: Operand, kernel: int) -> Operand:
-        inside = (o.tensor in made_by and anchor[made_by[o.tensor]] == kernel and o.tensor not in outputs
-                  and readers.get(o.tensor, set()) == {kernel})
-        return but(o, fused=True) if inside else o
+        # made in this kernel, read by it alone (one reader set per tensor, no set built per call), no model output
+        made, read = made_by.get(o.tensor), readers.get(o.tensor)
+        inside = (made is not None and anchor[made] == kernel and o.tensor not in outputs
+                  and read is not None and len(read) == 1 and kernel in read)
+        return but(o, fused=True) if inside and not o.fused else o
 
     ops = []
     for i, op in enumerate(ir.ops):

@@ -21,7 +21,8 @@ def quantize(ir: IR, options) -> IR:
         return ir
     chosen = target == DType.ternary and any(o.dtype == DType.ternary for op in ir.ops if isinstance(op, Einsum)
                                               for o in op.inputs if o.role == Role.weight)
-    ops = [_quantize_op(op, DType.int8 if chosen else target, target) for op in ir.ops]
+    weights, data = DType.int8 if chosen else target, held(DType.fp32, target)
+    ops = [_quantize_op(op, weights, data) for op in ir.ops]
     return replace(ir, ops=ops)
 
 
@@ -37,8 +38,8 @@ def held(dtype: DType, target: DType) -> DType:
     return dtype if dtype in KEEP else DType.int8 if target == DType.ternary else target
 
 
-def _quantize_op(op: IROp, weights: DType, target: DType) -> IROp:
-    data = held(DType.fp32, target)     # a float's: the target's, int8 on a ternary one (BitNet's W1.58A8)
+def _quantize_op(op: IROp, weights: DType, data: DType) -> IROp:
+    """`data`: what a float is held in, the target's dtype (int8 on a ternary one: BitNet's W1.58A8)."""
     einsum = isinstance(op, Einsum)
     inputs = tuple(_operand(o, weights if einsum and o.role == Role.weight else data) for o in op.inputs)
     output, acc = _operand(op.output, data), accumulator(data) if einsum else None
