@@ -133,12 +133,20 @@ class Graph:
         producer = self.producers()
         # Already in order (the zoo builds so), the lexicographic sort below returns the list as it is: at step i
         # every earlier node is placed and node i is free, the smallest free index. networkx is then not imported.
-        position = {id(n): i for i, n in enumerate(self.nodes)}
-        if all(position[id(producer[name])] < i for i, node in enumerate(self.nodes) for name in node.inputs
-               if name in producer):
+        made: set[str] = set()                  # the outputs of the nodes before this one
+        ordered = True
+        for node in self.nodes:
+            for name in node.inputs:
+                if name not in made and name in producer:
+                    ordered = False
+            if not ordered:
+                break
+            made.update(node.outputs)
+        if ordered:
             return list(self.nodes)
         import networkx as nx
 
+        position = {id(n): i for i, n in enumerate(self.nodes)}
         dag = nx.DiGraph()
         for i, node in enumerate(self.nodes):
             dag.add_node(i)

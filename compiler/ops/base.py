@@ -114,7 +114,7 @@ def normalize_axis(node: Node, axis: int, rank: int) -> int:
 def operand(graph: Graph, name: str, role: Role | None = None) -> Operand:
     t = graph.tensor(name)
     if role is None:
-        role = Role.weight if graph.is_weight(name) or name in graph.constants else Role.input
+        role = Role.weight if name in graph.weights or name in graph.constants else Role.input   # graph.is_weight
     return Operand(name, t.shape, t.dtype, role)
 
 
