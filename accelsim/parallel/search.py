@@ -19,6 +19,7 @@ import gc
 import multiprocessing
 import os
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
@@ -197,8 +198,8 @@ def _blocks(question: Question, cached: bool = True) -> Blocks:
 
 
 class _Pool:
-    """Tasks run in this process, or in a spawn-started process pool kept for the whole search; each task stops
-    pricing at `until` (time.time()) and leaves the rest of its items None."""
+    """Tasks run in this process, or in a process pool kept for the whole search (its workers started as `starting`
+    says); each task stops pricing at `until` (time.time()) and leaves the rest of its items None."""
 
     def __init__(self, question: Question, space: list[Candidate], workers: int | None, until: float | None = None,
                  bar: SearchProgress | None = None):
@@ -215,7 +216,7 @@ class _Pool:
         self.workers = max(wanted, 1)
         self._pool = None
         if self.workers > 1:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(starting()),
                                              initializer=_worker)
             for _ in range(self.workers):
                 self._pool.submit(_blocks if question.blocks is not None else _started, question)
@@ -247,6 +248,15 @@ class _Pool:
         if self._pool is None:
             return _Done(_task(work, self.question, items, until))
         return self._pool.submit(_task, work, self.question, items, until)
+
+
+def starting() -> str:
+    """How workers start: forked where that is safe (Linux, and this process runs no other thread: forking a threaded
+    process can hang), so each starts at once with this process's imports (spawned, each imported accelsim again, a
+    second of CPU apiece, before its first task); spawned otherwise."""
+    if sys.platform.startswith("linux") and threading.active_count() == 1:
+        return "fork"
+    return "spawn"
 
 
 def usable_cpus() -> int:

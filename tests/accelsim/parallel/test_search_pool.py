@@ -33,3 +33,22 @@ def test_a_task_that_made_many_objects_collects_once(monkeypatch):
     gc.collect()
     kept = _task(work, None, [], None)
     assert len(kept) == 5000 and gc.get_count()[0] < 1000
+
+
+def test_workers_are_forked_on_linux_unless_another_thread_runs(monkeypatch):
+    import threading
+
+    from accelsim.parallel.search import starting
+
+    monkeypatch.setattr(search_module.sys, "platform", "linux")
+    assert starting() == "fork"
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert starting() == "spawn"          # forking a threaded process can hang
+    finally:
+        stop.set()
+        other.join()
+    monkeypatch.setattr(search_module.sys, "platform", "darwin")
+    assert starting() == "spawn"
