@@ -7,13 +7,19 @@ builder) on 1,024 A100s of DGX A100 nodes, batch 1,536, AdamW.
 2. `accelsim plan` over every candidate plan (8,940: dp x tp x pp, micro-batches, 1F1B or interleaved, three
    recomputation modes, ZeRO 0-3) with --workers (default 2): target under 60 s; its CPU seconds, workers included;
    with --exhaustive, every plan that fits simulated too (none pruned by its lower bound), for comparison.
+3. The README's plan, as a user runs it: `accelsim plan gpt2 --system dgx_a100 --devices 16 --batch 64 --seq 1024
+   --train --optimizer adamw --recompute none --zero 0,1`, cold (ACCELSIM_CACHE=off: no mapping from disk), its
+   default workers: target under 10 s wall on 2 cores; its CPU seconds, workers included, and its peak RSS.
 Peak memory is the high-water RSS of this process (target under 500 MB) and of the largest worker.
-Run: .venv/bin/python benchmarks/plan_speed.py [--workers 2] [--skip-step] [--skip-plan] [--exhaustive]
+Run: .venv/bin/python benchmarks/plan_speed.py [--workers 2] [--skip-step] [--skip-plan] [--skip-readme]
+     [--exhaustive] [--repeat N]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -61,17 +67,45 @@ def plan(workers: int, exhaustive: bool) -> None:
           f"{best.bottleneck}")
 
 
+README = ["plan", "gpt2", "--system", "dgx_a100", "--devices", "16", "--batch", "64", "--seq", "1024", "--train",
+          "--optimizer", "adamw", "--recompute", "none", "--zero", "0,1"]
+
+
+def readme(repeat: int) -> None:
+    """The README's plan from the command line, cold, `repeat` times: each run's wall and CPU seconds."""
+    runs = []
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "accelsim.cli", *README, "--quiet"], capture_output=True,
+                              text=True, env={**os.environ, "ACCELSIM_CACHE": "off"})
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode:
+            raise SystemExit(f"accelsim {' '.join(README)} failed ({done.returncode}): {done.stderr}")
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        runs.append((wall, cpu))
+    best = min(runs)
+    print(f"README plan (GPT-2, 16 A100s, cold): {best[0]:.1f} s wall (target 10 s), {best[1]:.1f} CPU s, workers "
+          f"included, best of {repeat} (each: {', '.join(f'{w:.1f} s' for w, _ in runs)}); "
+          f"{done.stdout.splitlines()[0]}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--skip-step", action="store_true")
     parser.add_argument("--skip-plan", action="store_true")
+    parser.add_argument("--skip-readme", action="store_true")
     parser.add_argument("--exhaustive", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of the README's plan (its best is reported)")
     args = parser.parse_args()
     if not args.skip_step:
         step()
     if not args.skip_plan:
         plan(args.workers, args.exhaustive)
+    if not args.skip_readme:
+        readme(args.repeat)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak memory of this process: {peak:,.0f} MB (target 500 MB)")
     return 0
