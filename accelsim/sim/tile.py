@@ -54,16 +54,18 @@ def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pric
     results, clock = [], 0
     sides = np.asarray(output_stage.beside(ir, arch, mappings), bool)
     anchors = np.flatnonzero(~sides)          # an op that runs beside one is simulated with its kernel's anchor
-    for o, end in zip(anchors.tolist(), [*anchors[1:].tolist(), len(ir.ops)]):
+    bounds = [*anchors.tolist(), len(ir.ops)]
+    for o, end in zip(bounds, bounds[1:]):
         ops = ir.ops[o:end]
-        key = tuple(_op_key(op, mappings.get(op.name)) for op in ops)
-        if key not in done:
+        key = tuple([_op_key(op, mappings.get(op.name)) for op in ops])
+        found = done.get(key)
+        if found is None:
             part, chosen = replace(ir, ops=ops), {op.name: mappings.get(op.name) for op in ops}
             # a long loop of identical tiles (a large batch) runs from a few of them, where the schedule settles
-            done[key] = simulate_folded(part, arch, chosen, pricing, simulate, bound_of) or \
+            found = done[key] = simulate_folded(part, arch, chosen, pricing, simulate, bound_of) or \
                 simulate(part, arch, chosen, pricing)[0]
         began = clock
-        for op, first in zip(ops, done[key]):
+        for op, first in zip(ops, found):
             start = None if first.start_cycle is None else began + first.start_cycle
             # one copy per op (a twin's result names the twin, its start and its kernel)
             results.append(but(first, name=op.name, node=op.node, start_cycle=start, kernel=op.kernel))

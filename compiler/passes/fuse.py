@@ -13,6 +13,7 @@ on a captured graph (`launch="graph"`) one launch is paid for the whole model, e
 from __future__ import annotations
 
 from dataclasses import replace
+from operator import is_
 
 from compiler.errors import UserError
 from compiler.frozen import but
@@ -66,9 +67,9 @@ def fuse(ir: IR, options) -> IR:
     ops = []
     for i, op in enumerate(ir.ops):
         k = anchor[i]
-        inputs, output = tuple(fused(o, k) for o in op.inputs), fused(op.output, k)
+        inputs, output = tuple([fused(o, k) for o in op.inputs]), fused(op.output, k)
         kernel, launch = "" if k == i else ir.ops[k].name, k == i
-        same = (output is op.output and all(a is b for a, b in zip(inputs, op.inputs)) and kernel == op.kernel
+        same = (output is op.output and all(map(is_, inputs, op.inputs)) and kernel == op.kernel
                 and launch == op.launch)
         ops.append(op if same else but(op, inputs=inputs, output=output, kernel=kernel, launch=launch))
     return _launches(replace(ir, ops=ops), getattr(options, "launch", "eager"))

@@ -7,6 +7,7 @@ fp32 for floats. A ternary target makes the weights of Einsums ternary and every
 float LM head) are int8 like the data. Only dtypes and byte counts change; shapes and the work of every op stay.
 """
 from dataclasses import replace
+from operator import is_
 
 from compiler.dtypes import DType
 from compiler.frozen import but
@@ -41,9 +42,9 @@ def held(dtype: DType, target: DType) -> DType:
 def _quantize_op(op: IROp, weights: DType, data: DType) -> IROp:
     """`data`: what a float is held in, the target's dtype (int8 on a ternary one: BitNet's W1.58A8)."""
     einsum = isinstance(op, Einsum)
-    inputs = tuple(_operand(o, weights if einsum and o.role == Role.weight else data) for o in op.inputs)
+    inputs = tuple([_operand(o, weights if einsum and o.role == Role.weight else data) for o in op.inputs])
     output, acc = _operand(op.output, data), accumulator(data) if einsum else None
-    if output is op.output and all(a is b for a, b in zip(inputs, op.inputs)) and (not einsum or acc == op.acc):
+    if output is op.output and all(map(is_, inputs, op.inputs)) and (not einsum or acc == op.acc):
         return op                 # already in the target's types: no copy (a 100,000-op graph makes many)
     changes = {"inputs": inputs, "output": output}
     if einsum:
