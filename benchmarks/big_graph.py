@@ -34,19 +34,21 @@ def main() -> None:
     parser.add_argument("--arch", default="h100")
     args = parser.parse_args()
     accelsim = Path(sys.executable).with_name("accelsim")
-    print(f"{'nodes':>9} {'exit':>4} {'seconds':>8} {'peak RSS':>9}")
+    print(f"{'nodes':>9} {'exit':>4} {'seconds':>8} {'user s':>7} {'peak RSS':>9}")
     with tempfile.TemporaryDirectory() as folder:
         for n in (args.nodes or [10_000, 100_000]) + [MAX_NODES + 1]:
             path = Path(folder) / f"chain_{n}.onnx"
             chain(n, path)
-            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             done = subprocess.run([str(accelsim), "run", str(path), "--arch", args.arch, "--limit", "10"],
                                   capture_output=True, env={**os.environ, "ACCELSIM_CACHE": "off"})
             seconds = time.perf_counter() - start
-            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss      # KiB, the largest child so far
-            shown = f"{peak / 1024:.0f} MiB" if peak > before else "-"
-            print(f"{n:9,} {done.returncode:4} {seconds:8.2f} {shown:>9}")
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            peak = after.ru_maxrss                              # KiB, the largest child so far
+            shown = f"{peak / 1024:.0f} MiB" if peak > before.ru_maxrss else "-"
+            user = after.ru_utime - before.ru_utime             # CPU seconds: steadier than wall time on a busy machine
+            print(f"{n:9,} {done.returncode:4} {seconds:8.2f} {user:7.2f} {shown:>9}")
 
 
 if __name__ == "__main__":

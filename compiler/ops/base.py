@@ -77,7 +77,7 @@ def unknown(node: Node, message: str, *tensors: str) -> UnknownValueError:
 
 
 def out(node: Node, shape, dtype: DType, index: int = 0) -> Tensor:
-    return Tensor(node.outputs[index], tuple(int(d) for d in shape), dtype)
+    return Tensor(node.outputs[index], tuple(map(int, shape)), dtype)
 
 
 def require(node: Node, ins: list[Tensor | None], count: int, at_most: int | None = None) -> None:
@@ -119,7 +119,7 @@ def operand(graph: Graph, name: str, role: Role | None = None) -> Operand:
 
 
 def input_operands(node: Node, graph: Graph) -> tuple[Operand, ...]:
-    return tuple(operand(graph, name) for name in node.inputs if name)
+    return tuple([operand(graph, name) for name in node.inputs if name])
 
 
 def output_operand(node: Node, graph: Graph, index: int = 0) -> Operand:
