@@ -22,7 +22,8 @@ from accelsim.parallel.groups import Group, cost, groups, groups_on, level_name
 from accelsim.parallel.plan import BUCKET, Plan, parse_plan
 from accelsim.parallel.schedule import simulate as schedule
 from accelsim.sim.model import load_model
-from accelsim.sim.train import STORED, _compute_dtype, _length, _zoo_model, simulate_step, training_form
+from accelsim.sim.train import (STORED, _compute_dtype, _length, _zoo_model, simulate_step, step_program,
+                                training_form)
 from compiler import zoo
 from compiler.dtypes import DType
 from compiler.errors import UserError
@@ -98,18 +99,31 @@ def stage_key(shard: Graph, hw, compute: DType, micro: int, steps_per: int, upda
 
 def simulate_stage(key: tuple, shard: Graph) -> tuple:
     """The stage's training step simulated, (TrainResult, TrainingStep), once per process and `stage_key`: a planner
-    asks for the same stage programs across many plans (accelsim.parallel.search)."""
+    asks for the same stage programs across many plans (accelsim.parallel.search). A stage priced at roofline
+    fidelity keeps its build, unmapped, for the same stage at tile fidelity (a planner's lower bound, then its
+    simulation), until BUILDS later ones have been kept."""
     if key not in _STAGES:
         if len(_STAGES) >= STAGE_CACHE:
             _STAGES.pop(next(iter(_STAGES)))           # the oldest goes first
         _, hw, compute, micro, steps_per, name, settings, step, loss, recompute, fidelity, input_grads = key
-        _STAGES[key] = simulate_step(shard, hw, compute, micro, steps_per, Optimizer(name, dict(settings), step),
-                                     loss, recompute, fidelity, input_grads=input_grads)
+        update = Optimizer(name, dict(settings), step)
+        either = key[:10] + key[11:]                    # the key but its fidelity
+        program = _BUILDS.pop(either, None) if fidelity == "tile" else None
+        if program is None:
+            program = step_program(shard, hw, compute, micro, steps_per, update, loss, recompute, input_grads)
+        if fidelity == "roofline":
+            if len(_BUILDS) >= BUILDS:
+                _BUILDS.pop(next(iter(_BUILDS)))
+            _BUILDS[either] = program
+        _STAGES[key] = simulate_step(shard, hw, compute, micro, steps_per, update, loss, recompute, fidelity,
+                                     input_grads=input_grads, program=program)
     return _STAGES[key]
 
 
 STAGE_CACHE = 64                       # stage programs kept per process (a GPT-3 stage's Result is a few MB)
+BUILDS = 256                           # roofline-priced stages' builds kept for their tile pricing
 _STAGES: dict[tuple, tuple] = {}
+_BUILDS: dict[tuple, tuple] = {}
 
 
 def assemble(sys_: System, plan: Plan, roles: list[dict], micro: int, per_sample: int | None, total: int | None,

@@ -63,20 +63,19 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
 
 def simulate_step(graph: Graph, hw: Arch, compute: DType, micro: int, steps_per: int, optimizer: Optimizer,
                   loss: str, recompute: str, fidelity: str = "tile", trace: bool = False,
-                  input_grads: bool = False, warn_fit: bool = False) -> tuple[TrainResult, TrainingStep]:
+                  input_grads: bool = False, warn_fit: bool = False,
+                  program: tuple | None = None) -> tuple[TrainResult, TrainingStep]:
     """One training step of a loaded `graph` (at micro-batch `micro`, `steps_per` of them per step) simulated on
     `hw`; also the step's Graph. `input_grads`: a pipeline stage's inputs get gradients too (accelsim.parallel).
-    `warn_fit`: a step that does not fit `hw`'s memory says so (a CapacityWarning) before it is simulated."""
+    `warn_fit`: a step that does not fit `hw`'s memory says so (a CapacityWarning) before it is simulated.
+    `program`: what step_program gave for these arguments (a caller pricing one step at both fidelities builds once)."""
     out = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
     per_sample = out[1] if len(out) == 3 else None          # [batch, tokens, vocab]: a language model
-    step = training_graph(graph, loss=loss, optimizer=optimizer, accumulate=steps_per > 1, recompute=recompute,
-                          input_grads=input_grads)
-    memory = _memory(step, hw)          # from liveness alone: known before anything is simulated
+    step, memory, compiled = program or step_program(graph, hw, compute, micro, steps_per, optimizer, loss, recompute,
+                                                     input_grads)
     if warn_fit:
         for note in _memory_notes(memory, hw):
             warnings.warn(CapacityWarning(f"{note}; the step is simulated as if it did"), stacklevel=3)
-    # a training framework fuses element-wise chains (bias-GeLU, bias-dropout-add), not its GEMMs' epilogues
-    compiled = build(step.graph, hw, batch=micro, dtype=compute, mapped=fidelity == "tile", fuse="chains")
     result = simulate(compiled, fidelity, trace=trace and fidelity == "tile", memory=False)   # the step's: below
     # the model's parameters, once: the step's graph also holds their fp32 master copies and optimizer state
     result = replace(result, model={**result.model, "parameters": zoo.parameter_count(graph)})
@@ -86,6 +85,17 @@ def simulate_step(graph: Graph, hw: Arch, compute: DType, micro: int, steps_per:
                        microsteps=steps_per, batch=micro * steps_per, tokens_per_sample=per_sample, memory=memory,
                        model_flops=flops, peak_flops=2.0 * result.arch["peak_macs_per_second"],
                        notes=_memory_notes(memory, hw)), step
+
+
+def step_program(graph: Graph, hw: Arch, compute: DType, micro: int, steps_per: int, optimizer: Optimizer, loss: str,
+                 recompute: str, input_grads: bool = False) -> tuple:
+    """(the step's TrainingStep, its memory from liveness alone, its build unmapped: simulate maps it at tile
+    fidelity), the same at either fidelity."""
+    step = training_graph(graph, loss=loss, optimizer=optimizer, accumulate=steps_per > 1, recompute=recompute,
+                          input_grads=input_grads)
+    memory = _memory(step, hw)          # known before anything is simulated
+    # a training framework fuses element-wise chains (bias-GeLU, bias-dropout-add), not its GEMMs' epilogues
+    return step, memory, build(step.graph, hw, batch=micro, dtype=compute, mapped=False, fuse="chains")
 
 
 def _zoo_model(model) -> bool:
