@@ -477,6 +477,7 @@ def _simulate(question: Question, c: Candidate):
         return run_parallel(question.model, question.system, devices=question.devices, parallel=c.plan,
                             batch=question.batch, dtype=question.compute or None, **options)
     from accelsim.parallel.train import train_parallel
+    options.pop("dtype", None)    # the zoo model's stored dtype, which train_parallel sets from the compute dtype too
     return train_parallel(question.model, question.system, devices=question.devices, parallel=c.plan,
                           batch=question.batch, optimizer=question.optimizer, dtype=question.compute,
                           recompute=c.recompute, fidelity=question.fidelity, **options)
