@@ -15,17 +15,18 @@ DERIVED = ("_signature",)
 
 
 def but(obj: T, **changes) -> T:
-    fields = obj.__dataclass_fields__
-    for name in changes:
-        if name not in fields:
-            raise TypeError(f"{type(obj).__name__} has no field {name}")
     copy = _new(obj.__class__)
     state = copy.__dict__
     state.update(obj.__dict__)
     for name in DERIVED:
         if name in state:           # a test and a del: cheaper than pop's default where it is absent, as it mostly is
             del state[name]
+    fields = len(state)
     state.update(changes)
+    if len(state) != fields:        # a name the instance did not hold: checked then, not name by name on every copy
+        for name in changes:
+            if name not in obj.__dataclass_fields__:
+                raise TypeError(f"{type(obj).__name__} has no field {name}")
     return copy
 
 

@@ -114,9 +114,8 @@ _UNARY = {
 
 
 def check_dtype(node: Node, tensor: Tensor, allowed: str) -> None:
-    ok = {FLOAT: tensor.dtype.is_float, BOOL: tensor.dtype == DType.bool,
-          NUMERIC: tensor.dtype != DType.bool}[allowed]
-    if not ok:
+    ok = tensor.dtype.is_float if allowed == FLOAT else (tensor.dtype == DType.bool) == (allowed == BOOL)
+    if not ok:                              # NUMERIC: anything but a bool
         wanted = {FLOAT: "a floating-point", BOOL: "a bool", NUMERIC: "a numeric"}[allowed]
         raise fail(node, f"input {tensor.name!r} must have {wanted} dtype, got {tensor.dtype.value}")
 
