@@ -28,6 +28,9 @@ class Attention:
 def attention_groups(ir: IR) -> list[Attention]:
     """Every Q.K^T -> (scale, mask)* -> softmax over keys -> P.V chain of `ir` whose intermediates nothing else
     reads. Causal and padding masks are the additive Maps; a KV cache is simply a longer key axis."""
+    starts = [i for i, op in enumerate(ir.ops) if _scores(op)]
+    if not starts:
+        return []                 # no Q.K^T: nobody's readers are asked for (a CNN, a chain of 100,000 Relus)
     readers: dict[str, list[int]] = {}
     for i, op in enumerate(ir.ops):
         for o in op.inputs:
@@ -39,9 +42,8 @@ def attention_groups(ir: IR) -> list[Attention]:
         return found[0] if len(found) == 1 and op.output.tensor not in outputs else None
 
     groups = []
-    for i, op in enumerate(ir.ops):
-        if not _scores(op):
-            continue
+    for i in starts:
+        op = ir.ops[i]
         maps, at = [], only_reader(op)
         while at is not None and isinstance(ir.ops[at], Map) and ir.ops[at].output.shape == op.output.shape:
             maps.append(at)

@@ -51,17 +51,17 @@ def fuse(ir: IR, options) -> IR:
     anchor: list[int] = []                 # per op: the index of its kernel's anchor
     for i, op in enumerate(ir.ops):
         anchor.append(attention[i] if i in attention else _kernel_to_join(i, op, ir.ops, anchor, made_by, kind))
-    readers: dict[str, set[int]] = {}
+    reader: dict[str, int] = {}            # tensor -> the kernel that reads it, -1 where several kernels do
     for i, op in enumerate(ir.ops):
         for o in op.inputs:
-            readers.setdefault(o.tensor, set()).add(anchor[i])
+            reader[o.tensor] = anchor[i] if reader.get(o.tensor, anchor[i]) == anchor[i] else -1
     outputs = set(ir.outputs)
 
     def fused(o: Operand, kernel: int) -> Operand:
-        # made in this kernel, read by it alone (one reader set per tensor, no set built per call), no model output
-        made, read = made_by.get(o.tensor), readers.get(o.tensor)
-        inside = (made is not None and anchor[made] == kernel and o.tensor not in outputs
-                  and read is not None and len(read) == 1 and kernel in read)
+        # made in this kernel, read by it alone, and no model output
+        made = made_by.get(o.tensor)
+        inside = (made is not None and anchor[made] == kernel and reader.get(o.tensor) == kernel
+                  and o.tensor not in outputs)
         return but(o, fused=True) if inside and not o.fused else o
 
     ops = []
