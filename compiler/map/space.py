@@ -223,6 +223,13 @@ def _tiled(groups, extents, step, count: int) -> dict[str, int]:
     step): an A100's 108 SMs over 64 x 48 blocks of 256 x 128 as 12 x 9 (96 steps of 3,072 x 1,152) where m
     first gives 64 x 1 (48 steps on 64 SMs)."""
     dims = [d for g in "bmn" for d in groups[g] if math.ceil(extents[d] / step[d]) > 1]
+    # all the answer depends on: ops of other K, or other names, ask it again (a planner maps hundreds of programs)
+    asked = (tuple(dims), tuple(extents[d] for d in dims), tuple(step[d] for d in dims),
+             tuple((d, step[d]) for d in groups["n"]), count)
+    if asked in _TILED:
+        return dict(_TILED[asked])
+    if len(_TILED) >= TILED:
+        _TILED.clear()
     best, key = {}, None
 
     def visit(i, left, spread):
@@ -241,7 +248,12 @@ def _tiled(groups, extents, step, count: int) -> dict[str, int]:
             visit(i + 1, left // f, spread | ({d: f} if f > 1 else {}))
 
     visit(0, count, {})
+    _TILED[asked] = dict(best)
     return best
+
+
+TILED = 16384        # answers of _tiled kept per process
+_TILED: dict[tuple, dict[str, int]] = {}
 
 
 def _spread(dims, extents, step, count: int, per_instance: int = 1) -> dict[str, int]:
