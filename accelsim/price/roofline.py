@@ -16,8 +16,8 @@ from accelsim.price.energy import energy_j, with_promotion_j
 from compiler.dtypes import DType
 from compiler.frozen import but
 from compiler.ir import IR, IROp, Kind, Move, Operand, Role
-from compiler.map.search import arch_key
 from compiler.target import compute_dtype, op_home, operand_path, pick_unit, role_path
+from compiler.target.identity import arch_key
 
 KNOWN = 65536        # estimates kept per process (a planner prices the same block's ops in hundreds of programs)
 _KNOWN: dict[tuple, OpResult] = {}

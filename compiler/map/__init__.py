@@ -9,7 +9,8 @@ from __future__ import annotations
 from compiler.ir import IR, Einsum, IROp
 from compiler.errors import MappingError
 from compiler.map import disk
-from compiler.map.search import CACHE, DEFAULT_BUDGET, Cache, Report, arch_key, search
+from compiler.map.search import CACHE, DEFAULT_BUDGET, Cache, Report, search
+from compiler.target.identity import arch_key
 from compiler.map.space import candidates, smaller_buffers
 from compiler.map.vector import plan
 from compiler.mapping import Mapping, op_signature

@@ -2,7 +2,7 @@
 their weights and KV cache, is memory-bound, not compute-bound."""
 from accelsim.arch.system_load import load_system
 from accelsim.parallel.run import run_parallel
-from accelsim.parallel.search import bottleneck
+from accelsim.parallel.bottleneck import bottleneck
 
 
 def test_a_decode_step_is_memory_bound_not_compute_bound():

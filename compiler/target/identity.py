@@ -1,0 +1,37 @@
+"""Which arch a cached answer belongs to: its name, a hash of its YAML file and of the loaded object. Shared by the
+mapper's caches and the roofline's memo of estimates."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+_HASHES: dict[tuple, str] = {}
+
+
+def arch_key(arch) -> str:
+    """The arch's name and a hash of its file (an edited preset is searched afresh), and of the loaded
+    object (an Arch changed in Python, say for a sweep, too); worked out once per object, which is frozen (a
+    planner maps a hundred thousand ops on one Arch, and hashing it each time took a tenth of its time)."""
+    known = _KEYS.get(id(arch))
+    if known is not None and known[0] is arch:
+        return known[1]
+    if len(_KEYS) > 1024:
+        _KEYS.clear()
+    key = _arch_key(arch)
+    _KEYS[id(arch)] = (arch, key)          # holding the object: its id is not reused while it is here
+    return key
+
+
+_KEYS: dict[int, tuple[object, str]] = {}
+
+
+def _arch_key(arch) -> str:
+    path = getattr(arch, "source_file", None)
+    digest = "-"
+    if path is not None and Path(path).is_file():
+        stat = Path(path).stat()
+        memo = (str(path), stat.st_mtime_ns, stat.st_size)
+        if memo not in _HASHES:
+            _HASHES[memo] = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+        digest = _HASHES[memo]
+    return f"{arch.name}:{digest}:{hash(arch)}"
