@@ -17,6 +17,9 @@ class _Renamed(argparse.Action):
     """Stores the value; given under its old name, says the new one on stderr."""
 
     def __call__(self, parser, namespace, values, option_string=None):
+        if str(values).lower().endswith(".fst"):        # cocotb's default format; these files are VCD
+            parser.error(f"{option_string} {values}: the waveform is written as VCD (both on one timescale); "
+                         f"name the file .vcd")
         if option_string != self.option_strings[0]:
             print(f"note: {option_string} is deprecated; it is {self.option_strings[0]} now", file=sys.stderr)
         setattr(namespace, self.dest, values)

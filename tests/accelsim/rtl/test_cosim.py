@@ -145,3 +145,12 @@ def test_the_waveform_options_say_what_they_write_and_keep_their_old_names(capsy
     assert "--rtl-vcd FILE.vcd, --waves FILE.vcd write the RTL's waveform" in text
     assert "--model-vcd FILE.vcd, --vcd FILE.vcd write the cycle-level model's waveform" in text
     assert "(--waves: the old name, deprecated)" in text and "(--vcd: the old name, deprecated)" in text
+
+
+@pytest.mark.parametrize("flag", ["--waves", "--rtl-vcd", "--model-vcd"])
+def test_a_waveform_named_fst_is_refused_before_anything_runs(flag, tmp_path, capsys):
+    """cocotb's waves were FST by default; these files are VCD now, so a .fst name would hold the wrong format."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["cosim", "resnet18", flag, str(tmp_path / "waves.fst")])
+    assert exit_.value.code == 2 and "name the file .vcd" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
