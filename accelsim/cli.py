@@ -7,7 +7,6 @@ exit 3, with the traceback behind ACCELSIM_DEBUG=1).
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import shutil
 import sys
@@ -16,6 +15,7 @@ import warnings
 from pathlib import Path
 
 from accelsim import __version__
+from accelsim.collector import paused
 from accelsim.args import (check_outputs, many_devices, model_args, model_options, on_many_devices, positive, rows,
                            report_many, write)
 from accelsim.collective_cli import add_collective_parser
@@ -40,14 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 0
-    collecting = gc.get_threshold()
-    # a command builds millions of small objects that live to its end (a 100,000-op model's IR, copied by each
-    # pass) and makes few cycles: a full collection every 10 of the second generation's scanned them all again,
-    # half of such a run's time; every 1,000 it is a few percent
-    gc.set_threshold(collecting[0], collecting[1], 1000)
     try:
         check_outputs(args)
-        return args.handler(args) or 0
+        with paused():      # a command's model lives to its end: the collector would scan it over and over
+            return args.handler(args) or 0
     except UserError as error:
         print(f"accelsim: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -62,8 +58,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"accelsim: internal error: {type(error).__name__}: {error} "
               f"(set ACCELSIM_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
         return EXIT_INTERNAL
-    finally:
-        gc.set_threshold(*collecting)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

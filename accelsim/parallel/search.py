@@ -15,7 +15,6 @@ the pool does.
 from __future__ import annotations
 
 import atexit
-import gc
 import multiprocessing
 import os
 import sys
@@ -26,6 +25,7 @@ from dataclasses import dataclass, replace
 
 from accelsim.arch.system import System
 from accelsim.arch.system_load import load_system
+from accelsim.collector import COLLECT_AFTER, paused
 from accelsim.out.parallel import CATEGORIES
 from accelsim.out.plans import Discarded, PlanSearch, Pruned, Scored, pareto
 from accelsim.parallel.blocks import Blocks, Setting, block_count
@@ -271,23 +271,12 @@ def _started(question: Question) -> None:
     """Nothing: a worker started (and its imports done) while the search is set up."""
 
 
-COLLECT_AFTER = 2_000_000      # objects made (and not freed) since the last collection before a task collects
-
-
 def _task(work, question: Question, items: list, until: float | None) -> list:
-    """work(question, items, until) with the cyclic garbage collector paused. A search makes millions of objects that
-    live to its end (stage programs, mappings, liveness lines) and few cycles, and the collector scanned them over and
-    over: 8 of the 29 CPU seconds of GPT-2's plans on 16 A100s, for no memory back. A task collects once when more
-    than COLLECT_AFTER objects were made since the last collection."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    """work(question, items, until) with the cyclic garbage collector paused (accelsim.collector): a search makes
+    millions of objects that live to its end (stage programs, mappings, liveness lines) and few cycles; a task that
+    made more than COLLECT_AFTER collects once."""
+    with paused(COLLECT_AFTER):
         return work(question, items, until)
-    finally:
-        if gc.get_count()[0] > COLLECT_AFTER:
-            gc.collect()
-        if paused:
-            gc.enable()
 
 
 def _worker() -> None:
