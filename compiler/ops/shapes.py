@@ -14,7 +14,7 @@ FOLD_LIMIT_ELEMENTS = 1 << 16   # fold only small tensors: shape arithmetic, not
 # and bytes in int64, so a ConstantOfShape of [2^32, 2^32] (2^64 elements) wrapped to 0 and "ran" in 616 ns
 MAX_TENSOR_BITS = 1 << 62
 # the most nodes one graph may have: each costs about 0.1 ms to import, compile and simulate (a 100,000-node chain
-# takes about 10 s), so a larger file is refused before any of that work rather than running for minutes (docs/onnx.md)
+# takes 9 to 11 s), so a larger file is refused before any of that work rather than running for minutes (docs/onnx.md)
 MAX_NODES = 250_000
 VALUE_NEEDED = "value_needed"   # node.resolved key: import needs the node's value (a shape): it folds from weights too
 FOLD_READ_LIMIT_ELEMENTS = 1 << 24   # ... of at most this many elements together: never a pass over a whole embedding
