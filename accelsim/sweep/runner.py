@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from accelsim.collector import running
 from accelsim.sweep.evaluate import code_fingerprint
 from accelsim.sweep.executors import executor_for
 from accelsim.sweep.progress import Progress
@@ -40,6 +41,11 @@ def default_jobs() -> int:
 def run_sweep(spec: Spec, db: str | Path, jobs: int | None = None, scheduler: str | None = None,
               progress: bool = True) -> Summary:
     """Run (or resume) `spec`, storing rows in `db`; returns what was done. Ctrl-C leaves every finished row."""
+    with running():          # points are many models: their cycles are freed point by point, in forked workers too
+        return _run(spec, db, jobs, scheduler, progress)
+
+
+def _run(spec: Spec, db: str | Path, jobs: int | None, scheduler: str | None, progress: bool) -> Summary:
     start = time.monotonic()
     strategy = strategy_for(spec)
     executor = executor_for(jobs or default_jobs(), scheduler)

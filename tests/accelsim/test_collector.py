@@ -33,3 +33,23 @@ def test_a_command_runs_with_the_collector_paused(monkeypatch, capsys):
     monkeypatch.setattr(cli, "_archs", lambda args: seen.append(gc.isenabled()))
     assert cli.main(["archs"]) == 0
     assert seen == [False] and gc.isenabled()
+
+
+def test_a_sweeps_points_run_with_the_collector_on_inside_a_paused_command(tmp_path, monkeypatch):
+    """A sweep is a loop over many models: each point's cycles are freed as it goes, not held to the command's end."""
+    import yaml
+
+    import accelsim.sweep.executors as executors
+    from accelsim.sweep import load_spec, run_sweep
+
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(yaml.safe_dump({"base": "systolic_8x8", "objectives": ["latency"],
+                                    "models": [{"name": "resnet18", "options": {"image": 32, "width": 0.25}}],
+                                    "axes": {"memory.dram.bandwidth": ["4 GB/s", "8 GB/s"]}}))
+    seen = []
+    monkeypatch.setattr(executors, "evaluate", lambda task: seen.append(gc.isenabled()) or executors.crashed_row(
+        task, "not run"))
+    with paused():
+        run_sweep(load_spec(spec), tmp_path / "sweep.sqlite", jobs=1, progress=False)
+        assert not gc.isenabled()
+    assert seen == [True, True]
