@@ -56,18 +56,16 @@ def fuse(ir: IR, options) -> IR:
         for o in op.inputs:
             reader[o.tensor] = anchor[i] if reader.get(o.tensor, anchor[i]) == anchor[i] else -1
     outputs = set(ir.outputs)
-
-    def fused(o: Operand, kernel: int) -> Operand:
-        # made in this kernel, read by it alone, and no model output
-        made = made_by.get(o.tensor)
-        inside = (made is not None and anchor[made] == kernel and reader.get(o.tensor) == kernel
-                  and o.tensor not in outputs)
-        return but(o, fused=True) if inside and not o.fused else o
-
+    # tensor -> the kernel it is fused in: made in that kernel, read by it alone, and no model output
+    inside = {t: k for t, k in reader.items() if k >= 0 and t in made_by and anchor[made_by[t]] == k
+              and t not in outputs}
     ops = []
     for i, op in enumerate(ir.ops):
         k = anchor[i]
-        inputs, output = tuple([fused(o, k) for o in op.inputs]), fused(op.output, k)
+        inputs = tuple([but(o, fused=True) if not o.fused and inside.get(o.tensor) == k else o for o in op.inputs])
+        output = op.output
+        if not output.fused and inside.get(output.tensor) == k:
+            output = but(output, fused=True)
         kernel, launch = "" if k == i else ir.ops[k].name, k == i
         same = (output is op.output and all(map(is_, inputs, op.inputs)) and kernel == op.kernel
                 and launch == op.launch)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from compiler.graph import Graph
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "workspace")
@@ -46,20 +48,22 @@ def liveness(graph: Graph, phase: dict[str, str], grads: set[str], state: set[st
     `accumulators`: gradient accumulation buffers (gradients, the whole step); `in_place`: output -> the weight
     whose bytes it overwrites (a parameter's update cast back from its fp32 master)."""
     birth, death, category, sizes = _lifetimes(graph, phase, grads, state, accumulators, in_place or {})
-    curve = _sweep(len(graph.nodes), birth, death, category, sizes)
-    totals = [sum(row) for row in curve]
-    at = totals.index(max(totals)) if totals else 0
-    held = [(name, category[name], sizes[name]) for name in birth if birth[name] <= at <= death[name]]
-    by_category = {c: sum(b for _, cat, b in held if cat == c) for c in CATEGORIES}
+    names, table = _arrays(birth, death, category, sizes)
+    curve = _sweep(len(graph.nodes), table)
+    at = int(curve.sum(axis=1).argmax()) if len(curve) else 0          # the first node of the highest total
+    first_born, last_read, column, nbytes = table
+    held = np.flatnonzero((first_born <= at) & (at <= last_read))      # in birth's order, as its dict lists them
+    by_category = {c: int(nbytes[held[column[held] == k]].sum()) for k, c in enumerate(CATEGORIES)}
     node = graph.nodes[at] if graph.nodes else None
-    largest = sorted(held, key=lambda t: -t[2])[:top]
-    passing = [row[ACTIVATIONS] + row[WORKSPACE] for row in curve]
-    high = curve[passing.index(max(passing))] if curve else (0,) * len(CATEGORIES)
+    order = held[np.argsort(-nbytes[held], kind="stable")][:top]        # largest first, ties in birth's order
+    largest = [(names[i], CATEGORIES[column[i]], int(nbytes[i])) for i in order]
+    passing = curve[:, ACTIVATIONS] + curve[:, WORKSPACE]
+    high = curve[int(passing.argmax())] if len(curve) else (0,) * len(CATEGORIES)
     return Memory(peak=sum(by_category.values()), by_category=by_category, at=node.name if node else "",
                   phase=phase.get(node.name, "") if node else "", largest=largest,
-                  saved=_saved(graph, phase, birth, death, category, sizes),
+                  saved=_saved(graph, phase, table),
                   gradients_total=_held_gradients(graph, grads, accumulators),
-                  transient=(high[ACTIVATIONS], high[WORKSPACE]))
+                  transient=(int(high[ACTIVATIONS]), int(high[WORKSPACE])))
 
 
 def profile(graph: Graph, phase: dict[str, str], grads: set[str], state: set[str],
@@ -70,8 +74,9 @@ def profile(graph: Graph, phase: dict[str, str], grads: set[str], state: set[str
     (Memory.gradients_total), from one pass over the lifetimes (accelsim.parallel.blocks follows each node of a
     repeated block through stages of 2 and 3 blocks)."""
     birth, death, category, sizes = _lifetimes(graph, phase, grads, state, accumulators, in_place or {})
-    curve = _sweep(len(graph.nodes), birth, death, category, sizes)
-    return curve, _saved(graph, phase, birth, death, category, sizes), _held_gradients(graph, grads, accumulators)
+    _, table = _arrays(birth, death, category, sizes)
+    curve = [tuple(row) for row in _sweep(len(graph.nodes), table).tolist()]
+    return curve, _saved(graph, phase, table), _held_gradients(graph, grads, accumulators)
 
 
 ACTIVATIONS, WORKSPACE = CATEGORIES.index("activations"), CATEGORIES.index("workspace")
@@ -84,26 +89,35 @@ def _held_gradients(graph: Graph, grads: set[str], accumulators: set[str]) -> in
     return sum(graph.tensors[name].nbytes for name in (accumulators or grads))
 
 
-def _sweep(nodes: int, birth: dict, death: dict, category: dict, sizes: dict) -> list[tuple[int, ...]]:
-    """Bytes live at each node by category (bytes born at i count from i, bytes dying at i count through i)."""
+def _arrays(birth: dict, death: dict, category: dict, sizes: dict) -> tuple[list[str], tuple[np.ndarray, ...]]:
+    """The tensors in birth's order and, per tensor, its first node, last node, category's column and bytes, as
+    arrays (int64; Python ints where the bytes together could pass 2^63: a model of tensors near 2^59 bytes)."""
+    names = list(birth)
     column = {c: k for k, c in enumerate(CATEGORIES)}
-    delta = [[0] * len(CATEGORIES) for _ in range(nodes + 3)]
-    for name, b in birth.items():
-        delta[b + 1][column[category[name]]] += sizes[name]
-        delta[death[name] + 2][column[category[name]]] -= sizes[name]
-    live, curve = [0] * len(CATEGORIES), []
-    for i in range(nodes + 1):
-        live = [a + d for a, d in zip(live, delta[i])]
-        if i >= 1:
-            curve.append(tuple(live))
-    return curve
+    wide = sum(sizes.values()) >= 1 << 62
+    table = (np.fromiter(birth.values(), np.int64, len(names)), np.array([death[n] for n in names], np.int64),
+             np.array([column[category[n]] for n in names], np.int64),
+             np.array([sizes[n] for n in names], object if wide else np.int64))
+    return names, table
 
 
-def _saved(graph: Graph, phase: dict[str, str], birth: dict, death: dict, category: dict, sizes: dict) -> int:
+def _sweep(nodes: int, table: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Bytes live at each node by category, [node, category] (bytes born at i count from i, bytes dying at i count
+    through i)."""
+    first_born, last_read, column, nbytes = table
+    delta = np.zeros((nodes + 3, len(CATEGORIES)), nbytes.dtype)
+    np.add.at(delta, (first_born + 1, column), nbytes)
+    np.add.at(delta, (last_read + 2, column), -nbytes)
+    return np.cumsum(delta[:nodes + 1], axis=0)[1:]
+
+
+def _saved(graph: Graph, phase: dict[str, str], table: tuple[np.ndarray, ...]) -> int:
     """Activations live when the backward pass starts: those it keeps for its gradients."""
     first = next((i for i, n in enumerate(graph.nodes) if phase.get(n.name) in ("backward", "recompute")), None)
-    return 0 if first is None else sum(sizes[name] for name in birth if category[name] == "activations"
-                                       and birth[name] < first <= death[name])
+    if first is None:
+        return 0
+    first_born, last_read, column, nbytes = table
+    return int(nbytes[(column == CATEGORIES.index("activations")) & (first_born < first) & (first <= last_read)].sum())
 
 
 def _lifetimes(graph: Graph, phase: dict[str, str], grads: set[str], state: set[str], accumulators: set[str],

@@ -37,3 +37,16 @@ def test_sgd_without_momentum_holds_no_state_and_views_add_nothing():
     assert not step.state["w1"]
     largest = {t for t, _, _ in memory.largest}
     assert "w1" in largest
+
+
+def test_bytes_past_what_an_int64_holds_are_counted_exactly():
+    # Tensors of 2^59 bytes (the largest accelsim takes): the step's bytes together come near what an int64 holds.
+    b = Builder("wide", weights=False)
+    x = b.input("x", (1 << 28, 1 << 29))
+    w1, w2 = b.weight("w1", (1 << 29, 1 << 28)), b.weight("w2", (1 << 28, 1 << 29))
+    graph = b.build([b.node("MatMul", [b.node("Relu", [b.node("MatMul", [x, w1])]), w2])])
+    memory = training_graph(graph, optimizer=Optimizer("adamw")).memory()
+    params = 2 * (1 << 57) * FP32
+    assert memory.by_category["optimizer"] == 2 * params
+    assert memory.peak == sum(memory.by_category.values()) > 1 << 62
+    assert all(type(b) is int for _, _, b in memory.largest) and type(memory.peak) is int
