@@ -83,7 +83,7 @@ def out(node: Node, shape, dtype: DType, index: int = 0) -> Tensor:
 def require(node: Node, ins: list[Tensor | None], count: int, at_most: int | None = None) -> None:
     present = len(ins)
     hi = count if at_most is None else at_most
-    if present < count or present > hi or any(ins[i] is None for i in range(count)):
+    if present < count or present > hi or not all(ins[:count]):     # a Tensor is always true: only None is not
         expected = f"{count}" if hi == count else f"{count} to {hi}"
         raise fail(node, f"expects {expected} inputs, got {present}")
 

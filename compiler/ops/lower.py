@@ -41,6 +41,8 @@ def refuse_empty(graph: Graph) -> None:
     [0, 4], a Slice to [1, 0]): tiles of size 0 divide by zero in every cost model. Constants and initializers may
     be empty (an unused Resize roi); an op that computes from an empty one has an empty input or output beside it.
     (lower() itself lowers them: the reference interpreter runs empty tensors, as ONNX does.)"""
+    if not any([0 in tensor.shape for tensor in graph.tensors.values()]):
+        return                  # no empty tensor at all (nearly every model): no node to look through
     stored = graph.constants.keys() | set(graph.weights)
     for node in graph.nodes:
         if folded(node, graph.constants):

@@ -91,7 +91,10 @@ def _kernel_to_join(i: int, op: IROp, ops: list[IROp], anchor: list[int], made_b
             continue
         if isinstance(head, Reduce) and kind not in ROW_KERNELS:
             continue
-        if all(_readable(x, k, op, head, anchor, made_by, kind) for x in op.inputs):
+        for x in op.inputs:
+            if not _readable(x, k, op, head, anchor, made_by, kind):
+                break
+        else:
             return k
     return i
 

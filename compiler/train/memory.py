@@ -134,20 +134,23 @@ def _lifetimes(graph: Graph, phase: dict[str, str], grads: set[str], state: set[
             category[name] = "optimizer" if name in state else "gradients" if name in accumulators else "weights"
     for name in graph.inputs:
         birth[name], death[name], category[name] = -1, -1, "activations"
+    constants = graph.constants
     for i, node in enumerate(graph.nodes):
         for name in node.inputs:
-            root = alias.get(name, name)
-            if root in birth:
-                death[root] = max(death[root], i)
+            last = death.get(alias.get(name, name) if alias else name)
+            if last is not None and last < i:      # nodes come in order: a later reader only moves death on
+                death[alias.get(name, name)] = i
+        written = None
         for name in node.outputs:
-            if not name or name in alias or name in graph.constants:
+            if not name or name in alias or name in constants:
                 continue
-            birth[name], death[name] = i, i
+            birth[name] = i
             if name in grads:
-                category[name] = "gradients"
-                death[name] = end
+                category[name], death[name] = "gradients", end
             else:
-                category[name] = "workspace" if phase.get(node.name) in ("backward", "optimizer") else "activations"
+                if written is None:
+                    written = "workspace" if phase.get(node.name) in ("backward", "optimizer") else "activations"
+                category[name], death[name] = written, i
     for name in graph.outputs:
         root = alias.get(name, name)
         if root in death:
