@@ -54,11 +54,13 @@ def test_rtl_and_model_waveforms_share_names_and_timing(tmp_path):
     assert np.array_equal(run.outcome.y_cycle, outcome.y_cycle)
 
 
-def test_icarus_dumps_an_fst(tmp_path):
+def test_icarus_dumps_a_vcd(tmp_path):
+    """VCD, as the cycle-level model writes, not cocotb's default FST: the two files open on one timescale."""
     try:
         runner._runner("icarus")
     except runner.RTLError as e:
         pytest.skip(str(e))
     stim = gemm(np.ones((3, 2), np.int8), np.ones((2, 2), np.int8), 2, 2, 64)[0]
     run = runner.simulate(stim, "icarus", acc_depth=64, waves=True, workdir=tmp_path)
-    assert run.waves.suffix == ".fst" and run.waves.read_bytes()[:1] == b"\x00" and run.waves.stat().st_size > 200
+    text = run.waves.read_text()
+    assert run.waves.suffix == ".vcd" and "$timescale" in text and "$enddefinitions" in text and len(text) > 200

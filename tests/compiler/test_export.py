@@ -218,7 +218,7 @@ def test_a_rank_graph_with_collectives_exports_in_their_own_domain(tmp_path):
 @pytest.mark.parametrize("name, opset", [("cnn", 9), ("transformer", 13), ("transformer", 20),
                                          ("alexnet", 17)])
 def test_torch_exports_round_trip(tmp_path, name, opset):
-    from torch_models import export as export_torch  # tests/compiler/torch_models.py
+    from tests.compiler.torch_models import export as export_torch
 
     path, x, expected = export_torch(tmp_path, name, opset)
     g = load_onnx(path)
