@@ -16,14 +16,14 @@ import importlib
 from typing import TYPE_CHECKING
 
 # name -> the module that defines it
-_API = {"collective": "accelsim.comm", "Result": "accelsim.out.result", "compare": "accelsim.sim.api",
+_API = {"collective": "accelsim.comm", "Result": "accelsim.results.result", "compare": "accelsim.sim.api",
         "evaluate": "accelsim.sim.api", "run": "accelsim.sim.api", "build": "accelsim.sim.build",
         "simulate": "accelsim.sim.build", "evaluate_step": "accelsim.sim.eval_train",
         "load_arch": "accelsim.sim.model", "load_model": "accelsim.sim.model", "train": "accelsim.sim.train"}
 
 if TYPE_CHECKING:
     from accelsim.comm import collective
-    from accelsim.out.result import Result
+    from accelsim.results.result import Result
     from accelsim.sim.api import compare, evaluate, run
     from accelsim.sim.build import build, simulate
     from accelsim.sim.eval_train import evaluate_step

@@ -257,14 +257,14 @@ def on_many_devices(args, alone: dict) -> bool:
 
 
 def report_many(result, args) -> None:
-    """A step or batch on a system (accelsim.out.parallel), as `run` and `train` write it: --json, --csv, --trace,
+    """A step or batch on a system (accelsim.results.parallel), as `run` and `train` write it: --json, --csv, --trace,
     the table (unless JSON or CSV goes to stdout) and --html."""
     if args.json:
         write(args.json, result.to_json())
     if args.csv:
         write(args.csv, result.to_csv())
     if args.trace:
-        from accelsim.out.parallel_trace import write_parallel_trace
+        from accelsim.results.parallel_trace import write_parallel_trace
 
         write_parallel_trace(result, args.trace)
     quiet = "-" in (args.json, args.csv)

@@ -223,7 +223,7 @@ def _run(args) -> int:
     if args.csv:
         write(args.csv, result.to_csv())
     if args.trace:
-        from accelsim.out.trace import write_trace
+        from accelsim.results.trace import write_trace
 
         write_trace(result, args.trace)
     if "-" not in (args.json, args.csv):
@@ -339,7 +339,7 @@ def _validate_cpu(args) -> int:
 def _archs(args) -> int:
     from accelsim.arch import load_arch, preset_names
     from accelsim.arch.system_load import load_system, system_names
-    from accelsim.out.units import bandwidth, binary, si
+    from accelsim.results.units import bandwidth, binary, si
 
     for name in preset_names():
         arch = load_arch(name)

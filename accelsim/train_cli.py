@@ -100,7 +100,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.csv:
         write(args.csv, result.to_csv())
     if args.trace:
-        from accelsim.out.trace import write_trace
+        from accelsim.results.trace import write_trace
 
         write_trace(result.result, args.trace)
     if "-" not in (args.json, args.csv):

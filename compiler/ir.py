@@ -24,7 +24,7 @@ from compiler.dtypes import DType
 from compiler.errors import ModelError
 
 
-class Kind(enum.Enum):
+class OpKind(enum.Enum):
     einsum = "einsum"
     map = "map"
     reduce = "reduce"
@@ -95,7 +95,7 @@ class IROp:
     output: Operand
     kernel: str = ""             # the op whose kernel this one is fused into ("": it is a kernel of its own)
     launch: bool = True          # pays a kernel launch (a fused member or an op in a captured graph does not)
-    kind: Kind = field(init=False)
+    kind: OpKind = field(init=False)
 
     @property
     def macs(self) -> int:
@@ -130,7 +130,7 @@ class Einsum(IROp):
     acc: DType                              # accumulator type (int32 for int8/ternary, fp32 for floats)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", Kind.einsum)
+        object.__setattr__(self, "kind", OpKind.einsum)
         extents = dict(self.loops)
         for operand, axes in zip(self.inputs, self.in_axes):
             if len(axes) != len(operand.shape):
@@ -198,7 +198,7 @@ class Map(IROp):
     ops_per_element: int = 1
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", Kind.map)
+        object.__setattr__(self, "kind", OpKind.map)
 
     @property
     def ops(self) -> int:
@@ -215,7 +215,7 @@ class Reduce(IROp):
     ops_per_element: int = 1                # per element of inputs[0]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", Kind.reduce)
+        object.__setattr__(self, "kind", OpKind.reduce)
 
     @property
     def ops(self) -> int:
@@ -234,7 +234,7 @@ class Move(IROp):
     in_place: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", Kind.move)
+        object.__setattr__(self, "kind", OpKind.move)
 
     def bytes_by_role(self) -> dict[Role, int]:
         if self.view:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from accelsim.arch.hardware import Arch, ArchError
+from compiler.hardware import Arch, ArchError
 from accelsim.arch.schema import build_arch
 from compiler.errors import read_text
 

@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from accelsim.arch.hardware import Arch, ArchError
+from compiler.hardware import Arch, ArchError
 from accelsim.arch.load import load_arch, presets_dir
 from compiler.errors import UserError
 from compiler.references import quoted, referenced

@@ -9,8 +9,8 @@ import warnings
 from dataclasses import replace
 
 from accelsim.arch import units
-from accelsim.arch.hardware import (
-    SCHEMA_VERSION, Arch, ArchError, ComputeUnit, Dataflow, Interconnect, Kind, Link, MemoryLevel,
+from compiler.hardware import (
+    SCHEMA_VERSION, Arch, ArchError, ComputeUnit, Dataflow, Interconnect, ArchKind, Link, MemoryLevel,
     MicroKernel, Power, SimtLimits, SystolicArray, UnitRole,
 )
 from compiler.dtypes import DType
@@ -207,7 +207,7 @@ def _micro_kernel(f: _File, value, path: str) -> MicroKernel:
     return MicroKernel(*counts, _quantity(f, d["register_bytes"], _at(path, "register_bytes"), units.parse_size))
 
 
-def _unit(f: _File, value, path: str, kind: Kind, clock_hz: float) -> ComputeUnit:
+def _unit(f: _File, value, path: str, kind: ArchKind, clock_hz: float) -> ComputeUnit:
     d = _mapping(f, value, path, _UNIT, _UNIT_OPTIONAL)
     role = _choice(f, d["role"], _at(path, "role"), UnitRole, "compute role")
     other = _BY_ROLE[UnitRole.vector if role is UnitRole.matrix else UnitRole.matrix]
@@ -224,10 +224,10 @@ def _unit(f: _File, value, path: str, kind: Kind, clock_hz: float) -> ComputeUni
     if [t for t, _ in energy] != [t for t, _ in per_cycle]:
         raise f.error(_at(path, energy_key), f"dtypes {[t.value for t, _ in energy]} must match {per_key} "
                                              f"{[t.value for t, _ in per_cycle]}, in the same order")
-    spatial = kind in (Kind.systolic, Kind.ternary) and role is UnitRole.matrix
+    spatial = kind in (ArchKind.systolic, ArchKind.ternary) and role is UnitRole.matrix
     gemm = role is UnitRole.matrix
-    for key, wanted in (("array", spatial), ("dataflows", spatial), ("limits", kind is Kind.simt),
-                        ("pipeline_stages", kind is Kind.simt and gemm), ("micro_kernel", kind is Kind.simd and gemm)):
+    for key, wanted in (("array", spatial), ("dataflows", spatial), ("limits", kind is ArchKind.simt),
+                        ("pipeline_stages", kind is ArchKind.simt and gemm), ("micro_kernel", kind is ArchKind.simd and gemm)):
         if key in d and not wanted:
             raise f.error(_at(path, key), f"{d[key]!r} makes no sense on a {kind.value} {role.value} unit")
         if key not in d and wanted and key in ("array", "dataflows", "limits") and (key != "limits" or gemm):
@@ -291,13 +291,13 @@ def _sustained(f: _File, d: dict, path: str, clock_hz: float) -> float:
     return hz
 
 
-def _output_stage(f: _File, d: dict, path: str, kind: Kind, role: UnitRole) -> bool:
+def _output_stage(f: _File, d: dict, path: str, kind: ArchKind, role: UnitRole) -> bool:
     if "output_stage" not in d:
         return False
     value, where = d["output_stage"], _at(path, "output_stage")
     if not isinstance(value, bool):
         raise f.error(where, f"{quoted(value)} is not true or false")
-    if value and (role is not UnitRole.vector or kind not in (Kind.systolic, Kind.ternary)):
+    if value and (role is not UnitRole.vector or kind not in (ArchKind.systolic, ArchKind.ternary)):
         raise f.error(where, f"only a vector unit beside a systolic or ternary array runs its epilogues as they "
                              f"leave it, not a {kind.value} {role.value} unit")
     return value
@@ -398,7 +398,7 @@ def build_arch(data, shown: str, source) -> Arch:
         version = data["version"]
         raise f.error("version", f"unsupported version {quoted(version)}; this accelsim reads version {SCHEMA_VERSION}")
     d = _mapping(f, data, "", _TOP, ("interconnect",))
-    kind = _choice(f, d["kind"], "kind", Kind, "kind")
+    kind = _choice(f, d["kind"], "kind", ArchKind, "kind")
     clock_hz = _quantity(f, d["clock"], "clock", units.parse_frequency)
     raw_compute = _list(f, d["compute"], "compute")
     compute = tuple(_unit(f, v, f"compute[{i}]", kind, clock_hz) for i, v in enumerate(raw_compute))
@@ -407,7 +407,7 @@ def build_arch(data, shown: str, source) -> Arch:
     if UnitRole.matrix not in roles or roles.count(UnitRole.vector) != 1:
         listed = [r.value for r in roles]
         raise f.error("compute", f"roles {listed}: need at least one matrix unit and exactly one vector unit")
-    if kind is Kind.ternary and not any(u.supports(DType.ternary) for u in compute if u.role is UnitRole.matrix):
+    if kind is ArchKind.ternary and not any(u.supports(DType.ternary) for u in compute if u.role is UnitRole.matrix):
         raise f.error("compute", "a ternary arch needs a matrix unit with `ternary` in macs_per_cycle")
     raw_memory = _list(f, d["memory"], "memory")
     memory = tuple(_level(f, v, f"memory[{i}]", clock_hz) for i, v in enumerate(raw_memory))

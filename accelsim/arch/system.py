@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from accelsim.arch.hardware import Arch
+from compiler.hardware import Arch
 from accelsim.arch.torus import balanced_shape, fits, nearest_counts
 from compiler.errors import UserError
 

@@ -11,7 +11,7 @@ import functools
 import os
 from pathlib import Path
 
-from accelsim.arch.hardware import ArchError
+from compiler.hardware import ArchError
 from accelsim.arch.load import _shown, presets_dir, read_document
 from accelsim.arch.reference import is_path, named_arch
 from accelsim.arch.system import System

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from accelsim.arch import units
-from accelsim.arch.hardware import SCHEMA_VERSION, ArchError
+from compiler.hardware import SCHEMA_VERSION, ArchError
 from accelsim.arch.schema import _at, _choice, _count, _File, _list, _mapping, _quantity, _text
 from accelsim.arch.system import ALGORITHMS, DeviceCount, LinkLevel, Protocol, System, Topology, parse_shape
 from compiler.errors import UserError

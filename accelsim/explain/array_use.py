@@ -14,7 +14,7 @@ from accelsim.price.systolic import folds_and_stream
 from compiler.dtypes import DType
 from compiler.ir import Einsum
 from compiler.mapping import Mapping
-from compiler.target import gemm_sizes, per_instance, units_spread
+from compiler.targeting import gemm_sizes, per_instance, units_spread
 
 
 def array_use(mapping: Mapping, op: Einsum, arch, estimate: float, pricing: Pricing = NATIVE) -> list[str]:

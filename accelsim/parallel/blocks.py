@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from accelsim.arch.system import System
-from accelsim.out.parallel import CATEGORIES, ParallelTrainResult, add_up
+from accelsim.results.parallel import CATEGORIES, ParallelTrainResult, add_up
 from accelsim.parallel.groups import groups
 from accelsim.parallel.plan import Plan
 from accelsim.parallel.train import (_memory, _model_flops, _partition, _passes, assemble, fsdp_units, simulate_stage,

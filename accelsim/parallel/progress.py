@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
-from accelsim.out.plans import Discarded, Scored
-from accelsim.out.table import seconds as show
+from accelsim.results.plans import Discarded, Scored
+from accelsim.results.table import seconds as show
 from accelsim.sweep.progress import Progress, _duration
 
 QUIET_S = 2.0        # a search done sooner prints no plain lines at all

@@ -13,7 +13,7 @@ import os
 
 from accelsim.arch.system import System
 from accelsim.arch.system_load import load_system
-from accelsim.out.parallel import ParallelTrainResult, Role
+from accelsim.results.parallel import ParallelTrainResult, Role
 from accelsim.parallel.groups import cost, groups_on, level_name
 from accelsim.parallel.plan import Plan, parse_plan
 from accelsim.parallel.schedule import simulate as schedule

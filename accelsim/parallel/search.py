@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 from accelsim.arch.system import System
 from accelsim.arch.system_load import load_system
 from accelsim.collector import COLLECT_AFTER, paused
-from accelsim.out.parallel import CATEGORIES
-from accelsim.out.plans import Discarded, PlanSearch, Pruned, Scored, pareto
+from accelsim.results.parallel import CATEGORIES
+from accelsim.results.plans import Discarded, PlanSearch, Pruned, Scored, pareto
 from accelsim.parallel.blocks import Blocks, Setting, block_count
 from accelsim.parallel.bound import needed, rounds
 from accelsim.parallel.bottleneck import bottleneck

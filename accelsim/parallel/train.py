@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from accelsim.arch.system import System
 from accelsim.arch.system_load import load_system
-from accelsim.out.parallel import CATEGORIES, WORKSPACE, ParallelTrainResult, Role
+from accelsim.results.parallel import CATEGORIES, WORKSPACE, ParallelTrainResult, Role
 from accelsim.parallel.groups import Group, cost, groups, groups_on, level_name
 from accelsim.parallel.plan import BUCKET, Plan, parse_plan
 from accelsim.parallel.schedule import simulate as schedule
@@ -336,7 +336,7 @@ def _memory(role: dict, plan: Plan, k: int) -> dict:
     3 (2 + 2 + K)Psi / Nd. Beside them, the activations and the backward pass's temporaries where, together, the
     stage's liveness has most of them (the activations with those one micro-batch keeps for its backward pass times
     the micro-batches in flight: 1F1B pp - stage, GPipe all of them), and the workspace, by what it holds
-    (accelsim.out.parallel.WORKSPACE): the backward pass's own temporaries (activation gradients, a gradient cast to
+    (accelsim.results.parallel.WORKSPACE): the backward pass's own temporaries (activation gradients, a gradient cast to
     fp32 for its update); ZeRO stage 2's gradient bucket being reduce-scattered (BUCKET bytes, or all when fewer);
     for ZeRO stage 3 (FSDP, wrapped by layer, resharded after forward) the whole weights of the unit it computes and
     of the next, prefetched (the two largest units: a block, or the parameters outside the blocks), and a unit's

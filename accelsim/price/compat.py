@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from accelsim.arch import Arch, ArchError
-from accelsim.out.result import OpResult
+from accelsim.results.result import OpResult
 from accelsim.price import compute, systolic
 from compiler.errors import UserError
 from compiler.ir import IR, Einsum

@@ -14,7 +14,7 @@ import numpy as np
 from accelsim.price import simd, simt, systolic, vector
 from accelsim.price.clock import to_arch_cycles
 from compiler.dtypes import DType
-from compiler.target import units_used, widen
+from compiler.targeting import units_used, widen
 
 # A block-scaled GEMM's promotion (compiler.ir.Einsum.scale_block): per output and block of k, the block's partial
 # sum times the row's and column's scales added to the accumulator, one fused multiply-add on an fp32 lane (the

@@ -19,7 +19,7 @@ from compiler.dtypes import DType
 from compiler.ir import IR, Einsum, IROp, Role
 from compiler.codegen.nest import clipped_segments, clipped_shapes, loop_nest
 from compiler.mapping import Mapping, gemm_view
-from compiler.target import Footprints, k_split, relevant_dims, units_spread
+from compiler.targeting import Footprints, k_split, relevant_dims, units_spread
 
 
 OVERLAP_LOSS = 0.05

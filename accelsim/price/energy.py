@@ -4,8 +4,8 @@ promotions on the vector unit."""
 from __future__ import annotations
 
 from compiler.dtypes import DType
-from compiler.ir import Kind
-from compiler.target import widen
+from compiler.ir import OpKind
+from compiler.targeting import widen
 
 
 def energy_j(unit, dtype, work: int, memory, read: dict[str, int], written: dict[str, int]) -> dict[str, float]:
@@ -24,7 +24,7 @@ def energy_j(unit, dtype, work: int, memory, read: dict[str, int], written: dict
 def with_promotion_j(parts: dict[str, float], op, arch) -> dict[str, float]:
     """`parts` with a block-scaled Einsum's promotions (compiler.ir.Einsum.ops: one fused multiply-add per output and
     block of k) charged to the vector unit at its fp32 energy; other ops' parts as they are."""
-    if op.kind != Kind.einsum or not op.ops:
+    if op.kind != OpKind.einsum or not op.ops:
         return parts
     lanes = arch.vector
     joules = op.ops * lanes.energy_per_action(widen(lanes, DType.fp32))

@@ -16,10 +16,10 @@ from accelsim.price.clock import CYCLE_LIMIT, whole_cycles
 from accelsim.price.compat import Pricing
 from accelsim.price.compute import vector_cycles, with_promotion
 from compiler.codegen import Code
-from compiler.ir import IR, Einsum, IROp, Kind
+from compiler.ir import IR, Einsum, IROp, OpKind
 from compiler.mapping import Mapping
 from compiler.program import COMPUTE, STORE
-from compiler.target import compute_dtype, pick_unit, units_used
+from compiler.targeting import compute_dtype, pick_unit, units_used
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def compute_cycles(ir: IR, arch: Arch, code: Code, rates, pricing: Pricing) -> t
             continue
         rows = program[tiles.rows]
         unit, rate = rates[i]
-        if op.kind == Kind.einsum:
+        if op.kind == OpKind.einsum:
             mapping = code.mappings[op.name]
             cycles[tiles.rows], tail[tiles.rows] = pricing.matrix_split(
                 rows["m"], rows["n"], rows["k"], unit, arch, mapping, rate)
@@ -137,5 +137,5 @@ def compute_cycles(ir: IR, arch: Arch, code: Code, rates, pricing: Pricing) -> t
 def launch_cycles(op: IROp, unit, arch: Arch, work: np.ndarray) -> int:
     """The launch the compute models put on a kernel's first row: once per kernel that does work (a copy, which
     does none, pays none)."""
-    return arch.cycles(unit.launch_overhead_s) if op.kind == Kind.einsum or work.any() else 0
+    return arch.cycles(unit.launch_overhead_s) if op.kind == OpKind.einsum or work.any() else 0
 

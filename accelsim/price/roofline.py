@@ -3,7 +3,7 @@
 A lower bound by construction (the tile-level engine may only add time): every operand crosses each
 memory level that holds its role exactly once, from the level it is served from inward, and the
 compute unit runs at its peak for the op's dtype. Weights are served from the outermost level that
-holds weights, activations from where they live between ops (compiler.target.placement: TPU v1's Unified
+holds weights, activations from where they live between ops (compiler.targeting.placement: TPU v1's Unified
 Buffer, a GPU's L2 when they fit).
 """
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import fields
 
 from accelsim.arch import Arch
-from accelsim.out.result import OpResult
+from accelsim.results.result import OpResult
 from accelsim.price.energy import energy_j, with_promotion_j
 from compiler.dtypes import DType
 from compiler.frozen import but
-from compiler.ir import IR, IROp, Kind, Move, Operand, Role
-from compiler.target import compute_dtype, op_home, operand_path, pick_unit, role_path
-from compiler.target.identity import arch_key
+from compiler.ir import IR, IROp, OpKind, Move, Operand, Role
+from compiler.targeting import compute_dtype, op_home, operand_path, pick_unit, role_path
+from compiler.targeting.identity import arch_key
 
 KNOWN = 65536        # estimates kept per process (a planner prices the same block's ops in hundreds of programs)
 _KNOWN: dict[tuple, OpResult] = {}
@@ -71,7 +71,7 @@ def estimate_op(op: IROp, arch: Arch) -> OpResult:
     unit, rate_dtype = pick_unit(op, arch)
     if isinstance(op, Move) and op.view:
         return _view(op, unit.name, dtype)
-    work = op.macs if op.kind == Kind.einsum else op.ops
+    work = op.macs if op.kind == OpKind.einsum else op.ops
     compute_s = work / unit.peak_per_second(rate_dtype) if work else 0.0
     by_level = bytes_by_level(op, arch)
     levels = [lv for lv in arch.memory if by_level.get(lv.name)]
@@ -111,7 +111,7 @@ def energy(op: IROp, arch: Arch, unit, dtype: DType, by_level: dict[str, int]) -
     stored = 0 if op.output.fused else op.written if isinstance(op, Move) else op.output.nbytes
     written = {name: min(stored, n) if name in out_path else 0 for name, n in by_level.items()}
     read = {name: n - written[name] for name, n in by_level.items()}
-    work = op.macs if op.kind == Kind.einsum else op.ops
+    work = op.macs if op.kind == OpKind.einsum else op.ops
     return with_promotion_j(energy_j(unit, dtype, work, arch.memory, read, written), op, arch)
 
 

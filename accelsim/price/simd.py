@@ -11,7 +11,7 @@ import numpy as np
 
 from compiler.dtypes import DType
 from accelsim.price.clock import to_arch_cycles
-from compiler.target import instance_tile, k_split, units_used
+from compiler.targeting import instance_tile, k_split, units_used
 
 
 @dataclass(frozen=True)

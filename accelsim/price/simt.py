@@ -11,7 +11,7 @@ import numpy as np
 
 from compiler.dtypes import DType
 from accelsim.price.clock import to_arch_cycles
-from compiler.target import gemm_sizes, instance_tile, k_split, units_used
+from compiler.targeting import gemm_sizes, instance_tile, k_split, units_used
 
 # Without a mapping a kernel uses CUTLASS's common 128 x 128 x 32 thread block; with one, a block is
 # the mapping's step per SM (compiler.map: the innermost tile split over the "units" factors).

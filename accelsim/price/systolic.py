@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from accelsim.price.clock import to_arch_cycles
-from compiler.target import instance_tile
+from compiler.targeting import instance_tile
 
 DATAFLOWS = ("ws", "is", "os")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accelsim.arch import Arch
-from accelsim.out.result import OpResult, Result
-from accelsim.out.roof import kernels, work
+from accelsim.results.result import OpResult, Result
+from accelsim.results.roof import kernels, work
 
 COMPUTE = "compute"      # the key of the time spent computing, beside the level names
 OTHER = "other"          # tile: idle time waiting on a compute (see the module docstring)

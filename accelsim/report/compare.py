@@ -20,8 +20,8 @@ from accelsim.report.breakdown import COMPUTE, ceilings, levels, parts, time_sha
 from accelsim.report.compare_figures import arch_labels, compare_figures
 from accelsim.report.html import Cell
 from accelsim.report.run_page import layer_table, summary, write_pngs, write_text
-from accelsim.out.result import Result
-from accelsim.out.units import binary, energy as joules, seconds, si
+from accelsim.results.result import Result
+from accelsim.results.units import binary, energy as joules, seconds, si
 
 
 def totals_rows(results: list[Result]) -> list[tuple[str, list[str], list[float]]]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from accelsim.report.breakdown import COMPUTE, Ceilings, layers, parts, total_split
 from accelsim.report.breakdown import levels as memory_levels
 from accelsim.report.figures import MAX_BARS, Figure, canvas, outside_legend, palette, png, roofline, unit_colour
-from accelsim.out.result import Result
-from accelsim.out.units import binary_scale, energy_scale, time_scale
+from accelsim.results.result import Result
+from accelsim.results.units import binary_scale, energy_scale, time_scale
 
 ARCH_COLOURS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
 

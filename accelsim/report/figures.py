@@ -13,8 +13,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
 from accelsim.report.breakdown import COMPUTE, OTHER, Ceilings, layers, parts, roofline_points
-from accelsim.out.result import Result
-from accelsim.out.units import binary_scale, energy_scale, time_scale
+from accelsim.results.result import Result
+from accelsim.results.units import binary_scale, energy_scale, time_scale
 
 MAX_BARS = 40            # layers drawn in a per-layer figure; the longest ones, kept in execution order
 DPI = 110

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from accelsim.out.parallel import CATEGORIES, ParallelTrainResult
-from accelsim.out.units import binary, seconds, si
+from accelsim.results.parallel import CATEGORIES, ParallelTrainResult
+from accelsim.results.units import binary, seconds, si
 from accelsim.report import html
 from accelsim.report.html import Cell
 from accelsim.report.run_page import write_text

@@ -13,8 +13,8 @@ from accelsim.report import html
 from accelsim.report.breakdown import COMPUTE, ceilings, parts, time_shares, total_split
 from accelsim.report.figures import Figure, label, run_figures
 from accelsim.report.html import Cell
-from accelsim.out.result import Result
-from accelsim.out.units import binary, energy as joules, seconds, si
+from accelsim.results.result import Result
+from accelsim.results.units import binary, energy as joules, seconds, si
 from compiler import output
 from compiler.errors import UserError
 

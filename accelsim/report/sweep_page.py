@@ -15,7 +15,7 @@ from accelsim.report import html as markup
 from accelsim.report.figures import Figure, canvas, png
 from accelsim.report.html import Cell
 from accelsim.report.run_page import write_pngs, write_text
-from accelsim.out.units import engineering, plain, prefix_scale
+from accelsim.results.units import engineering, plain, prefix_scale
 from compiler.errors import UserError
 
 FIXED = ("model", "status", "reason")      # row keys that are not the point's parameters

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from accelsim.arch import Arch
-from accelsim.out.units import binary, seconds, si
-from accelsim.out.training import PHASES, TrainResult
+from accelsim.results.units import binary, seconds, si
+from accelsim.results.training import PHASES, TrainResult
 from accelsim.report import html
 from accelsim.report.figures import run_figures
 from accelsim.report.breakdown import ceilings

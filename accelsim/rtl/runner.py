@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from accelsim.out.vcd import TIMESCALE
+from accelsim.results.vcd import TIMESCALE
 from accelsim.sim.stimulus import Outcome, Stimulus
 from compiler.errors import UserError
 

@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from accelsim.arch import Arch
-from accelsim.out.result import Result
+from accelsim.results.result import Result
 from accelsim.sim import cache
 from accelsim.sim.model import load_arch, load_model
 from compiler.dtypes import DType
@@ -23,7 +23,7 @@ def run(model: str | os.PathLike | Graph = "resnet50", arch: str | os.PathLike |
         compat: str | None = None, trace: bool = False, fuse: str = "runtime", launch: str | None = None,
         caches: str = "warm", **model_options) -> Result:
     """Simulate `model` (zoo name, .onnx path or Graph) on `arch` (preset name, YAML path or Arch).
-    `trace` keeps the whole timeline (Result.timeline, for accelsim.out.trace) at the cost of memory.
+    `trace` keeps the whole timeline (Result.timeline, for accelsim.results.trace) at the cost of memory.
 
     `dtype` is the dtype the hardware computes in; by default the arch's native one (int8 on TPU v1).
     `compat="scalesim"` prices each Einsum's compute cycles as SCALE-Sim v3 does (accelsim.price.compat).

@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass, replace
 
 from accelsim.arch import Arch
-from accelsim.out.result import Result
+from accelsim.results.result import Result
 from accelsim.price.compat import NATIVE, Pricing, pricing
 from accelsim.price.cost import reporter
 from accelsim.price.roofline import estimate
@@ -99,7 +99,7 @@ def mappings_for(ir: IR, arch: Arch, how: Pricing = NATIVE, budget: int | None =
 
 def simulate(compiled: Compiled, fidelity: str = "tile", trace: bool = False, memory: bool = True,
              warn_fit: bool = False) -> Result:
-    """Run what `build` made: the tile engine (`trace` keeps the whole timeline, for accelsim.out.trace, at the
+    """Run what `build` made: the tile engine (`trace` keeps the whole timeline, for accelsim.results.trace, at the
     cost of memory) or the roofline bound. `memory`: the Result holds what the model holds on the device as it runs
     (accelsim.sim.memory), and a note if that does not fit; a training step counts its own (compiler.train.step).
     `warn_fit`: a run that does not fit says so (a CapacityWarning) before it is mapped and simulated, from liveness
@@ -150,7 +150,7 @@ def _arch_info(arch: Arch, dtype: DType) -> dict:
             "peak_macs_per_second": arch.matrix_for(rate).peak_per_second(rate),
             "native_dtype": arch.native_dtype.value, "memory_levels": [lv.name for lv in arch.memory],
             "tdp_w": arch.power.tdp_w,
-            # what a roofline needs of the machine (accelsim.out.roof): MACs or ops per second per unit and dtype,
+            # what a roofline needs of the machine (accelsim.results.roof): MACs or ops per second per unit and dtype,
             # bytes per second per level over all its instances
             "peaks": {f"{u.name}:{d.value}": u.peak_per_second(d) for u in arch.compute for d in u.dtypes},
             "bandwidths": {lv.name: lv.bandwidth_total for lv in arch.memory}}

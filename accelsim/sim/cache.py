@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from accelsim.arch import Arch
-from accelsim.out.result import OpResult, Result
+from accelsim.results.result import OpResult, Result
 from compiler.dtypes import DType
 from compiler.graph import Graph
 from compiler.map import disk, entry

@@ -15,7 +15,7 @@ import numpy as np
 from accelsim.engine.cycle import systolic as kernel
 from accelsim.engine.cycle import systolic_os as os_kernel
 from accelsim.sim.stimulus import CLOCK_NS, RESET_CYCLES, Outcome, Stimulus
-from accelsim.out.vcd import TIMESCALE, VcdWriter
+from accelsim.results.vcd import TIMESCALE, VcdWriter
 from compiler import output
 
 PORT_BITS = ("w_valid", "w_ready", "x_valid", "x_ready", "x_last", "x_acc", "y_valid", "y_last")
@@ -199,7 +199,7 @@ def _os(a, b, rows: int, cols: int, banks: int, probe_cycles: int):
 def write_vcd(path, stim: Stimulus, outcome: Outcome, waves: Waves, reset_cycles: int = RESET_CYCLES,
               inputs_at_fall: bool = True) -> None:
     """A VCD of the core's ports (scope `systolic_core`, names and widths of docs/rtl.md), 10 ns per cycle, on the
-    RTL's waveform's timescale (accelsim.out.vcd.TIMESCALE): by default every edge at the time the cocotb bench puts
+    RTL's waveform's timescale (accelsim.results.vcd.TIMESCALE): by default every edge at the time the cocotb bench puts
     it (stimulus.RESET_CYCLES), so the two files line up in a viewer.
 
     Cycle k starts with clk's rising edge at 10 * (reset_cycles + k) ns: the outputs (w_ready, x_ready, y_*)

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from accelsim.out.result import OpResult
+from accelsim.results.result import OpResult
 from accelsim.price.clock import CYCLE_LIMIT
 from accelsim.price.energy import energy_j, with_promotion_j
 from accelsim.price.program import launch_cycles

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from accelsim.arch import Arch
-from accelsim.out.table import binary
+from accelsim.results.table import binary
 from compiler.dtypes import DType
 from compiler.frozen import but
 from compiler.graph import Graph

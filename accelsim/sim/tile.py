@@ -1,6 +1,6 @@
 """Tile fidelity: a compiled model's Program, priced, run on the numba engine -> per-op results (the default `run`).
 
-Invariant: bytes are counted where the roofline counts them (compiler.target paths) and the engine only adds
+Invariant: bytes are counted where the roofline counts them (compiler.targeting paths) and the engine only adds
 time (contention, latency, dependencies, padding), so every kernel's cycles >= its slowest op's roofline cycles
 (an epilogue in a systolic output stage runs beside its array and is charged only what it adds).
 Orchestration only: codegen counts, accelsim.price prices, and the Arch and Program are unpacked here into the
@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from accelsim.arch import Arch
-from accelsim.out.result import OpResult
+from accelsim.results.result import OpResult
 from accelsim.price.compat import NATIVE, Pricing
 from accelsim.price.energy import energy_j, with_promotion_j
 from accelsim.price.program import launch_cycles, price
@@ -26,7 +26,7 @@ from compiler.frozen import but
 from compiler.ir import IR, IROp, Move
 from compiler.mapping import Mapping, op_signature
 from compiler.program import COMPUTE, LOAD, STORE
-from compiler.target import compute_dtype
+from compiler.targeting import compute_dtype
 
 
 @dataclass(frozen=True)

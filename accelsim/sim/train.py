@@ -13,7 +13,7 @@ import warnings
 from dataclasses import replace
 
 from accelsim.arch import Arch
-from accelsim.out.training import PHASES, Layer, TrainResult
+from accelsim.results.training import PHASES, Layer, TrainResult
 from accelsim.sim.build import FIDELITIES, build, simulate
 from accelsim.sim.memory import against, fits
 from accelsim.sim.model import load_arch, load_model
@@ -38,7 +38,7 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
     else fp32, whichever the arch's matrix units have); narrower than fp32, weights train from an fp32 master copy.
     The training length is `samples`, `epochs` x `dataset_size`, or `tokens` (language models). `recompute`: none,
     selective (attention's scores) or full (each layer from its input), trading memory for compute. `trace` keeps the
-    step's timeline (TrainResult.result.timeline, for accelsim.out.trace). A zoo model with ternary layers (BitNet
+    step's timeline (TrainResult.result.timeline, for accelsim.results.trace). A zoo model with ternary layers (BitNet
     b1.58, the MatMul-free LM) trains in its training form: float latent weights quantised in the forward pass
     (`latent=False` keeps its frozen ternary weights and trains the rest)."""
     if fidelity not in FIDELITIES:

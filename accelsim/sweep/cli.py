@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from accelsim.out.units import plain
+from accelsim.results.units import plain
 from compiler.errors import UserError
 
 EXIT_INTERRUPTED = 130   # as accelsim/cli.py answers Ctrl-C elsewhere
@@ -87,7 +87,7 @@ def _report_hook(args):
 def pareto_table(spec, rows: list[dict], best: list[dict]) -> str:
     """Per model: how many rows are valid, then its Pareto-optimal points, axis values and objectives."""
     from accelsim.sweep.spec import OBJECTIVES
-    from accelsim.out.units import engineering
+    from accelsim.results.units import engineering
 
     names = short_names([axis.key for axis in spec.axes])
     out = []

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from accelsim.arch import ArchError, Kind, arch_document
+from accelsim.arch import ArchError, ArchKind, arch_document
 from accelsim.arch.load import YamlRefused, bounded_yaml
 from accelsim.arch.reference import named_arch
 from accelsim.sweep.axes import Axis, check_dtype, check_values, fitted, parse_axes, parse_derived_keys
@@ -66,7 +66,7 @@ class Spec:
     path: Path
     base: str                        # as written
     base_file: Path
-    base_kind: Kind
+    base_kind: ArchKind
     base_doc: dict = field(compare=False, repr=False)   # the base arch YAML, parsed; never mutated
     axes: tuple[Axis, ...] = ()
     derived: tuple[Derived, ...] = ()
@@ -156,7 +156,7 @@ def _keys(value, where: str, required, optional, fail) -> dict:
     return value
 
 
-def _base(base, spec_path: Path, fail) -> tuple[Path, dict, Kind]:
+def _base(base, spec_path: Path, fail) -> tuple[Path, dict, ArchKind]:
     """The base arch: a preset, or a .yaml file found from the spec's folder and never outside it or the presets
     (accelsim.arch.reference)."""
     try:
@@ -198,7 +198,7 @@ def _models(raw, fail) -> tuple[ModelSpec, ...]:
     return tuple(models)
 
 
-def _objectives(raw, kind: Kind, fail) -> tuple[str, ...]:
+def _objectives(raw, kind: ArchKind, fail) -> tuple[str, ...]:
     if not isinstance(raw, list) or not raw:
         raise fail("objectives", f"expected a list, some of {', '.join(OBJECTIVES)}")
     for i, name in enumerate(raw):
@@ -206,7 +206,7 @@ def _objectives(raw, kind: Kind, fail) -> tuple[str, ...]:
             close = difflib.get_close_matches(str(name), OBJECTIVES, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise fail(f"objectives[{i}]", f"unknown objective {name!r}; {hint}use {', '.join(OBJECTIVES)}")
-        if name == "area" and kind not in (Kind.systolic, Kind.ternary):
+        if name == "area" and kind not in (ArchKind.systolic, ArchKind.ternary):
             raise fail(f"objectives[{i}]", f"area applies to systolic and ternary arrays only; the base is {kind.value}")
     if len(set(raw)) != len(raw):
         raise fail("objectives", f"{raw!r} lists an objective twice")

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from compiler.dtypes import DType
-from compiler.ir import Einsum, IROp, Kind
+from compiler.ir import Einsum, IROp, OpKind
 from compiler.mapping import gemm_view
 from accelsim.validate.cases import ELEMENTWISE, ROW_BROADCAST
 
@@ -48,20 +48,20 @@ def _key(op: IROp, dtype: DType) -> tuple[str | None, str]:
         return f"gemm {size['m']} {size['n']} {size['k']} {tail}", ""
     shape = op.output.shape
     rows, cols = math.prod(shape[:-1]), shape[-1] if shape else 1
-    if op.kind == Kind.reduce and op.op in ("Softmax", "LayerNormalization"):
+    if op.kind == OpKind.reduce and op.op in ("Softmax", "LayerNormalization"):
         if tuple(op.axes) != (len(op.inputs[0].shape) - 1,):
             return None, f"reduces axes {op.axes}, not the last one"
         return f"{op.op.lower().replace('normalization', 'norm')} {rows} {cols} {tail}", ""
-    if op.kind == Kind.map and op.op == "BatchNormalization" and len(shape) == 4:
+    if op.kind == OpKind.map and op.op == "BatchNormalization" and len(shape) == 4:
         return f"batchnorm {' '.join(map(str, shape))} {tail}", ""
-    if op.kind == Kind.map and op.op in _ROW_KINDS and len(op.inputs) == 2 and op.inputs[0].shape == shape \
+    if op.kind == OpKind.map and op.op in _ROW_KINDS and len(op.inputs) == 2 and op.inputs[0].shape == shape \
             and math.prod(op.inputs[1].shape) == cols == (op.inputs[1].shape or (1,))[-1]:
         return f"{_ROW_KINDS[op.op]} {rows} {cols} {tail}", ""
-    if op.kind == Kind.map and op.op in _MAP_KINDS:
+    if op.kind == OpKind.map and op.op in _MAP_KINDS:
         if any(i.shape != shape for i in op.inputs) or len(op.inputs) != ELEMENTWISE[_MAP_KINDS[op.op]][1]:
             return None, "an operand is broadcast (a bias or a scale), which the element-wise cases do not express"
         return f"{_MAP_KINDS[op.op]} {rows} {cols} {tail}", ""
-    if op.kind == Kind.move and getattr(op, "view", False):
+    if op.kind == OpKind.move and getattr(op, "view", False):
         return None, "a view: moves no bytes"
     return None, f"no case kind for a {op.kind.value} op of type {op.op}"
 

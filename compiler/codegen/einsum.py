@@ -1,6 +1,6 @@
 """An Einsum and its Mapping -> Program rows: a compute per innermost tile, loads and stores at every level.
 
-Invariant: each operand crosses exactly the levels of its role path (compiler.target.placement, as the roofline
+Invariant: each operand crosses exactly the levels of its role path (compiler.targeting.placement, as the roofline
 counts them); the load reading level p carries the tile the next level on the path holds (the compute step
 for the innermost), so bytes per level >= the operand's bytes, with halos and partial-sum spills on top.
 """
@@ -12,12 +12,12 @@ from compiler.codegen.assemble import OUTPUT, Stream, assemble
 from compiler.codegen.nest import Fold, Nest
 from compiler.ir import Axis, Einsum
 from compiler.mapping import Mapping, gemm_view
-from compiler.target import k_split, op_home, operand_path, separable
+from compiler.targeting import k_split, op_home, operand_path, separable
 
 
 def footprint(axes: tuple[Axis, ...], shape: tuple[int, ...], dims: tuple[str, ...], start: np.ndarray,
               extent: np.ndarray) -> np.ndarray:
-    """Elements of the box of an operand a tile reads: per axis (or part of one: compiler.target.separable splits a
+    """Elements of the box of an operand a tile reads: per axis (or part of one: compiler.targeting.separable splits a
     grouped conv's channels) the index range (a conv window's halo included) run to the end of its last stride,
     clipped to the array (zero padding is generated, not loaded). Running to the stride's end makes the boxes of
     consecutive tiles abut: a 1x1 stride-2 conv's tiles cover every input row, as the DMA fetches the skipped rows

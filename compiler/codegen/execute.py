@@ -11,7 +11,7 @@ import numpy as np
 
 from compiler.codegen import Tiles
 from compiler.ir import Axis, Einsum, IROp, Move, Operand, unblocked
-from compiler.target import output_axis_to_input
+from compiler.targeting import output_axis_to_input
 
 
 def einsum_tiled(op: Einsum, tiles: Tiles, args: list[np.ndarray]) -> np.ndarray:

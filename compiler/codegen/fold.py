@@ -59,7 +59,7 @@ def foldable(op, mapping: Mapping, head: int = HEAD) -> list[int]:
     that dim that are all alike: a loop inside another over the same dim folds only where every tile it cuts has
     one extent (a ragged outer tile would leave its inner iterations past the edge empty, unlike the kept ones).
     A vector op's loop cuts its output into chunks along one axis, each computed from its own slices
-    (compiler.target.slicing): chunks differ by position alone."""
+    (compiler.targeting.slicing): chunks differ by position alone."""
     loops = loop_nest(mapping)
     if not loops:
         return []

@@ -1,7 +1,7 @@
 """Map, Reduce and Move -> Program rows on the vector unit: the output cut into the chunks the mapper planned
 (compiler.map.vector), along one axis.
 
-Invariant: each chunk computes from its own slices alone (compiler.target.slicing); unsliced operands load
+Invariant: each chunk computes from its own slices alone (compiler.targeting.slicing); unsliced operands load
 once and are reused.
 """
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 
 from compiler.codegen.assemble import OUTPUT, Stream, assemble
 from compiler.codegen.nest import Fold, Nest
-from compiler.ir import IROp, Kind, Move
+from compiler.ir import IROp, OpKind, Move
 from compiler.mapping import Mapping
-from compiler.target import sliced, vector_paths
+from compiler.targeting import sliced, vector_paths
 
 
 def chunk_axis(op: IROp, mapping: Mapping) -> tuple[int, list[bool]]:
@@ -60,9 +60,9 @@ def vector_rows(op: IROp, arch, mapping: Mapping, op_index: int, unit: int, fold
         out_bytes = np.ceil(op.written * share).astype(np.int64)
     streams += [Stream(OUTPUT, level, j, runs, out_bytes, out_bytes, True) for j, level in enumerate(paths[-1])]
     per = getattr(op, "ops_per_element", 0)
-    if op.kind == Kind.map:
+    if op.kind == OpKind.map:
         work = out_elements * per
-    elif op.kind == Kind.reduce:
+    elif op.kind == OpKind.reduce:
         work = op.inputs[0].elements // shape[axis] * extent[axis] * per
     else:
         work = np.zeros(nest.steps, np.int64)

@@ -10,7 +10,7 @@ from compiler.ir import IR, Einsum, IROp
 from compiler.errors import MappingError
 from compiler.map import disk
 from compiler.map.search import CACHE, DEFAULT_BUDGET, Cache, Report, search
-from compiler.target.identity import arch_key
+from compiler.targeting.identity import arch_key
 from compiler.map.space import candidates, smaller_buffers
 from compiler.map.vector import plan
 from compiler.mapping import Mapping, op_signature

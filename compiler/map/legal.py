@@ -1,5 +1,5 @@
 """What a mapping may do: the unit it names computes its dtype in a dataflow the unit lists, and every level
-holds its tiles (twice where double-buffered); the target facts it checks against live in compiler.target.
+holds its tiles (twice where double-buffered); the target facts it checks against live in compiler.targeting.
 
 `arch` is duck-typed."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from compiler.dtypes import DType
 from compiler.errors import MappingError
 from compiler.ir import Einsum, IROp
 from compiler.mapping import Mapping, gemm_view
-from compiler.target import Footprints, Overflow, per_instance, units_spread
+from compiler.targeting import Footprints, Overflow, per_instance, units_spread
 
 
 def check(mapping: Mapping, op: IROp, arch) -> Overflow | str | None:

@@ -10,7 +10,7 @@ from typing import Iterator
 
 from compiler.ir import Einsum
 from compiler.map.legal import nothing_fits
-from compiler.target import Footprints, Overflow, op_levels, per_instance, pick_unit
+from compiler.targeting import Footprints, Overflow, op_levels, per_instance, pick_unit
 from compiler.mapping import LevelTile, Mapping, Spatial, gemm_view, op_signature
 
 # Which GEMM group a systolic array lays on its rows, its columns, and streams through in time
@@ -201,7 +201,7 @@ def _spreads(groups, extents, step, count: int, dealt: bool = False) -> Iterator
     """Ways to split the step over the unit's instances: along b, then m, then n dims; where a block scheduler
     deals the blocks (`dealt`, a GPU), also over m and n together (`_tiled`); and where that leaves half the
     instances or more idle, also along k dims for them (split-K, as cuBLAS and cuDNN do: each instance then
-    holds partial sums of the whole output tile, which compiler.target.k_split has codegen and pricing store
+    holds partial sums of the whole output tile, which compiler.targeting.k_split has codegen and pricing store
     once per instance), each instance keeping MIN_K_STEPS steps of its share to pipeline. A weight gradient's
     64 x 576 outputs over k = 100,352 fill 10 of an A100's 108 SMs unsplit. The cost model chooses."""
     spread = _spread(groups["b"] + groups["m"] + groups["n"], extents, step, count)

@@ -12,7 +12,7 @@ from compiler.ir import IROp
 from compiler.map.legal import nothing_fits
 from compiler.map.space import shrink_dim
 from compiler.mapping import LevelTile, Mapping
-from compiler.target import Footprints, op_levels, pick_unit, sliced, vector_extent, vector_paths
+from compiler.targeting import Footprints, op_levels, pick_unit, sliced, vector_extent, vector_paths
 
 MIN_CHUNKS = 4      # enough to overlap loading chunk i+1 with computing chunk i and storing chunk i-1
 

@@ -1,6 +1,6 @@
 """Boundary: where a model's own inputs and outputs lie when it runs, as `caches` says.
 
-Activations between ops live in the innermost shared level with room for them (compiler.target.placement). When the
+Activations between ops live in the innermost shared level with room for them (compiler.targeting.placement). When the
 caches are warm, a call repeated in a loop finds last call's inputs and outputs still on chip, in the largest shared
 level inside DRAM (a GPU's L2, a CPU's last-level cache), as many as fit there together: smallest first (ties in the
 order the program first touches them), while their sum fits that level's capacity; a tensor larger than the level is

@@ -70,7 +70,7 @@ def test_help_listing_the_compilers_choices_imports_no_onnx(argv):
 def test_the_package_names_resolve_on_first_use():
     """accelsim.run and the rest are imported when first asked for, and are the functions their modules define."""
     code = ("import sys, accelsim; assert 'accelsim.sim.api' not in sys.modules; "
-            "from accelsim.sim.api import run; from accelsim.out.result import Result; "
+            "from accelsim.sim.api import run; from accelsim.results.result import Result; "
             "assert accelsim.run is run and accelsim.Result is Result and 'train' in dir(accelsim); print('ok')")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.stdout.strip() == "ok", done.stderr

@@ -16,7 +16,7 @@ from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.ir import Axis, Einsum
 from compiler.mapping import Mapping, gemm_view
-from compiler.target import per_instance, units_spread
+from compiler.targeting import per_instance, units_spread
 
 # As accelsim.price.simt prices a block: 64 accumulators per thread, whole warps, at most 1,024 threads.
 # Without an arch: 32-thread warps and Triton's default of 3 stages.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from compiler.codegen.triton.kernel import NoTritonKernel, pow2, warp_size
 from compiler.map.vector import plan
-from compiler.target import pick_unit
+from compiler.targeting import pick_unit
 from compiler.mapping import Mapping
 
 VALUES_PER_THREAD = 16     # registers a thread gives to its values, as 64 accumulators are a GEMM thread's

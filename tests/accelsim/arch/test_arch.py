@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from accelsim.arch import ArchError, Dataflow, Kind, UnitRole, load_arch, preset_names, presets_dir
+from accelsim.arch import ArchError, Dataflow, ArchKind, UnitRole, load_arch, preset_names, presets_dir
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.ir import Role
@@ -34,9 +34,9 @@ def test_preset_loads(path):
     for role in Role:
         assert arch.levels_holding(role), role
     assert arch.memory[0].capacity_total == max(level.capacity_total for level in arch.memory)
-    if arch.kind in (Kind.systolic, Kind.ternary):
+    if arch.kind in (ArchKind.systolic, ArchKind.ternary):
         assert arch.matrix.array is not None and arch.matrix.dataflows
-    if arch.kind is Kind.simt:
+    if arch.kind is ArchKind.simt:
         assert all(u.limits is not None for u in arch.matrix_units)
 
 

@@ -5,7 +5,7 @@ import shutil
 
 from accelsim.arch.load import presets_dir
 from accelsim.cli import main
-from accelsim.out.result import Result, shown_file
+from accelsim.results.result import Result, shown_file
 
 
 def test_a_preset_is_named_a_file_in_the_working_folder_is_relative_and_another_is_its_name(tmp_path,

@@ -3,9 +3,9 @@ import pytest
 
 import accelsim
 from accelsim.arch import load_arch
-from accelsim.out import roof
-from accelsim.out.result import OpResult, Result
-from accelsim.out.table import render
+from accelsim.results import roof
+from accelsim.results.result import OpResult, Result
+from accelsim.results.table import render
 from compiler.dtypes import DType
 
 ARCH = {"name": "toy", "kind": "systolic", "memory_levels": ["dram", "sram"], "peak_macs_per_second": 1e9,

@@ -28,7 +28,7 @@ def test_wide_keeps_every_column_and_the_default_is_unchanged(result, capsys):
 
 
 def test_the_memory_line_says_what_the_model_holds_and_whether_it_fits():
-    from accelsim.out.table import memory_line
+    from accelsim.results.table import memory_line
 
     held = {"weights": 3 * 2**30, "activations": 2**29, "inputs": 2**28, "peak": 3 * 2**30 + 2**29,
             "capacity": 4 * 2**30, "capacity_level": "hbm2"}
@@ -38,7 +38,7 @@ def test_the_memory_line_says_what_the_model_holds_and_whether_it_fits():
 
 
 def test_a_huge_model_shows_the_first_rows_and_says_where_the_rest_are(result, monkeypatch):
-    from accelsim.out import table
+    from accelsim.results import table
 
     monkeypatch.setattr(table, "ROWS", 4)
     rows = result.table(None, None).split("\nlatency")[0]

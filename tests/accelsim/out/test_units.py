@@ -1,7 +1,7 @@
 """One way to print each quantity: bytes in binary prefixes, bandwidths in decimal GB/s, energy in SI prefixes by
 magnitude; energy lines say it is dynamic energy, and never set its average power against the chip's TDP."""
 import accelsim
-from accelsim.out.units import bandwidth, binary, energy, si
+from accelsim.results.units import bandwidth, binary, energy, si
 
 
 def test_bytes_are_binary_bandwidths_decimal_and_energy_si():

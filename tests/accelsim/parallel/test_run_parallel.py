@@ -6,7 +6,7 @@ import pytest
 
 from accelsim.arch.system_load import load_system
 from accelsim.cli import main
-from accelsim.out.table import binary
+from accelsim.results.table import binary
 from accelsim.parallel.groups import cost, groups
 from accelsim.parallel.run import run_parallel
 from accelsim.sim.api import run

@@ -14,7 +14,7 @@ from accelsim.parallel.search import Question, _Pool, search
 from accelsim.parallel.space import candidates, divisors, factors
 from accelsim.parallel.progress import SearchProgress
 from accelsim.arch.system_load import load_system
-from accelsim.out.plans import Scored
+from accelsim.results.plans import Scored
 
 TINY = dict(layers=4, hidden=64, heads=4, seq=64, vocab=512)
 NARROW = dict(recompute=("none", "full"), zero=(0, 3))

@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 import accelsim
-from accelsim.arch import ArchError, Kind, load_arch, preset_names
+from accelsim.arch import ArchError, ArchKind, load_arch, preset_names
 from accelsim.price import simd, simt
 from accelsim.price.compute import matrix_cycles, vector_cycles
-from compiler.target import gemm_parts, widen
-from compiler.target import pick_unit
+from compiler.targeting import gemm_parts, widen
+from compiler.targeting import pick_unit
 from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.errors import MappingError
-from compiler.ir import Kind as OpKind
+from compiler.ir import OpKind
 from compiler.mapping import LevelTile, Mapping, Spatial, gemm_view, op_signature
 from compiler.pipeline import Options, compile_graph
 
@@ -294,14 +294,14 @@ def test_a_matmul_in_bool_is_refused_naming_the_dtypes_the_arch_computes():
 
 # -- the roofline floor, over random shapes and mappings -------------------------------------------
 
-CPU_GPU = [name for name in preset_names() if load_arch(name).kind in (Kind.simt, Kind.simd)]
+CPU_GPU = [name for name in preset_names() if load_arch(name).kind in (ArchKind.simt, ArchKind.simd)]
 
 
 @pytest.mark.parametrize("name", CPU_GPU)
 def test_never_faster_than_peak(name):
     arch = load_arch(name)
     rng = np.random.default_rng(7)
-    model = simt if arch.kind is Kind.simt else simd
+    model = simt if arch.kind is ArchKind.simt else simd
     for unit in arch.matrix_units:
         for dtype in unit.dtypes:
             for _ in range(20):

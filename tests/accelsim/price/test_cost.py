@@ -11,7 +11,7 @@ from accelsim.sim.model import load_model
 from compiler.map import map_ir, map_op
 from compiler.dtypes import DType
 from compiler.errors import UserError
-from compiler.target import pick_unit
+from compiler.targeting import pick_unit
 from compiler.mapping import LevelTile
 from compiler.pipeline import Options, compile_graph
 from tests.compiler.map.test_map import gemm
@@ -60,7 +60,7 @@ def test_traffic_and_cycles_bound_by_the_roofline(arch_name):
 
 
 def test_unit_choice_widens_as_the_hardware_would():
-    # one rule for the roofline, the mapper and the engine (compiler.target.pick_unit)
+    # one rule for the roofline, the mapper and the engine (compiler.targeting.pick_unit)
     ternary = gemm(64, 64, 64, DType.ternary)
     assert pick_unit(ternary, load_arch("fpga_ternary"))[1] == DType.ternary
     assert pick_unit(ternary, load_arch("h100"))[1] == DType.int8          # no ternary path: int8 tensor cores

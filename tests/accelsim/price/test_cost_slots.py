@@ -90,7 +90,7 @@ def test_a_weight_tile_read_into_the_array_after_its_queued_load(layer4):
     and 128 tiles x 410 exposed. The estimate had 314 k (the array-bound compute and the bandwidth), now 366 k (each
     step's tail on top), so that the tiling holding the whole input in the ifmap SRAM (302 k in the engine) wins."""
     arch, ir, ops = layer4
-    from accelsim.arch.hardware import Dataflow
+    from compiler.hardware import Dataflow
     unit = arch.compute[0]
     unit = replace(unit, array=replace(unit.array, rows=8, cols=8), dataflows=(Dataflow.OS,),
                    per_cycle=tuple((dtype, 64) for dtype, _ in unit.per_cycle))

@@ -10,7 +10,7 @@ from accelsim.arch import load_arch
 from accelsim.price.compute import with_promotion
 from accelsim.validate.cases import parse
 from compiler.dtypes import DType
-from compiler.target import widen
+from compiler.targeting import widen
 from tests.compiler.ops.test_ops_block_scaled import _einsum
 
 

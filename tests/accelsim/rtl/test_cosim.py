@@ -118,7 +118,7 @@ def test_the_rtl_and_model_waveforms_share_a_timescale_and_line_up(capsys, tmp_p
     """--rtl-vcd (the simulator's dump) and --model-vcd (the cycle-level model's): one $timescale, and every edge of
     the core's ports at the same time in both, so the two files overlay in a viewer."""
     _needs_icarus()
-    from accelsim.out.vcd import read
+    from accelsim.results.vcd import read
 
     rtl, model = tmp_path / "rtl.vcd", tmp_path / "model.vcd"
     assert main(["cosim", "resnet18", *SMALL_RESNET, "--layer", "fc", "--opt", "classes=10", "--rtl-vcd", str(rtl),

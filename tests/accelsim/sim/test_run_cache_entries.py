@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accelsim.out.result import OpResult, Result
+from accelsim.results.result import OpResult, Result
 from accelsim.sim import cache
 from compiler.errors import CacheWarning
 from compiler.map import entry

@@ -13,7 +13,7 @@ from accelsim.sim.train import train
 from compiler import zoo
 from compiler.errors import UserError
 from compiler.ir import Axis
-from compiler.target import Footprints, k_split, op_home, separable
+from compiler.targeting import Footprints, k_split, op_home, separable
 
 TRAINS = ("a100", "a100_80gb", "h100", "h200", "v100", "gtx580", "tpu_v4", "xeon_spr", "npu4")
 NO_FLOATS = ("tpu_v1", "fpga_ternary", "systolic_8x8", "systolic_32x32")     # int8 / ternary matrix units only

@@ -11,7 +11,7 @@ from compiler.builder import Builder
 from compiler.codegen import generate
 from compiler.codegen.execute import einsum_tiled, vector_tiled
 from compiler.dtypes import DType
-from compiler.ir import Einsum, Kind
+from compiler.ir import Einsum, OpKind
 from compiler.mapping import LevelTile, Mapping
 from compiler.ops.elementwise import ONE_INPUT_DTYPE
 from compiler.pipeline import Options, compile_graph
@@ -75,7 +75,7 @@ def test_ragged_gemm_over_three_levels():
     levels = (LevelTile("weight_fifo", (("m", 100), ("n", 32), ("k", 32)), ("n", "k")),
               LevelTile("accumulators", (("m", 32), ("n", 32), ("k", 32)), ("m",)))
     code = generate(ir, arch, mappings_for(ir, arch) | {op.name: hand_mapping(op, levels)})
-    assert check_every_op(ir, code, feeds_for(graph)) == {Kind.einsum, Kind.map}
+    assert check_every_op(ir, code, feeds_for(graph)) == {OpKind.einsum, OpKind.map}
     rows = code.program[code.op_rows[0]:code.op_rows[1]]
     computes = rows[rows["kind"] == COMPUTE]
     assert len(computes) == 4 * 2 * 3
@@ -121,7 +121,7 @@ def test_zoo_models_run_tile_by_tile(model, arch):
     hw, ir = compiled(graph, arch, DType.fp32 if arch == "xeon_spr" else None)
     code = generate(ir, hw, mappings_for(ir, hw))
     kinds = check_every_op(ir, code, feeds_for(graph))
-    assert {Kind.einsum, Kind.map} <= kinds
+    assert {OpKind.einsum, OpKind.map} <= kinds
 
 
 def test_dependencies_point_backwards_and_loads_precede_computes():
@@ -175,7 +175,7 @@ def test_moves_run_tile_by_tile(arch_name, dtype):
              "ids": np.array([[0, 3, 10, 2, 2, 7, 1], [5, 5, 9, 0, 4, 6, 8]])}
     if not dtype.is_float:
         feeds["x"] = (feeds["x"] * 40).astype(np.int8)
-    moves = [op for op, tiles in zip(ir.ops, code.tiles) if op.kind == Kind.move and tiles is not None]
+    moves = [op for op, tiles in zip(ir.ops, code.tiles) if op.kind == OpKind.move and tiles is not None]
     assert {op.op for op in moves} >= {"Transpose", "Concat", "Slice", "Split", "Gather", "Expand"}
     assert any(len(tiles.start) > 1 for op, tiles in zip(ir.ops, code.tiles) if op in moves), "chunked"
-    assert Kind.move in check_every_op(ir, code, feeds)
+    assert OpKind.move in check_every_op(ir, code, feeds)

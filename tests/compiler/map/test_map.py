@@ -16,7 +16,7 @@ from compiler.dtypes import DType
 from compiler.ir import Axis, Einsum, Operand, Role
 from compiler.map import Cache, MappingError, map_ir, map_op
 from compiler.map.legal import check
-from compiler.target import Overflow
+from compiler.targeting import Overflow
 from compiler.map.space import candidates
 from compiler.mapping import LevelTile
 from compiler.pipeline import Options, compile_graph

@@ -13,7 +13,7 @@ from accelsim.price.cost import reporter
 from compiler.dtypes import DType
 from compiler.map import map_op
 from compiler.map.space import _tiled, candidates
-from compiler.target import units_used
+from compiler.targeting import units_used
 from tests.compiler.map.test_map import gemm
 
 

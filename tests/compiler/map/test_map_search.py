@@ -8,7 +8,7 @@ import pytest
 from accelsim.arch import load_arch
 from compiler.errors import UserError
 from compiler.map.search import CACHE, Cache, search
-from compiler.target.identity import arch_key
+from compiler.targeting.identity import arch_key
 from compiler.mapping import LevelTile, Mapping
 
 PRESETS = load_arch("tpu_v1").source_file.parent

@@ -16,7 +16,7 @@ from compiler.ir import Axis, Einsum, Operand, Role, is_scale
 from compiler.mapping import gemm_view
 from compiler.ops.interpret import run_ir
 from compiler.pipeline import Options, compile_graph
-from compiler.target import Footprints, compute_dtype, separable
+from compiler.targeting import Footprints, compute_dtype, separable
 
 RNG = np.random.default_rng(5)
 ONNX_TYPES = {"fp8": TensorProto.FLOAT8E4M3FN, "int8": TensorProto.INT8}

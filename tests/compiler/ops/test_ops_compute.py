@@ -8,7 +8,7 @@ from onnx import helper
 from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.frontend import TERNARY_MARK, from_model
-from compiler.ir import Einsum, Kind, Move
+from compiler.ir import Einsum, OpKind, Move
 from compiler.ops.lower import lower
 from tests.compiler.onnx_models import F32, I8, I32, U8, floats, init, ints, model
 from tests.compiler.oracle import check_against_ort
@@ -53,7 +53,7 @@ def test_conv_is_one_einsum_with_the_conv_macs(case):
     proto, _ = _conv(x_shape, w_shape, bias=True, **attrs)
     graph = from_model(proto)
     ir = lower(graph)
-    einsums = [op for op in ir.ops if op.kind == Kind.einsum]
+    einsums = [op for op in ir.ops if op.kind == OpKind.einsum]
     assert len(einsums) == 1
     n, k_total, *outs = graph.tensor("y").shape
     c_per_group, *kernel = w_shape[1:]
@@ -62,7 +62,7 @@ def test_conv_is_one_einsum_with_the_conv_macs(case):
     # groups: a free view back to (N, G*K, P, Q); the bias is its own Map
     views = [op for op in ir.ops if isinstance(op, Move)]
     assert all(v.view and v.nbytes == 0 for v in views) and len(views) == (attrs.get("group", 1) > 1)
-    assert ir.ops[-1].name == "conv0:bias" and ir.ops[-1].kind == Kind.map
+    assert ir.ops[-1].name == "conv0:bias" and ir.ops[-1].kind == OpKind.map
 
 
 def test_conv_einsum_indexes_the_input_affinely():
@@ -108,7 +108,7 @@ def test_gemm_without_c_and_unit_alpha_is_one_einsum():
     node = helper.make_node("Gemm", ["a", "b"], ["y"], transB=1)
     graph = check_against_ort(model([node], [("a", F32, a.shape), ("b", F32, b.shape)], [("y", F32)], 13),
                               {"a": a, "b": b})
-    assert [op.kind for op in lower(graph).ops] == [Kind.einsum]
+    assert [op.kind for op in lower(graph).ops] == [OpKind.einsum]
 
 
 def test_gemm_inner_dimension_mismatch_is_clear():
@@ -202,7 +202,7 @@ def test_pool_matches_onnxruntime(op, case, opset):
     ir = lower(check_against_ort(model([node], [("x", F32, shape)], [("y", F32)], opset), {"x": x}))
     (reduce,) = ir.ops
     windows = reduce.output.elements * math.prod(attrs["kernel_shape"])
-    assert reduce.kind == Kind.reduce and windows <= reduce.ops < windows + 2 * reduce.inputs[0].elements
+    assert reduce.kind == OpKind.reduce and windows <= reduce.ops < windows + 2 * reduce.inputs[0].elements
 
 
 @pytest.mark.parametrize("opset", [12, 21])

@@ -6,7 +6,7 @@ from onnx import TensorProto, helper
 
 from compiler.errors import ModelError
 from compiler.frontend import from_model
-from compiler.ir import Kind
+from compiler.ir import OpKind
 from compiler.ops.lower import lower
 from tests.compiler.onnx_models import F32, floats, model
 from tests.compiler.oracle import check_against_ort
@@ -56,7 +56,7 @@ MACS = {"matmul": 3 * 4 * 5, "attention_scores": 2 * 3 * 4 * 6 * 5, "three_opera
 def test_einsum_is_one_ir_einsum_with_every_letter_multiplied(case):
     equation, shapes, _ = EQUATIONS[case]
     ir = lower(from_model(_einsum_model(equation, shapes)))
-    assert [op.kind for op in ir.ops] == [Kind.einsum]
+    assert [op.kind for op in ir.ops] == [OpKind.einsum]
     assert ir.ops[0].macs == MACS[case]
 
 

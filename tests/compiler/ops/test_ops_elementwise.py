@@ -8,7 +8,7 @@ from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.frontend import from_model
 from compiler.ops.interpret import run_graph
-from compiler.ir import Kind
+from compiler.ir import OpKind
 from compiler.ops.lower import lower
 from tests.compiler.onnx_models import model as onnx_model
 from tests.compiler.oracle import check_against_ort
@@ -146,7 +146,7 @@ def test_fp16_relu_and_sigmoid():
 
 def test_sigmoid_costs_four_ops_per_element():
     (op,) = lower(_one("Sigmoid", {"x": _randn((2, 5))}, 13)).ops
-    assert op.kind == Kind.map and op.ops == 40 and op.output.shape == (2, 5)
+    assert op.kind == OpKind.map and op.ops == 40 and op.output.shape == (2, 5)
 
 
 # -- Clip -----------------------------------------------------------------------------------------------
@@ -189,7 +189,7 @@ def test_cast_through_bf16_rounds():
 
 def test_cast_to_same_type_is_a_view():
     (op,) = lower(_one("Cast", {"x": _randn(3)}, 13, to=F32)).ops
-    assert op.kind == Kind.move and op.view and op.nbytes == 0
+    assert op.kind == OpKind.move and op.view and op.nbytes == 0
 
 
 # -- errors ----------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.frontend import from_model
-from compiler.ir import Kind
+from compiler.ir import OpKind
 from compiler.ops.interpret import run_graph
 from compiler.ops.lower import lower
 from tests.compiler.ops.onnx_node_cases import check_case, node_cases
@@ -128,15 +128,15 @@ def test_work_counts_are_honest():
     for op in ir.values():
         by_op.setdefault(op.op, []).append(op)
     (argmax,) = by_op["ArgMax"]
-    assert argmax.kind == Kind.reduce and argmax.ops == 64 * 96            # one compare per element
+    assert argmax.kind == OpKind.reduce and argmax.ops == 64 * 96            # one compare per element
     values, indices = sorted(by_op["TopK"], key=lambda op: op.name)
     # per row of 96: 96 compares with the heap root, ceil(log2(6)) = 3 more for each element that enters
-    assert values.kind == Kind.map and values.ops >= 64 * 96 * 4 and values.ops < 64 * 96 * 4 + 64 * 5
-    assert indices.kind == Kind.move and indices.nbytes == 2 * 64 * 5 * 8
+    assert values.kind == OpKind.map and values.ops >= 64 * 96 * 4 and values.ops < 64 * 96 * 4 + 64 * 5
+    assert indices.kind == OpKind.move and indices.nbytes == 2 * 64 * 5 * 8
     (cumsum,) = by_op["CumSum"]
-    assert cumsum.kind == Kind.map and cumsum.ops == 64 * 96               # one add per element
+    assert cumsum.kind == OpKind.map and cumsum.ops == 64 * 96               # one add per element
     (scatter,) = by_op["ScatterElements"]
-    assert scatter.kind == Kind.map and scatter.ops >= 16 * 96             # one add per update at least
+    assert scatter.kind == OpKind.map and scatter.ops >= 16 * 96             # one add per update at least
 
 
 @pytest.mark.parametrize("positions", [64, 4096])
@@ -149,7 +149,7 @@ def test_a_kv_cache_write_moves_the_update_alone(positions):
     graph = b.build([cache])
     (move,) = lower(graph).ops
     update = 2 * 4 * 32 * 4
-    assert move.kind == Kind.move and move.in_place and move.nbytes == 2 * update
+    assert move.kind == OpKind.move and move.in_place and move.nbytes == 2 * update
     (priced,) = run(graph, arch="a100", dtype="fp32", caches="cold").ops
     assert priced.bytes == 2 * update and priced.bytes_by_level["hbm2"] == 2 * update
 

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper
 from accelsim.sim.api import run
 from compiler.errors import ModelError
 from compiler.frontend import from_model
-from compiler.ir import Kind
+from compiler.ir import OpKind
 from compiler.ops.interpret import run_graph, run_ir
 from compiler.ops.lower import lower
 from tests.compiler.onnx_models import init, model
@@ -55,7 +55,7 @@ def test_trig_matches_onnxruntime(op, dtype):
     x = RNG.uniform(lo, hi, (3, 5)).astype(dtype)
     graph = _graph(op, {"x": x}, opset=9 if dtype == np.float32 else 22, **(FP16_TOL if dtype == np.float16 else {}))
     (ir_op,) = lower(graph).ops
-    assert ir_op.kind == Kind.map and ir_op.ops == x.size * TRIG_COST[op]
+    assert ir_op.kind == OpKind.map and ir_op.ops == x.size * TRIG_COST[op]
 
 
 @pytest.mark.parametrize("op", ["Sin", "Cos", "Tan", "Acos", "Asin", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
@@ -228,7 +228,7 @@ def test_bitcast_keeps_every_bit(source, target):
     graph = from_model(model([node], [("x", source, [2, 3])], [("y", target)], 26))
     want = x.view(target_np)
     ir_op, = lower(graph).ops
-    assert ir_op.kind == Kind.move and ir_op.view
+    assert ir_op.kind == OpKind.move and ir_op.view
     for got in (run_graph(graph, {"x": x})["y"], run_ir(lower(graph), {"x": x}, graph.tensors)["y"]):
         np.testing.assert_array_equal(np.asarray(got).astype(target_np).view(np.uint8), want.view(np.uint8))
 
@@ -298,7 +298,7 @@ def test_det_matches_onnxruntime(shape):
     graph = _graph("Det", {"x": x}, opset=11, rtol=1e-4, atol=1e-5)
     (ir_op,) = lower(graph).ops
     rows = shape[-1]
-    assert ir_op.kind == Kind.reduce and ir_op.ops == x.size * max(1, -(-2 * rows // 3))
+    assert ir_op.kind == OpKind.reduce and ir_op.ops == x.size * max(1, -(-2 * rows // 3))
     for case in node_cases("det").values():
         check_case(case)
 
@@ -353,7 +353,7 @@ def test_a_window_too_long_to_fold_is_one_map_computing_each_sample():
     node = helper.make_node("BlackmanWindow", ["n"], ["y"], name="n0")
     graph = from_model(model([node], [], [("y", F32)], 17, [init("n", np.array(size, dtype=np.int64))]))
     (ir_op,) = lower(graph).ops
-    assert ir_op.kind == Kind.map and ir_op.inputs == () and ir_op.ops == 24 * size
+    assert ir_op.kind == OpKind.map and ir_op.inputs == () and ir_op.ops == 24 * size
     samples = run_ir(lower(graph), {})["y"]
     n = np.arange(size)
     np.testing.assert_allclose(samples[:5], (0.42 - 0.5 * np.cos(2 * np.pi * n / size)

@@ -7,7 +7,7 @@ from onnx import TensorProto, helper
 from accelsim.sim.api import run
 from compiler.errors import ModelError
 from compiler.frontend import from_model
-from compiler.ir import Kind
+from compiler.ir import OpKind
 from compiler.ops.lower import lower
 from tests.compiler.onnx_models import model
 from tests.compiler.oracle import check_against_ort
@@ -37,7 +37,7 @@ def test_lp_pool_matches_onnxruntime(shape, attrs, p):
     (ir_op,) = lower(graph).ops
     y = graph.tensor("y")
     window = int(np.prod(attrs["kernel_shape"]))
-    assert ir_op.kind == Kind.reduce and ir_op.ops >= y.elements * (2 * window + 1)
+    assert ir_op.kind == OpKind.reduce and ir_op.ops >= y.elements * (2 * window + 1)
 
 
 @pytest.mark.parametrize("storage_order", [0, 1])

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper
 from accelsim.sim.api import run
 from compiler.errors import ModelError
 from compiler.frontend import from_model
-from compiler.ir import Kind
+from compiler.ir import OpKind
 from compiler.ops.interpret import run_graph, run_ir
 from compiler.ops.lower import lower
 from tests.compiler.onnx_models import init, model
@@ -54,7 +54,7 @@ def test_reduce_matches_onnxruntime(op, axes, keepdims, opset):
         x = x * np.where(RNG.random(x.shape) < 0.5, -1, 1).astype(np.float32)
     graph = _reduce(op, x, opset, axes, keepdims)
     (ir_op,) = lower(graph).ops
-    assert ir_op.kind == Kind.reduce and ir_op.ops == x.size * COST[op]
+    assert ir_op.kind == OpKind.reduce and ir_op.ops == x.size * COST[op]
 
 
 @pytest.mark.parametrize("op", ["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd", "ReduceLogSumExp"])
@@ -66,9 +66,9 @@ def test_reduce_other_types_match_onnxruntime(op, dtype):
     _reduce(op, x, 18, [1], 1)
 
 
-@pytest.mark.parametrize("op, kind", [("ReduceL1", Kind.map), ("ReduceL2", Kind.map), ("ReduceSumSquare", Kind.map),
-                                      ("ReduceLogSum", Kind.map), ("ReduceLogSumExp", Kind.move),
-                                      ("ReduceProd", Kind.move), ("ReduceMax", Kind.move)])
+@pytest.mark.parametrize("op, kind", [("ReduceL1", OpKind.map), ("ReduceL2", OpKind.map), ("ReduceSumSquare", OpKind.map),
+                                      ("ReduceLogSum", OpKind.map), ("ReduceLogSumExp", OpKind.move),
+                                      ("ReduceProd", OpKind.move), ("ReduceMax", OpKind.move)])
 def test_noop_with_empty_axes_keeps_the_elementwise_step(op, kind):
     """Reducing over no axis: |x| for ReduceL1 (a Map), x itself for ReduceProd (a view), as onnxruntime gives."""
     x = RNG.uniform(0.5, 2.0, (2, 3)).astype(np.float32) * np.array([1, -1, 1], dtype=np.float32)
@@ -130,7 +130,7 @@ def test_softmax_family_axis_rule_follows_the_opset(op, axis, opset):
     attrs = {} if axis is None else {"axis": axis}
     graph = _check([helper.make_node(op, ["x"], ["y"], name="n0", **attrs)], {"x": x}, opset)
     (ir_op,) = lower(graph).ops
-    assert ir_op.kind == Kind.reduce and ir_op.ops == x.size * (2 if op == "Hardmax" else 5)
+    assert ir_op.kind == OpKind.reduce and ir_op.ops == x.size * (2 if op == "Hardmax" else 5)
 
 
 def test_hardmax_refuses_an_axis_out_of_range():
@@ -149,19 +149,19 @@ def test_softmax_family_onnx_cases(module):
 
 # equation -> (operand shapes, the kinds of IR ops it lowers to, in order); written by hand
 GENERAL = {
-    "ii->i": ([(4, 4)], [Kind.move, Kind.move]),                        # diagonal copied out, then a view
-    "ii": ([(4, 4)], [Kind.move, Kind.reduce]),                         # trace: the diagonal, summed
-    "...ii->...i": ([(2, 3, 3)], [Kind.move, Kind.move]),
-    "bii,bij->bj": ([(2, 3, 3), (2, 3, 5)], [Kind.move, Kind.einsum]),  # a diagonal into a product
-    "ij->ji": ([(3, 4)], [Kind.move]),
-    "ijk->kij": ([(2, 3, 4)], [Kind.move]),
-    "ij->i": ([(3, 4)], [Kind.reduce]),
-    "ijk->ki": ([(2, 3, 4)], [Kind.reduce, Kind.move]),                 # sum j, then transpose
-    "ij->": ([(3, 4)], [Kind.reduce]),
-    "...ij,...jk->...ik": ([(2, 3, 4), (1, 4, 5)], [Kind.move, Kind.einsum]),   # size-1 batch axis broadcast
-    "...j,...j->...": ([(3, 1, 4), (1, 5, 4)], [Kind.move, Kind.move, Kind.einsum]),
-    "i,j->ij": ([(3,), (4,)], [Kind.einsum]),                            # outer product
-    "ij,ij->ij": ([(3, 4), (3, 4)], [Kind.einsum]),                      # Hadamard product
+    "ii->i": ([(4, 4)], [OpKind.move, OpKind.move]),                        # diagonal copied out, then a view
+    "ii": ([(4, 4)], [OpKind.move, OpKind.reduce]),                         # trace: the diagonal, summed
+    "...ii->...i": ([(2, 3, 3)], [OpKind.move, OpKind.move]),
+    "bii,bij->bj": ([(2, 3, 3), (2, 3, 5)], [OpKind.move, OpKind.einsum]),  # a diagonal into a product
+    "ij->ji": ([(3, 4)], [OpKind.move]),
+    "ijk->kij": ([(2, 3, 4)], [OpKind.move]),
+    "ij->i": ([(3, 4)], [OpKind.reduce]),
+    "ijk->ki": ([(2, 3, 4)], [OpKind.reduce, OpKind.move]),                 # sum j, then transpose
+    "ij->": ([(3, 4)], [OpKind.reduce]),
+    "...ij,...jk->...ik": ([(2, 3, 4), (1, 4, 5)], [OpKind.move, OpKind.einsum]),   # size-1 batch axis broadcast
+    "...j,...j->...": ([(3, 1, 4), (1, 5, 4)], [OpKind.move, OpKind.move, OpKind.einsum]),
+    "i,j->ij": ([(3,), (4,)], [OpKind.einsum]),                            # outer product
+    "ij,ij->ij": ([(3, 4), (3, 4)], [OpKind.einsum]),                      # Hadamard product
 }
 
 

@@ -6,7 +6,7 @@ from onnx import TensorProto, helper
 from compiler.errors import ModelError
 from compiler.frontend import from_model
 from compiler.ops.interpret import run_graph, run_ir
-from compiler.ir import Kind
+from compiler.ir import OpKind
 from compiler.ops.lower import lower
 from tests.compiler.onnx_models import F32, I32, I64, floats, init, ints, model
 from tests.compiler.oracle import check_against_ort
@@ -25,7 +25,7 @@ def test_lrn(size, opset):
     x = floats(2, 7, 5, 4)
     graph = _one("LRN", x, opset, size=size, alpha=1e-2, beta=0.6, bias=2.0)
     (reduce,) = lower(graph).ops
-    assert reduce.kind == Kind.reduce and reduce.axes == (1,) and reduce.ops == x.size * (size + 5)
+    assert reduce.kind == OpKind.reduce and reduce.axes == (1,) and reduce.ops == x.size * (size + 5)
 
 
 def test_lrn_even_size_follows_the_onnx_window():
@@ -56,7 +56,7 @@ def test_batchnorm(opset, shape):
     graph = _one("BatchNormalization", x, opset, _bn_params(shape[1]), ("scale", "bias", "mean", "var"),
                  epsilon=1e-3)
     (bn,) = lower(graph).ops
-    assert bn.kind == Kind.map and bn.ops == 2 * x.size
+    assert bn.kind == OpKind.map and bn.ops == 2 * x.size
 
 
 def test_batchnorm_bad_parameter_shape_and_refused_modes():
@@ -85,7 +85,7 @@ def test_batchnorm_training_mode_equals_onnxruntime(opset, shape):
     graph = check_against_ort(model([node], [("x", F32, x.shape)], outputs, opset, _bn_params(shape[1])), {"x": x})
     ops = lower(graph).ops
     kinds = [op.kind for op in ops if not getattr(op, "view", False)]
-    assert kinds == [Kind.reduce, Kind.reduce, Kind.map, Kind.map, Kind.map]
+    assert kinds == [OpKind.reduce, OpKind.reduce, OpKind.map, OpKind.map, OpKind.map]
     assert sum(op.ops for op in ops) == x.size * (1 + 3 + 2) + 2 * 2 * shape[1]
 
 
@@ -162,7 +162,7 @@ def test_reduce(op, opsets, axes, keepdims):
         elif axes is not None:
             attrs["axes"] = axes
         (reduce,) = lower(_one(op, x, opset, inits, extra, **attrs)).ops
-        assert reduce.kind == Kind.reduce and reduce.ops == x.size
+        assert reduce.kind == OpKind.reduce and reduce.ops == x.size
 
 
 @pytest.mark.parametrize("opset", [13, 18])
@@ -179,7 +179,7 @@ def test_reduce_noop_with_empty_axes_is_a_view(op, opset):
     x = floats(3, 4)
     graph = _one(op, x, opset, noop_with_empty_axes=1)
     (move,) = lower(graph).ops
-    assert move.kind == Kind.move and move.view and move.nbytes == 0
+    assert move.kind == OpKind.move and move.view and move.nbytes == 0
 
 
 def test_reduce_errors_name_node_and_op():

@@ -7,7 +7,7 @@ from onnx import TensorProto, helper
 from accelsim.sim.api import run
 from compiler.errors import ModelError
 from compiler.frontend import from_model
-from compiler.ir import Kind
+from compiler.ir import OpKind
 from compiler.ops.interpret import run_graph, run_ir
 from compiler.ops.lower import lower
 from tests.compiler.onnx_models import init, model
@@ -64,7 +64,7 @@ def test_group_norm_matches_onnxruntime(shape, groups, opset):
     params = [("scale", _floats(size)), ("bias", _floats(size))]
     graph = _graph("GroupNormalization", x, opset, params, num_groups=groups, epsilon=1e-3)
     ops = lower(graph).ops
-    assert [op.kind for op in ops] == [Kind.move, Kind.reduce, Kind.move]
+    assert [op.kind for op in ops] == [OpKind.move, OpKind.reduce, OpKind.move]
     assert ops[0].view and ops[2].view and ops[1].ops == 7 * x.size and ops[1].axes == (2,)
 
 
@@ -81,7 +81,7 @@ def test_instance_norm_matches_onnxruntime(shape, opset, epsilon):
     params = [("scale", _floats(shape[1])), ("bias", _floats(shape[1]))]
     graph = _graph("InstanceNormalization", x, opset, params, epsilon=epsilon)
     (ir_op,) = lower(graph).ops
-    assert ir_op.kind == Kind.reduce and ir_op.axes == tuple(range(2, len(shape))) and ir_op.ops == 7 * x.size
+    assert ir_op.kind == OpKind.reduce and ir_op.axes == tuple(range(2, len(shape))) and ir_op.ops == 7 * x.size
 
 
 def test_group_norm_refuses_groups_that_do_not_divide_the_channels():
@@ -111,7 +111,7 @@ def test_mvn_matches_onnxruntime(axes, opset):
     x = _floats(2, 3, 4, 5)
     graph = _graph("MeanVarianceNormalization", x, opset, **({} if axes is None else {"axes": axes}))
     (ir_op,) = lower(graph).ops
-    assert ir_op.kind == Kind.reduce and ir_op.ops == 5 * x.size
+    assert ir_op.kind == OpKind.reduce and ir_op.ops == 5 * x.size
 
 
 def test_mvn_refuses_a_repeated_axis():
@@ -127,7 +127,7 @@ def test_lp_norm_matches_onnxruntime(p, axis, dtype):
     x[1, :, 2] = 0.0          # a zero row along axis 1
     graph = _graph("LpNormalization", x, 13, p=p, axis=axis)
     (ir_op,) = lower(graph).ops
-    assert ir_op.kind == Kind.reduce and ir_op.ops == 3 * x.size
+    assert ir_op.kind == OpKind.reduce and ir_op.ops == 3 * x.size
 
 
 def test_lp_norm_refuses_p_3():
@@ -140,7 +140,7 @@ def test_rms_norm_matches_onnxruntime(axis, scale_shape):
     x = _floats(3, 4, 5)
     graph = _graph("RMSNormalization", x, 23, [("scale", _floats(*scale_shape))], axis=axis, epsilon=1e-4)
     (ir_op,) = lower(graph).ops
-    assert ir_op.kind == Kind.reduce and ir_op.ops == 4 * x.size and ir_op.axes == tuple(range(axis % 3, 3))
+    assert ir_op.kind == OpKind.reduce and ir_op.ops == 4 * x.size and ir_op.axes == tuple(range(axis % 3, 3))
 
 
 def test_rms_norm_refuses_a_scale_that_does_not_fit():

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.frontend import SUPPORTED_OPSETS, from_model
-from compiler.ir import Einsum, Kind, Map, Move
+from compiler.ir import Einsum, OpKind, Map, Move
 from compiler.ops.interpret import run_graph, run_ir
 from compiler.ops.lower import lower
 from tests.compiler.onnx_models import F32, I8, I32, U8, init, model
@@ -95,7 +95,7 @@ def test_dynamic_quantize_linear_matches_onnxruntime():
     for x in (_data(3, 7), np.abs(_data(3, 7)), -np.abs(_data(3, 7))):
         check_against_ort(proto, {"x": x}, **EXACT)
     ops = lower(from_model(proto)).ops
-    assert [op.kind for op in ops] == [Kind.reduce, Kind.map, Kind.map, Kind.map]
+    assert [op.kind for op in ops] == [OpKind.reduce, OpKind.map, OpKind.map, OpKind.map]
     assert ops[0].ops == 2 * 21 and ops[-1].ops == 4 * 21     # min and max, then divide, round, add, clamp
 
 

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 from accelsim.sim.api import run
 from compiler.errors import ModelError
 from compiler.frontend import from_model
-from compiler.ir import Kind
+from compiler.ir import OpKind
 from compiler.ops.lower import lower
 from tests.compiler.onnx_models import model as onnx_model
 from tests.compiler.oracle import check_against_ort
@@ -90,8 +90,8 @@ def test_onnx_conformance_upsample(name):
     check_case(node_cases("upsample")[name])
 
 
-@pytest.mark.parametrize("mode,kind,taps", [("nearest", Kind.move, 0), ("linear", Kind.map, 2 * 2 * 2),
-                                            ("cubic", Kind.map, 2 * 4 * 2)])
+@pytest.mark.parametrize("mode,kind,taps", [("nearest", OpKind.move, 0), ("linear", OpKind.map, 2 * 2 * 2),
+                                            ("cubic", OpKind.map, 2 * 4 * 2)])
 def test_resize_is_priced_on_a_unit(mode, kind, taps):
     graph = from_model(_resize((1, 8, 32, 32), scales=[1, 1, 2, 2], mode=mode))
     (op,) = lower(graph).ops

@@ -7,7 +7,7 @@ from onnx import helper
 from accelsim.sim.api import run
 from compiler.errors import ModelError
 from compiler.frontend import from_model
-from compiler.ir import Kind
+from compiler.ir import OpKind
 from compiler.ops.interpret import run_graph, run_ir
 from compiler.ops.lower import lower
 from tests.compiler.onnx_models import F32, I32, floats, init, model
@@ -112,8 +112,8 @@ def test_onnx_conformance_case_graph_and_ir(name):
 def test_lstm_unrolls_into_priced_ir_ops():
     proto, _ = _model("LSTM", ("B", "h0", "c0"), direction="bidirectional")
     ir = lower(from_model(proto))
-    einsums = [o for o in ir.ops if o.kind == Kind.einsum]
-    maps = [o for o in ir.ops if o.kind == Kind.map]
+    einsums = [o for o in ir.ops if o.kind == OpKind.einsum]
+    maps = [o for o in ir.ops if o.kind == OpKind.map]
     # per direction: one projection of all steps (S*N*4H*I MACs), then one recurrent product per step
     assert len(einsums) == 2 * (1 + S)
     assert sum(o.macs for o in einsums) == 2 * (S * N * 4 * H * I + S * N * 4 * H * H)

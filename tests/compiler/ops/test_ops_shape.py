@@ -7,7 +7,7 @@ from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.ops.interpret import run_graph
-from compiler.ir import Kind
+from compiler.ir import OpKind
 from compiler.ops.lower import folded_nodes, lower
 from tests.compiler.onnx_models import model as onnx_model
 from tests.compiler.oracle import check_against_ort
@@ -52,7 +52,7 @@ def test_reshape_zero_copies_and_minus_one_infers(spec, expected, opset):
     graph = _one("Reshape", (2, 3, 4), opset, [spec])
     assert graph.tensor("y").shape == expected
     (op,) = lower(graph).ops
-    assert op.kind == Kind.move and op.view and op.nbytes == 0 and [o.tensor for o in op.inputs] == ["x"]
+    assert op.kind == OpKind.move and op.view and op.nbytes == 0 and [o.tensor for o in op.inputs] == ["x"]
 
 
 def test_reshape_allowzero_keeps_a_literal_zero():
@@ -96,7 +96,7 @@ def test_identity_and_dropout_are_views(opset, mask):
     outputs = [("y", F32)] + ([("m", BOOL)] if mask else [])
     graph = _check(onnx_model(nodes, [("x", F32, [2, 5])], outputs, opset, inits), {"x": _x((2, 5))})
     ops = lower(graph).ops
-    assert all(op.nbytes == 0 for op in ops if op.kind == Kind.move) and len(ops) == 2 + mask
+    assert all(op.nbytes == 0 for op in ops if op.kind == OpKind.move) and len(ops) == 2 + mask
 
 
 # -- moves ----------------------------------------------------------------------------------------------
@@ -106,7 +106,7 @@ def test_identity_and_dropout_are_views(opset, mask):
                                         ((1, 3, 4), [1, 0, 2])])   # moving only a size-1 axis is a view
 def test_transpose(shape, perm, opset):
     (op,) = lower(_one("Transpose", shape, opset, **({} if perm is None else {"perm": perm}))).ops
-    assert op.kind == Kind.move and op.view == (shape[0] == 1) and op.nbytes == (shape[0] != 1) * 2 * 24 * 4
+    assert op.kind == OpKind.move and op.view == (shape[0] == 1) and op.nbytes == (shape[0] != 1) * 2 * 24 * 4
 
 
 @pytest.mark.parametrize("opset,axis", [(9, 1), (11, -1), (13, 0), (21, -3)])
@@ -160,7 +160,7 @@ def test_split(opset, split):
         ({"num_outputs": 2} if opset >= 18 else {})
     graph = _one("Split", (2, size), opset, [split] if split and opset >= 13 else [], outputs=("a", "b"), **attrs)
     ops = lower(graph).ops
-    assert [op.output.tensor for op in ops] == ["a", "b"] and all(op.kind == Kind.move for op in ops)
+    assert [op.output.tensor for op in ops] == ["a", "b"] and all(op.kind == OpKind.move for op in ops)
 
 
 @pytest.mark.parametrize("opset", [9, 13, 21])
@@ -217,7 +217,7 @@ def test_pytorch_style_shape_chain_folds_to_one_view():
     assert len(folded) == 6 and graph.value("target").tolist() == [2, -1]
     ir = lower(graph)
     assert {op.node for op in ir.ops}.isdisjoint(folded)
-    assert [(op.op, op.kind) for op in ir.ops] == [("Reshape", Kind.move), ("Relu", Kind.map)]
+    assert [(op.op, op.kind) for op in ir.ops] == [("Reshape", OpKind.move), ("Relu", OpKind.map)]
 
 
 @pytest.mark.parametrize("opset,start,end", [(15, 1, None), (15, -2, -1), (19, 0, 100), (21, -100, 2)])
@@ -251,7 +251,7 @@ def test_large_fills_lower_to_input_less_maps_and_large_constants_fold():
     proto = onnx_model(nodes, [("x", F32, [300, 300])], [("y", F32)], 13, [_ints("shape", [300, 300])])
     graph = _check(proto, {"x": _x((300, 300))})
     fill, add, _ = lower(graph).ops
-    assert fill.kind == Kind.map and fill.inputs == () and fill.ops == 0 and fill.nbytes == 90000 * 4
+    assert fill.kind == OpKind.map and fill.inputs == () and fill.ops == 0 and fill.nbytes == 90000 * 4
     assert "c" in graph.constants and add.inputs[1].tensor == "c"
 
 

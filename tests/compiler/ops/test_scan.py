@@ -6,7 +6,7 @@ from onnx import helper
 from compiler.errors import ModelError
 from compiler.frontend import from_model
 from compiler.ops.interpret import run_graph
-from compiler.ir import Kind
+from compiler.ir import OpKind
 from compiler.ops.lower import lower
 from tests.compiler.onnx_models import F32, floats, init, model
 from tests.compiler.oracle import check_against_ort
@@ -72,7 +72,7 @@ def test_mlgru_lowers_to_one_map_counting_every_step():
     (scan,) = lower(graph).ops
     body = graph.node("mlgru").resolved["body"]
     per_step = sum(op.ops for op in lower(body).ops)
-    assert scan.kind == Kind.map and scan.ops == T * per_step
+    assert scan.kind == OpKind.map and scan.ops == T * per_step
     assert per_step >= 5 * B * H   # sigmoid, two muls, a sub and an add per hidden element at least
     assert {o.tensor for o in scan.inputs} == {"h0", "f_seq", "c_seq", "one"}   # the outer weight is read
 
@@ -80,7 +80,7 @@ def test_mlgru_lowers_to_one_map_counting_every_step():
 def test_scan_with_both_outputs_read_counts_the_work_once():
     graph = from_model(_mlgru(13))
     ops = lower(graph).ops
-    assert [op.kind for op in ops] == [Kind.map, Kind.map] and ops[1].ops == 0
+    assert [op.kind for op in ops] == [OpKind.map, OpKind.map] and ops[1].ops == 0
 
 
 def test_scan_errors_name_node_and_op():

@@ -12,7 +12,7 @@ from compiler.codegen import Tiles
 from compiler.codegen.execute import einsum_tiled
 from compiler.dtypes import DType
 from compiler.errors import ModelError
-from compiler.ir import Einsum, Kind
+from compiler.ir import Einsum, OpKind
 from compiler.ops.interpret import run_graph, run_ir
 from compiler.ops.lower import lower
 from compiler.train import Optimizer, training_graph
@@ -236,13 +236,13 @@ GRADIENT_OPS = {"ConvGradData", "ConvGradFilter", "LRNGrad", "MaxPoolGrad", "Ave
 def test_training_step_runs_tile_by_tile_and_chunk_by_chunk():
     """Mapped for a GPU, every op of the step computed tile by tile (chunk by chunk for the vector ops) equals its
     reference; and whatever plan a mapper picks: every backward Einsum cut into 2-long pieces along every loop, every
-    other backward op cut along every axis compiler.target.slicing allows."""
+    other backward op cut along every axis compiler.targeting.slicing allows."""
     from accelsim.arch import load_arch
     from accelsim.sim.build import mappings_for
     from compiler.codegen import generate
     from compiler.codegen.execute import vector_tiled
     from compiler.pipeline import Options, compile_graph
-    from compiler.target import sliced
+    from compiler.targeting import sliced
     from tests.compiler.codegen.test_codegen import check_every_op
 
     b = Builder("chunks", dtype=DType.fp64)
@@ -259,10 +259,10 @@ def test_training_step_runs_tile_by_tile_and_chunk_by_chunk():
     ir = compile_graph(step.graph, Options(dtype=DType.fp64))
     code = generate(ir, arch, mappings_for(ir, arch))
     feeds = {"x": RNG.standard_normal((2, 4, 9, 8)), step.labels: LABELS}
-    assert {Kind.einsum, Kind.reduce, Kind.move} <= check_every_op(ir, code, feeds)
+    assert {OpKind.einsum, OpKind.reduce, OpKind.move} <= check_every_op(ir, code, feeds)
     backward = [(op, tiles) for op, tiles in zip(ir.ops, code.tiles) if op.op in GRADIENT_OPS]
     assert {op.op for op, _ in backward} == GRADIENT_OPS
-    assert all(len(tiles.start) > 1 for op, tiles in backward if tiles is not None and op.kind != Kind.einsum)
+    assert all(len(tiles.start) > 1 for op, tiles in backward if tiles is not None and op.kind != OpKind.einsum)
     env = {**ir.weights, **ir.constants, **feeds}
     allowed = {}
     for op in ir.ops:

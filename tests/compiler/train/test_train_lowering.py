@@ -16,11 +16,11 @@ from compiler import zoo
 from compiler.codegen import Tiles, generate
 from compiler.codegen.execute import einsum_tiled, vector_tiled
 from compiler.dtypes import DType
-from compiler.ir import Einsum, Kind, Move
+from compiler.ir import Einsum, OpKind, Move
 from compiler.ops.interpret import run_graph, run_ir
 from compiler.ops.lower import lower
 from compiler.pipeline import Options, compile_graph
-from compiler.target import sliced
+from compiler.targeting import sliced
 from compiler.train import Optimizer, training_graph
 from tests.compiler.train.train_checks import close
 from tests.compiler.train.test_train_rules import mlp
@@ -88,7 +88,7 @@ def test_tiled_step_equals_the_graph(name, optimizer):
     for output in step.graph.outputs:
         close(output, env[output], want[output], RTOL)
     if name == "gpt2":   # the plan cut backward products and vector ops into several tiles: not a vacuous check
-        assert cut["backward", Kind.einsum] and cut["backward", Kind.map] and cut["backward", Kind.reduce]
+        assert cut["backward", OpKind.einsum] and cut["backward", OpKind.map] and cut["backward", OpKind.reduce]
 
 
 def chunks(op, axis: int, inputs_cut) -> Tiles:
@@ -104,7 +104,7 @@ def chunks(op, axis: int, inputs_cut) -> Tiles:
 
 def test_every_training_op_cut_along_every_allowed_axis_equals_its_reference():
     """Whatever chunk plan the mapper picks: every loss, backward and optimizer Map or Reduce of the GPT-2 step, cut
-    along each axis compiler.target.slicing allows, equals its reference (a chunk that reads only its own rows
+    along each axis compiler.targeting.slicing allows, equals its reference (a chunk that reads only its own rows
     must not need the others', as a mean's denominator does)."""
     step, feeds = step_of("gpt2", Optimizer("adamw"))
     ir = lower(step.graph)

@@ -13,7 +13,7 @@ from compiler.errors import ModelError
 from compiler.ir import Move, Reduce
 from compiler.ops.interpret import run_graph
 from compiler.ops.lower import lower
-from compiler.target import sliced
+from compiler.targeting import sliced
 from compiler.train import Optimizer, training_graph
 from compiler.train.autodiff import RULES, differentiate
 from compiler.train.modes import training_forward
@@ -155,7 +155,7 @@ def test_layernorm_gradient_reads_the_saved_statistics():
 
 
 def chunk_axes(op) -> list[int]:
-    """The output axes (of extent > 1) a chunk may cut (compiler.target.slicing)."""
+    """The output axes (of extent > 1) a chunk may cut (compiler.targeting.slicing)."""
     return [a for a, extent in enumerate(op.output.shape) if extent > 1 and sliced(op, a) is not None]
 
 

@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 
 from accelsim.arch import load_arch  # noqa: E402
 from accelsim.price import simt  # noqa: E402
-from compiler.target import gemm_sizes  # noqa: E402
+from compiler.targeting import gemm_sizes  # noqa: E402
 from accelsim.price.cost import reporter  # noqa: E402
 from compiler.builder import Builder  # noqa: E402
 from compiler.codegen.triton import NoTritonKernel, load, triton_gemm  # noqa: E402

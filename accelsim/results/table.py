@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import io
 
-from accelsim.out.units import binary, energy, engineering, seconds, si  # noqa: F401 (the units' one home)
+from accelsim.results.units import binary, energy, engineering, seconds, si  # noqa: F401 (the units' one home)
 
-from accelsim.out import roof
+from accelsim.results import roof
 
 
 COLUMNS = (("layer", "left"), ("op", "left"), ("shape", "left"), ("MACs | ops", "right"), ("bytes", "right"),

@@ -12,8 +12,8 @@ import io
 import json
 from dataclasses import dataclass, field
 
-from accelsim.out.result import Result
-from accelsim.out.units import binary, seconds as show_seconds, si
+from accelsim.results.result import Result
+from accelsim.results.units import binary, seconds as show_seconds, si
 
 TRAIN_SCHEMA_VERSION = 1
 PHASES = ("forward", "recompute", "backward", "optimizer")

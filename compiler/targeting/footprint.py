@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from compiler.ir import Axis, Einsum, IROp, Kind, Operand, Role
-from compiler.target.placement import op_home, operand_path
-from compiler.target.spread import per_instance
+from compiler.ir import Axis, Einsum, IROp, OpKind, Operand, Role
+from compiler.targeting.placement import op_home, operand_path
+from compiler.targeting.spread import per_instance
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def separable(axis: Axis, size: int, extents: dict[str, int]) -> tuple[tuple[Axi
 
 def vector_extent(op: IROp) -> int:
     """Elements a vector op walks: the output for Map/Move, the reduced input for Reduce."""
-    return op.inputs[0].elements if op.kind == Kind.reduce else op.output.elements
+    return op.inputs[0].elements if op.kind == OpKind.reduce else op.output.elements
 
 
 class Footprints:

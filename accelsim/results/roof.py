@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# OpResult and Result (accelsim.out.result) appear in annotations only: Result imports the table, which imports this
+# OpResult and Result (accelsim.results.result) appear in annotations only: Result imports the table, which imports this
 COMPUTE = "compute"
 
 

@@ -12,7 +12,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from accelsim.out.units import binary, seconds as show
+from accelsim.results.units import binary, seconds as show
 
 PLANS_SCHEMA_VERSION = 1
 

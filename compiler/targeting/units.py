@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from compiler.dtypes import DType
 from compiler.errors import MappingError
-from compiler.ir import Einsum, IROp, Kind
+from compiler.ir import Einsum, IROp, OpKind
 
 
 def compute_dtype(op: IROp) -> DType:
@@ -55,7 +55,7 @@ def pick_unit(op: IROp, arch):
     the vector unit, widened by `widen`.
     """
     dtype = compute_dtype(op)
-    if op.kind != Kind.einsum:
+    if op.kind != OpKind.einsum:
         return arch.vector, widen(arch.vector, dtype)
     if dtype == DType.bool:     # a mask type: `--dtype bool` made every conv and matmul one, then run as int8
         raise MappingError(f"{arch.source_file}: op {op.name!r} ({op.op}) would multiply in bool, which is no "

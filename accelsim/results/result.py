@@ -64,7 +64,7 @@ class Result:
     # what the model holds on the device as it runs (accelsim.sim.memory.footprint): weights, activations, inputs,
     # peak, against the device's capacity; empty where nobody asked (a sweep point's ops)
     memory: dict = field(default_factory=dict)
-    timeline: object | None = field(default=None, repr=False, compare=False)   # tile: for accelsim.out.trace
+    timeline: object | None = field(default=None, repr=False, compare=False)   # tile: for accelsim.results.trace
     # tile: op name -> the compiler.mapping.Mapping it was simulated with (not in the JSON: draw it with loop_nests)
     mappings: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -171,7 +171,7 @@ class Result:
 
     def table(self, limit: int | None = None, width: int | None = 120) -> str:
         """The terminal table, `width` columns wide (None: every column, as wide as it takes)."""
-        from accelsim.out.table import render
+        from accelsim.results.table import render
 
         return render(self, limit, width)
 

@@ -21,7 +21,7 @@ class ArchError(UserError):
     """A hardware description that cannot be read: names the file, the key path and the value."""
 
 
-class Kind(enum.Enum):
+class ArchKind(enum.Enum):
     """The compute model an arch is simulated with."""
 
     simd = "simd"
@@ -208,7 +208,7 @@ class Arch:
     """A whole target: compute units, memory levels from DRAM inward, links and power."""
 
     name: str
-    kind: Kind
+    kind: ArchKind
     description: str
     clock_hz: float
     compute: tuple[ComputeUnit, ...]

@@ -4,7 +4,7 @@ memory; in total the step time, throughput, model FLOPs and MFU, and the time to
 
 Invariant: a device's step = its pipeline span (compute, blocking tensor-parallel collectives, waits) + exposed
 data-parallel communication + its optimizer; the step is the slowest device's. The JSON keeps the single-device
-fields of accelsim.out.training (`step`, `memory` at the fullest device's peak, `throughput`, `model_flops`, `mfu`,
+fields of accelsim.results.training (`step`, `memory` at the fullest device's peak, `throughput`, `model_flops`, `mfu`,
 `time_to_train_seconds`) and adds `system`, `device_count` (all the devices), `plan`, `devices` (one entry per role,
 with `count`: the tp x dp devices that play it) and `communication`.
 """
@@ -15,9 +15,9 @@ import io
 import json
 from dataclasses import dataclass, field
 
-from accelsim.out.result import Result
-from accelsim.out.units import binary, seconds as show, si
-from accelsim.out.training import duration
+from accelsim.results.result import Result
+from accelsim.results.units import binary, seconds as show, si
+from accelsim.results.training import duration
 
 PARALLEL_SCHEMA_VERSION = 2
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "workspace")
