@@ -10,6 +10,7 @@ import numpy as np
 
 from compiler.codegen.assemble import OUTPUT, Stream, assemble
 from compiler.codegen.nest import Fold, Nest
+from compiler.hardware.profiles import profile
 from compiler.ir import Axis, Einsum
 from compiler.mapping import Mapping, gemm_view
 from compiler.targeting import k_split, op_home, operand_path, separable
@@ -101,5 +102,5 @@ def einsum_rows(op: Einsum, mapping: Mapping, arch, op_index: int, unit: int, fo
     compute = {"m": size(view.b + view.m), "n": size(view.n), "k": size(view.k),
                "work": np.full(nest.steps, padded, np.int64), "useful": np.prod(extent, axis=0)}
     rows, compute_rows = assemble(einsum_streams(op, mapping, arch, nest), nest.steps, compute, op_index, unit,
-                                  ahead=arch.kind.value == "simt", name=op.name)
+                                  ahead=profile(arch.kind).prefetch_ahead, name=op.name)
     return rows, compute_rows, nest.dims, start.T.copy(), extent.T.copy()

@@ -10,6 +10,7 @@ import numpy as np
 
 from compiler.codegen.assemble import OUTPUT, Stream, assemble
 from compiler.codegen.nest import Fold, Nest
+from compiler.hardware.profiles import profile
 from compiler.ir import IROp, OpKind, Move
 from compiler.mapping import Mapping
 from compiler.targeting import sliced, vector_paths
@@ -68,6 +69,6 @@ def vector_rows(op: IROp, arch, mapping: Mapping, op_index: int, unit: int, fold
         work = np.zeros(nest.steps, np.int64)
     compute = {"m": out_elements, "n": np.ones(nest.steps, np.int64),
                "k": np.ones(nest.steps, np.int64), "work": work, "useful": work}
-    rows, compute_rows = assemble(streams, nest.steps, compute, op_index, unit, ahead=arch.kind.value == "simt",
-                                  name=op.name)
+    rows, compute_rows = assemble(streams, nest.steps, compute, op_index, unit,
+                                  ahead=profile(arch.kind).prefetch_ahead, name=op.name)
     return rows, compute_rows, dims, start.T.copy(), extent.T.copy(), tuple(cut)

@@ -12,11 +12,13 @@ on a captured graph (`launch="graph"`) one launch is paid for the whole model, e
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from operator import is_
 
 from compiler.errors import UserError
 from compiler.frozen import but
+from compiler.hardware import Arch
+from compiler.hardware.profiles import profile
 from compiler.ir import IR, Einsum, IROp, Map, Operand, Reduce
 from compiler.passes.attention import attention_groups
 
@@ -26,15 +28,32 @@ LAUNCHES = ("eager", "graph")
 # bias-dropout-add after a cuBLAS GEMM that writes its output); none: every op a kernel of its own.
 FUSIONS = ("runtime", "chains", "none")
 
-# What a GEMM's epilogue may read besides its accumulators, per arch kind: a GPU's (CUTLASS, cuBLASLt, Inductor)
-# or a CPU's (oneDNN post-ops) reads any tensor, a residual too; a systolic array's output stage (TPU v1's
-# activation pipeline) only its own small operands: per-channel scale, shift and bias, scalars.
-EPILOGUE_READS_TENSORS = {"simt": True, "simd": True, "systolic": False, "ternary": False}
-# Kinds whose element-wise kernels also hold a row for a normalisation or softmax (a fused add + LayerNorm).
-ROW_KERNELS = {"simt", "simd"}
-# Kinds that run attention as one kernel (FlashAttention on GPUs, a fused SDPA on CPUs); a systolic array or a
-# ternary one keeps the scores, the softmax and the weighted sum as ops of their own.
-ATTENTION_KERNELS = {"simt", "simd"}
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What one kernel may take: an Einsum's element-wise consumers (its epilogue), and whether that epilogue reads
+    any tensor; a row for a normalisation or a softmax; a whole attention. With `--fusion runtime`, as the arch
+    kind's runtimes do (compiler.hardware.profiles: a GPU's CUTLASS, cuBLASLt or Inductor epilogue, or a CPU's
+    oneDNN post-ops, reads any tensor, a residual too; a systolic array's output stage, TPU v1's activation
+    pipeline, only its own small operands: per-channel scale, shift and bias, scalars)."""
+
+    epilogues: bool
+    epilogue_reads_tensors: bool
+    row_kernels: bool
+    attention: bool
+
+
+# --fusion chains: element-wise chains only, whatever the arch
+CHAINS = Rules(epilogues=False, epilogue_reads_tensors=True, row_kernels=False, attention=False)
+
+
+def rules(arch: Arch, fusion: str) -> Rules:
+    """The Rules of `fusion` ("runtime" or "chains") on `arch`."""
+    if fusion != "runtime":
+        return CHAINS
+    kind = profile(arch.kind)
+    return Rules(True, kind.epilogue_reads_tensors, kind.row_kernels, kind.attention_kernel)
 
 
 def fuse(ir: IR, options) -> IR:
@@ -45,12 +64,12 @@ def fuse(ir: IR, options) -> IR:
         raise UserError(f"fusion {fusion!r} is not a fusion mode; choose from {', '.join(FUSIONS)}")
     if arch is None or fusion == "none":
         return _launches(ir, getattr(options, "launch", "eager"))
-    kind = arch.kind.value if fusion == "runtime" else "chains"
+    may = rules(arch, fusion)
     made_by = {op.output.tensor: i for i, op in enumerate(ir.ops)}
-    attention = {m: g.scores for g in attention_groups(ir) for m in g.members} if kind in ATTENTION_KERNELS else {}
+    attention = {m: g.scores for g in attention_groups(ir) for m in g.members} if may.attention else {}
     anchor: list[int] = []                 # per op: the index of its kernel's anchor
     for i, op in enumerate(ir.ops):
-        anchor.append(attention[i] if i in attention else _kernel_to_join(i, op, ir.ops, anchor, made_by, kind))
+        anchor.append(attention[i] if i in attention else _kernel_to_join(i, op, ir.ops, anchor, made_by, may))
     reader: dict[str, int] = {}            # tensor -> the kernel that reads it, -1 where several kernels do
     for i, op in enumerate(ir.ops):
         for o in op.inputs:
@@ -74,7 +93,7 @@ def fuse(ir: IR, options) -> IR:
 
 
 def _kernel_to_join(i: int, op: IROp, ops: list[IROp], anchor: list[int], made_by: dict[str, int],
-                    kind: str) -> int:
+                    may: Rules) -> int:
     """The anchor of the kernel op `i` joins: a kernel that made one of its inputs, in full shape; else `i`."""
     if not isinstance(op, (Map, Reduce)) or (isinstance(op, Reduce) and not _row_wise(op)):
         return i
@@ -85,14 +104,14 @@ def _kernel_to_join(i: int, op: IROp, ops: list[IROp], anchor: list[int], made_b
         head = ops[k]
         if head.output.shape != op.output.shape or not isinstance(head, (Einsum, Map, Reduce)):
             continue
-        if isinstance(head, Einsum) and kind == "chains":
+        if isinstance(head, Einsum) and not may.epilogues:
             continue
-        if isinstance(op, Reduce) and (kind not in ROW_KERNELS or isinstance(head, Einsum)):
+        if isinstance(op, Reduce) and (not may.row_kernels or isinstance(head, Einsum)):
             continue
-        if isinstance(head, Reduce) and kind not in ROW_KERNELS:
+        if isinstance(head, Reduce) and not may.row_kernels:
             continue
         for x in op.inputs:
-            if not _readable(x, k, op, head, anchor, made_by, kind):
+            if not _readable(x, k, op, head, anchor, made_by, may):
                 break
         else:
             return k
@@ -100,7 +119,7 @@ def _kernel_to_join(i: int, op: IROp, ops: list[IROp], anchor: list[int], made_b
 
 
 def _readable(x: Operand, k: int, op: IROp, head: IROp, anchor: list[int], made_by: dict[str, int],
-              kind: str) -> bool:
+              may: Rules) -> bool:
     """Whether a member of kernel `k` may read `x`: made in the kernel, or before it began (a weight, a model
     input, an earlier op's output), and, in a systolic output stage, only what no op makes (a weight, a constant)
     or a tensor smaller than the output (a bias, a per-channel scale: not a second activation)."""
@@ -108,7 +127,7 @@ def _readable(x: Operand, k: int, op: IROp, head: IROp, anchor: list[int], made_
         return True
     if x.tensor in made_by and made_by[x.tensor] > k:
         return False
-    if isinstance(head, Einsum) and not EPILOGUE_READS_TENSORS.get(kind, True):
+    if isinstance(head, Einsum) and not may.epilogue_reads_tensors:
         return x.tensor not in made_by or x.elements < op.output.elements
     return True
 

@@ -14,6 +14,7 @@ from compiler.codegen.triton.kernel import TORCH_DTYPES, NoTritonKernel, TritonK
 from compiler.codegen.triton.reduce import SUPPORTED as REDUCE_OPS
 from compiler.codegen.triton.reduce import reduce_kernel
 from compiler.errors import UserError
+from compiler.hardware.profiles import profile
 from compiler.ir import Einsum, IROp, Map, Reduce
 from compiler.mapping import Mapping
 
@@ -27,7 +28,7 @@ def triton_kernel(op: IROp, arch, mapping: Mapping | None = None, report=None) -
     """The Triton kernel of `op` on SIMT `arch` from its mapping (accelsim.sim.build maps every op); without
     one, an Einsum is mapped by compiler.map.map_op with `report` (the cost model, which the caller hands in:
     the compiler never imports it) and a vector op gets the mapper's chunk plan."""
-    if getattr(arch, "kind", None) is not None and arch.kind.value != "simt":
+    if getattr(arch, "kind", None) is not None and not profile(arch.kind).cuda:
         raise NoTritonKernel(f"{op.name!r} ({op.op}): arch {arch.name!r} is a {arch.kind.value} target; "
                              f"Triton kernels are generated for SIMT (GPU) archs")
     if isinstance(op, Einsum):
