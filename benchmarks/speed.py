@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from accelsim.arch import load_arch, preset_names  # noqa: E402
 from accelsim.sim.model import load_model  # noqa: E402
 from accelsim.sim.build import build  # noqa: E402
-from accelsim.sim.tile import simulate  # noqa: E402
+from accelsim.sim.tile import run_tiles  # noqa: E402
 from compiler.builder import Builder  # noqa: E402
 
 TARGETS = {"resnet18 b1 on systolic_32x32": 0.5, "gemm 1024^3 on systolic_32x32 (WS)": 0.05,
@@ -39,7 +39,7 @@ def timed(graph, arch_name: str, repeat: int = 3) -> tuple[float, int, float]:
         clear_mapping_cache()
         start = time.perf_counter()
         compiled = build(graph, arch)
-        ops, timeline = simulate(compiled.ir, arch, compiled.mappings)
+        ops, timeline = run_tiles(compiled.ir, arch, compiled.mappings)
         best = min(best, time.perf_counter() - start) if tiles else best
         tiles = sum(op.tiles or 0 for op in ops)
         simulated = sum(op.seconds for op in ops)
@@ -113,9 +113,9 @@ def main() -> None:
                  (4096, 4096, 4096)):
         arch = load_arch("systolic_32x32")
         compiled = build(gemm(*size), arch)
-        simulate(compiled.ir, arch, compiled.mappings)
+        run_tiles(compiled.ir, arch, compiled.mappings)
         start = time.perf_counter()
-        ops, timeline = simulate(compiled.ir, arch, compiled.mappings)
+        ops, timeline = run_tiles(compiled.ir, arch, compiled.mappings)
         seconds = time.perf_counter() - start
         rows = len(timeline.code.program)
         print(f"{' x '.join(map(str, size)):>22} {ops[0].macs:16,} {ops[0].tiles:8,} {rows:9,} {seconds:8.4f} "

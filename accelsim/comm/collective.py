@@ -23,7 +23,7 @@ from accelsim.comm.algorithms import ALGORITHMS, BY_OP, OPS, available, expand
 from accelsim.comm.network import Network, Transfers, protocols
 from accelsim.comm.result import CollectiveResult
 from accelsim.comm.rings import Job
-from accelsim.engine.links import bounds, simulate
+from accelsim.engine.links import bounds, time_transfers
 from compiler.errors import UserError
 
 DEFAULT_CHUNK = 4 << 20   # NCCL_BUFFSIZE: 4 MiB per ring step in flight
@@ -76,8 +76,8 @@ def concurrent(system, ops: list[tuple], devices: int | None = None, *, slice=No
         spans.append((first, tb.count))
     rows = tb.arrays()
     bandwidth, latency = net.arrays()
-    start, end = simulate(bandwidth, latency, rows["path"], rows["share"], rows["hops"], rows["stages"],
-                          rows["nbytes"], rows["dep"], np.zeros(tb.count), rows["piece"], float(chunk_bytes))
+    start, end = time_transfers(bandwidth, latency, rows["path"], rows["share"], rows["hops"], rows["stages"],
+                                rows["nbytes"], rows["dep"], np.zeros(tb.count), rows["piece"], float(chunk_bytes))
     assert (start >= 0).all(), "every transfer ran"
     results = []
     for (op, nbytes, _), (name, estimates), (lo, hi) in zip(asked, chosen, spans):

@@ -16,7 +16,7 @@ from accelsim.arch.system_load import load_system
 from accelsim.results.parallel import ParallelTrainResult, Role
 from accelsim.parallel.groups import cost, groups_on, level_name
 from accelsim.parallel.plan import Plan, parse_plan
-from accelsim.parallel.schedule import simulate as schedule
+from accelsim.parallel.schedule import run_schedule as schedule
 from accelsim.parallel.train import COLLECTIVE_OPS, _micro_batch, _partition, _shape, collective_size, places, transfer
 from accelsim.sim.build import build, default_launch, simulate
 from accelsim.sim.memory import footprint

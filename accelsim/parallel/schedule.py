@@ -75,7 +75,7 @@ def _interleaved(s: int, pp: int, m: int, v: int) -> list[tuple[str, int, int]]:
     return seq
 
 
-def simulate(forward: list[float], backward: list[float], hop: list[float], schedule: str, m: int,
+def run_schedule(forward: list[float], backward: list[float], hop: list[float], schedule: str, m: int,
              chunks: int = 1, back: list[float] | None = None) -> Timeline:
     """`forward[k]`, `backward[k]`: one micro-batch's passes through model stage k (pp x chunks of them, stage k on
     device k % pp); `hop[k]`: an activation's trip from stage k to k + 1; `back[k]`: its gradient's return (default:

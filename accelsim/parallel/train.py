@@ -20,7 +20,7 @@ from accelsim.arch.system_load import load_system
 from accelsim.results.parallel import CATEGORIES, WORKSPACE, ParallelTrainResult, Role
 from accelsim.parallel.groups import Group, cost, groups, groups_on, level_name
 from accelsim.parallel.plan import BUCKET, Plan, parse_plan
-from accelsim.parallel.schedule import simulate as schedule
+from accelsim.parallel.schedule import run_schedule as schedule
 from accelsim.sim.model import load_model
 from accelsim.sim.train import (STORED, _compute_dtype, _length, _zoo_model, simulate_step, step_program,
                                 training_form)

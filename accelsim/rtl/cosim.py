@@ -112,7 +112,7 @@ def cosim(model, layer: str, arch, sim: str = "icarus", batch: int | None = None
     model_out, model_waves = cycle.run(stim, acc_depth=depth, waves=True)
     if model_vcd:
         cycle.write_vcd(model_vcd, stim, model_out, model_waves)
-    rtl_run = runner.simulate(stim, sim, acc_depth=depth, waves=bool(rtl_vcd), workdir=workdir)
+    rtl_run = runner.run_rtl(stim, sim, acc_depth=depth, waves=bool(rtl_vcd), workdir=workdir)
     if rtl_vcd and rtl_run.waves is not None:
         import shutil
 

@@ -63,7 +63,7 @@ def build_folder(sim: str, params: dict, waves: bool) -> Path:
     return cache_dir() / f"{sim}_{tag}_{hashlib.sha256(tools.encode()).hexdigest()[:10]}"
 
 
-def simulate(stim: Stimulus, sim: str = "icarus", acc_depth: int = 512, waves: bool = False, check: bool = False,
+def run_rtl(stim: Stimulus, sim: str = "icarus", acc_depth: int = 512, waves: bool = False, check: bool = False,
              workdir: Path | None = None) -> Run:
     """Run `stim` through the RTL; `check` makes the bench fail at the first output that differs from numpy or
     the cycle-level model (tests), else the Outcome is returned for the caller to compare (cosim)."""

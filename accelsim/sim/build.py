@@ -117,7 +117,7 @@ def simulate(compiled: Compiled, fidelity: str = "tile", trace: bool = False, me
     if fidelity == "roofline":
         ops = estimate(ir, hw)
     elif trace:
-        ops, timeline = tile.simulate(ir, hw, compiled.mappings, compiled.pricing)
+        ops, timeline = tile.run_tiles(ir, hw, compiled.mappings, compiled.pricing)
     else:
         ops = tile.simulate_ops(ir, hw, compiled.mappings, compiled.pricing)
     ops = [but(result, kernel=op.kernel) if result.kernel != op.kernel else result for result, op in zip(ops, ir.ops)]

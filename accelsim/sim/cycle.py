@@ -55,7 +55,7 @@ def run(stim: Stimulus, acc_depth: int = 512, waves: bool = False, values: bool 
     one that can never finish (e.g. a weight row waiting for an output that needs that very weight row)."""
     _check(stim, acc_depth)
     hint = len(stim.w_rows) + len(stim.x_rows) + int(stim.w_delay.sum() + stim.x_delay.sum()) + 2 * stim.rows
-    status, cycles, w_accept, x_accept, y_cycle, y_data, y_last, wave_bits, wave_rows, stuck = kernel.simulate(
+    status, cycles, w_accept, x_accept, y_cycle, y_data, y_last, wave_bits, wave_rows, stuck = kernel.step_grid(
         stim.rows, stim.cols, bool(stim.ternary), acc_depth, stim.w_rows, stim.w_delay, stim.w_wait, stim.x_rows,
         stim.x_last, stim.x_acc, stim.x_delay, waves, hint + stim.cols + 16, bool(values), _NO_PROBE)
     if status == kernel.STUCK:
@@ -89,7 +89,7 @@ def probe(stim: Stimulus, acc_depth: int = 512):
     The same kernel, the same results; for small arrays (it keeps 6 * ROWS * COLS values per cycle)."""
     cycles = run(stim, acc_depth, values=False).cycles         # timing only, to size the record exactly
     record = np.zeros((cycles, 6, stim.rows * stim.cols), np.int32)
-    status, n, w_accept, x_accept, y_cycle, y_data, y_last, wave_bits, wave_rows, _ = kernel.simulate(
+    status, n, w_accept, x_accept, y_cycle, y_data, y_last, wave_bits, wave_rows, _ = kernel.step_grid(
         stim.rows, stim.cols, bool(stim.ternary), acc_depth, stim.w_rows, stim.w_delay, stim.w_wait, stim.x_rows,
         stim.x_last, stim.x_acc, stim.x_delay, True, cycles, True, record)
     assert status == kernel.DONE and n == cycles, (status, n, cycles)   # run() above finished in `cycles`
@@ -185,7 +185,7 @@ def _os(a, b, rows: int, cols: int, banks: int, probe_cycles: int):
     b_steps = np.concatenate([b_pad[:, j0:j0 + cols] for _, j0 in folds])         # [folds * k, cols]
     s_last = np.tile((np.arange(k) == k - 1).astype(np.uint8), len(folds))
     record = np.zeros((probe_cycles, os_kernel.PROBE_FIELDS, rows * cols), np.int32)
-    cycles, s_accept, y_cycle, y_data = os_kernel.simulate(rows, cols, banks, np.ascontiguousarray(a_steps),
+    cycles, s_accept, y_cycle, y_data = os_kernel.step_grid(rows, cols, banks, np.ascontiguousarray(a_steps),
                                                            np.ascontiguousarray(b_steps), s_last, record)
     if cycles < 0:
         raise RuntimeError("the OS model lost an output row (a handshake defect in accelsim/engine/cycle/systolic_os.py)")

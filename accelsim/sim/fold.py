@@ -32,8 +32,8 @@ COUNTS = ("cycles", "compute_cycles", "stall_cycles", "work", "tiles")     # int
 BY_LEVEL = ("stall_cycles_by_level", "bytes_read_by_level", "bytes_written_by_level", "bytes_by_level")
 
 
-def simulate_folded(ir, arch, mappings, pricing, simulate, bound) -> list[OpResult] | None:
-    """The results of `ir`'s one op from its folded Programs, run by `simulate` (accelsim.sim.tile.simulate, taking
+def simulate_folded(ir, arch, mappings, pricing, run_tiles, bound) -> list[OpResult] | None:
+    """The results of `ir`'s one op from its folded Programs, run by `run_tiles` (accelsim.sim.tile.run_tiles, taking
     `folds`), its bound named by `bound` (accelsim.sim.tile.bound_of); None if it does not fold or never settles."""
     if len(ir.ops) != 1 or mappings.get(ir.ops[0].name) is None:
         return None
@@ -43,7 +43,7 @@ def simulate_folded(ir, arch, mappings, pricing, simulate, bound) -> list[OpResu
 
     def counts(kept: tuple[Fold, ...]) -> dict:      # a Program kept at the same heads is simulated once
         if kept not in simulated:
-            simulated[kept] = _integers(simulate(ir, arch, mappings, pricing, {op.name: kept})[0][0], arch)
+            simulated[kept] = _integers(run_tiles(ir, arch, mappings, pricing, {op.name: kept})[0][0], arch)
         return simulated[kept]
 
     folds = folds_for(op, mappings[op.name])

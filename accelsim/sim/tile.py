@@ -62,8 +62,8 @@ def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pric
         if found is None:
             part, chosen = replace(ir, ops=ops), {op.name: mappings.get(op.name) for op in ops}
             # a long loop of identical tiles (a large batch) runs from a few of them, where the schedule settles
-            found = done[key] = simulate_folded(part, arch, chosen, pricing, simulate, bound_of) or \
-                simulate(part, arch, chosen, pricing)[0]
+            found = done[key] = simulate_folded(part, arch, chosen, pricing, run_tiles, bound_of) or \
+                run_tiles(part, arch, chosen, pricing)[0]
         began = clock
         for op, first in zip(ops, found):
             start = None if first.start_cycle is None else began + first.start_cycle
@@ -90,7 +90,7 @@ OP_CACHE = 100_000                                       # ops kept per (arch, p
 _SIMULATED: dict[tuple, dict[tuple, OpResult]] = {}
 
 
-def simulate(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pricing = NATIVE,
+def run_tiles(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pricing = NATIVE,
              folds: dict[str, tuple[Fold, ...]] | None = None) -> tuple[list[OpResult], Timeline]:
     """Every op's Program at once, with the timeline a trace draws; `folds`: ops whose Program keeps only part of
     their folded loops (compiler.codegen.fold), as accelsim.sim.fold runs them."""

@@ -35,7 +35,7 @@ def _needs(sim: str) -> None:
 def test_rtl_matches_numpy_and_the_cycle_model(sim, rows, cols, ternary, tmp_path):
     _needs(sim)
     parts = suite(rows, cols, ternary, seed=rows * 100 + cols, acc_depth=ACC_DEPTH)
-    run = runner.simulate(chain(parts), sim, acc_depth=ACC_DEPTH, check=True, workdir=tmp_path)
+    run = runner.run_rtl(chain(parts), sim, acc_depth=ACC_DEPTH, check=True, workdir=tmp_path)
     outcome = run.outcome
     assert len(outcome.y_cycle) == sum(len(p.x_rows) for p in parts)
     # Each part without idle gaps starts on a drained core: its cycles are the closed form's, tile by tile.
@@ -56,7 +56,7 @@ def test_accumulator_wraps_at_32_bits(tmp_path):
     sim = "verilator"
     _needs(sim)
     stim = wraparound(2, 2, ACC_DEPTH)
-    run = runner.simulate(stim, sim, acc_depth=ACC_DEPTH, check=True, workdir=tmp_path)
+    run = runner.run_rtl(stim, sim, acc_depth=ACC_DEPTH, check=True, workdir=tmp_path)
     # Every product is +16,384: the true sum passes 2^31, the 32-bit accumulator wraps to a negative number
     # (the bench has already compared it with numpy's wrapping int32).
     assert np.all(run.outcome.y_data[-1] < 0)

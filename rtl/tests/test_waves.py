@@ -40,7 +40,7 @@ def test_rtl_and_model_waveforms_share_names_and_timing(tmp_path):
     a = rng.integers(-128, 128, (5, 5)).astype(np.int8)
     b = rng.integers(-128, 128, (5, 3)).astype(np.int8)
     stim = with_gaps(gemm(a, b, 2, 2, 64)[0], rng)
-    run = runner.simulate(stim, "verilator", acc_depth=64, waves=True, workdir=tmp_path / "rtl")
+    run = runner.run_rtl(stim, "verilator", acc_depth=64, waves=True, workdir=tmp_path / "rtl")
     outcome, waves = cycle.run(stim, acc_depth=64, waves=True)
     cycle.write_vcd(tmp_path / "model.vcd", stim, outcome, waves)
     rtl, model = _ports(vcd.read(run.waves)), _ports(vcd.read(tmp_path / "model.vcd"))
@@ -61,6 +61,6 @@ def test_icarus_dumps_a_vcd(tmp_path):
     except runner.RTLError as e:
         pytest.skip(str(e))
     stim = gemm(np.ones((3, 2), np.int8), np.ones((2, 2), np.int8), 2, 2, 64)[0]
-    run = runner.simulate(stim, "icarus", acc_depth=64, waves=True, workdir=tmp_path)
+    run = runner.run_rtl(stim, "icarus", acc_depth=64, waves=True, workdir=tmp_path)
     text = run.waves.read_text()
     assert run.waves.suffix == ".vcd" and "$timescale" in text and "$enddefinitions" in text and len(text) > 200

@@ -138,7 +138,7 @@ def _grow(wave_bits, wave_rows):
 
 
 @njit(cache=True)
-def simulate(rows, cols, ternary, acc_depth, w_rows, w_delay, w_wait, x_rows, x_last, x_acc, x_delay, waves,
+def step_grid(rows, cols, ternary, acc_depth, w_rows, w_delay, w_wait, x_rows, x_last, x_acc, x_delay, waves,
              wave_capacity, values, probe):
     """rows, cols, acc_depth: int; ternary, waves, values: bool; w_rows int8[NW, cols]; w_delay, w_wait int64[NW];
     x_rows int8[NX, rows]; x_last, x_acc uint8[NX]; x_delay int64[NX]; wave_capacity: first size of the wave

@@ -112,7 +112,7 @@ def _probe(probe, k, a_reg, b_reg, acc):
 
 
 @njit(cache=True)
-def simulate(rows, cols, banks, a_steps, b_steps, s_last, probe):
+def step_grid(rows, cols, banks, a_steps, b_steps, s_last, probe):
     """rows, cols: int; banks: accumulators per PE (1, or 2: a fold accumulates while the one before drains);
     a_steps int8[S, rows] (k-step s: A's column for the fold's rows), b_steps int8[S, cols] (B's row for the
     fold's columns), s_last uint8[S] (1: the last k-step of its fold; the next step starts a fold). The steps

@@ -176,7 +176,7 @@ def _release(t, done, children, child, ready, waiting, ev_key, ev_code, events) 
 
 
 @njit(cache=True)
-def simulate(bandwidth, latency, path, share, hops, stages, nbytes, dep, release, priority, grain):
+def time_transfers(bandwidth, latency, path, share, hops, stages, nbytes, dep, release, priority, grain):
     """bandwidth, latency: float64[channels] (bytes/s, seconds per hop); path, hops: int64[T, P]; share:
     float64[T, P]; stages, priority: int64[T]; nbytes, release: float64[T]; dep: int64[T, D] (-1 = none);
     grain: bytes. Returns (start, end): float64[T]; -1 for a transfer that never became ready (a cycle)."""
@@ -241,7 +241,7 @@ def simulate(bandwidth, latency, path, share, hops, stages, nbytes, dep, release
 
 @njit(cache=True)
 def bounds(bandwidth, latency, path, share, hops, nbytes, dep):
-    """The two terms of an alpha-beta estimate, each a lower bound on simulate's makespan: the longest
+    """The two terms of an alpha-beta estimate, each a lower bound on time_transfers' makespan: the longest
     dependency chain of hop latencies (seconds), and each channel's busy time (float64[channels], seconds).
     Dependencies must point to earlier transfers (the order every expansion writes)."""
     n = nbytes.shape[0]

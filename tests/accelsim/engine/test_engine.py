@@ -5,7 +5,7 @@ import numpy as np
 
 from accelsim.arch import load_arch
 from accelsim.engine.tile import attribute, schedule
-from accelsim.sim.tile import simulate
+from accelsim.sim.tile import run_tiles
 from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.mapping import LevelTile, Mapping
@@ -101,7 +101,7 @@ def gemm_on_tpu(double: bool):
     mapping = Mapping(op=op.name, signature="", unit="mxu", loops=full, dataflow="ws", levels=(
         LevelTile("ddr3", full, ()), LevelTile("weight_fifo", step, ("k",), double_buffered=double),
         LevelTile("accumulators", step, (), double_buffered=double)))
-    (result,), timeline = simulate(ir, arch, {op.name: mapping})
+    (result,), timeline = run_tiles(ir, arch, {op.name: mapping})
     return result, timeline
 
 
@@ -129,7 +129,7 @@ def test_partial_sums_spill_when_k_is_split_outside_the_output_tile():
     def traffic(order):
         mapping = Mapping(op=op.name, signature="", unit="mxu", loops=op.loops, dataflow="ws", levels=(
             LevelTile("ddr3", op.loops, ()), LevelTile("accumulators", step, order)))
-        (result,), timeline = simulate(ir, arch, {op.name: mapping})
+        (result,), timeline = run_tiles(ir, arch, {op.name: mapping})
         program = timeline.code.program
         reloads = program[(program["kind"] == LOAD) & (program["operand"] == -2)]
         return result, int(reloads["bytes"].sum())

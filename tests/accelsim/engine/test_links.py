@@ -4,7 +4,7 @@ beat. Expected times are worked out by hand in each test."""
 import numpy as np
 import pytest
 
-from accelsim.engine.links import bounds, simulate
+from accelsim.engine.links import bounds, time_transfers
 
 I = np.int64
 GB = 1e9
@@ -29,7 +29,7 @@ def run(transfers, bandwidth=(GB,), latency=(US,), grain=1e12):
     release = np.array([t.get("release", 0.0) for t in transfers])
     piece = np.array([t.get("piece", i) for i, t in enumerate(transfers)], I)
     args = np.array(bandwidth, float), np.array(latency, float), path, share, hops
-    start, end = simulate(*args, stages, nbytes, dep, release, piece, float(grain))
+    start, end = time_transfers(*args, stages, nbytes, dep, release, piece, float(grain))
     chain, load = bounds(*args, nbytes, dep)
     return start, end, chain, load
 

@@ -139,7 +139,7 @@ def test_partial_sum_round_trips_are_priced_on_the_chain():
     # with k outside n, the 64 x 64 C tile in l1d changes every step and crosses l1d and l2 both ways (240
     # round trips in 256 steps), and the compute waits each time. The cost model must say so, and so prefer
     # keeping C in l1d over a whole K panel.
-    from accelsim.sim.tile import simulate
+    from accelsim.sim.tile import run_tiles
     from compiler.ir import IR
 
     arch = load_arch(EPYC)
@@ -151,7 +151,7 @@ def test_partial_sum_round_trips_are_priced_on_the_chain():
     spill = replace(panel, levels=levels_of(op, ("dram", {}, MNK), ("llc", {}, MNK),
                                             ("l2", {"m": 64, "k": 16}, ("m", "k", "n")), step[:2] + (("m", "k", "n"),)))
     ir = IR("g", [op], [], [], {}, {})
-    engine = {name: simulate(ir, arch, {op.name: m})[0][0].cycles for name, m in (("panel", panel), ("spill", spill))}
+    engine = {name: run_tiles(ir, arch, {op.name: m})[0][0].cycles for name, m in (("panel", panel), ("spill", spill))}
     assert engine["spill"] > 1.15 * engine["panel"]
     for name, mapping in (("panel", panel), ("spill", spill)):
         assert cycles(mapping, op, arch) == pytest.approx(engine[name], rel=0.06), name
@@ -169,7 +169,7 @@ def test_the_mappers_pick_is_the_engines_best_candidate(arch_name, model, layer)
     # and the pick, 632 k, is 2.3% over the best; with the largest tiles alone it was 638 k).
     import itertools
 
-    from accelsim.sim.tile import simulate
+    from accelsim.sim.tile import run_tiles
     from compiler.ir import IR
     from compiler.map import DEFAULT_BUDGET
     from compiler.map.space import candidates
@@ -183,6 +183,6 @@ def test_the_mappers_pick_is_the_engines_best_candidate(arch_name, model, layer)
         op = next(o for o in ir.ops if o.name == layer)
         ir = replace(ir, ops=[op])
     pick = map_op(op, arch, reporter(arch, ir), cache=None)
-    engine = [simulate(ir, arch, {op.name: m})[0][0].cycles for m in itertools.islice(candidates(op, arch),
+    engine = [run_tiles(ir, arch, {op.name: m})[0][0].cycles for m in itertools.islice(candidates(op, arch),
                                                                                       DEFAULT_BUDGET)]
-    assert simulate(ir, arch, {op.name: pick})[0][0].cycles <= 1.03 * min(engine)
+    assert run_tiles(ir, arch, {op.name: pick})[0][0].cycles <= 1.03 * min(engine)

@@ -8,7 +8,7 @@ import pytest
 from accelsim.arch import load_arch
 from accelsim.price.cost import reporter
 from accelsim.sim.model import load_model
-from accelsim.sim.tile import simulate
+from accelsim.sim.tile import run_tiles
 from compiler.map import map_op
 from compiler.map.space import candidates
 from compiler.pipeline import Options, compile_graph
@@ -23,7 +23,7 @@ def layer4():
 
 def estimate_and_engine(arch, ir, op, mapping):
     one = replace(ir, ops=[op])
-    return reporter(arch, one)(mapping), simulate(one, arch, {op.name: mapping})[0][0].cycles
+    return reporter(arch, one)(mapping), run_tiles(one, arch, {op.name: mapping})[0][0].cycles
 
 
 def test_one_weight_tile_per_step_is_paced_by_its_buffer_slots(layer4):

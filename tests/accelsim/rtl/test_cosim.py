@@ -51,14 +51,14 @@ def test_alexnet_grouped_conv_and_a_ragged_fc_agree(capsys):
 def test_a_wrong_output_names_tile_cycle_and_value(monkeypatch, capsys):
     """Where the RTL and the models part, the exit is non-zero and names the first differing tile and value."""
     _needs_icarus()
-    real = runner.simulate
+    real = runner.run_rtl
 
     def corrupted(stim, *args, **kwargs):
         run = real(stim, *args, **kwargs)
         run.outcome.y_data[100, 3] += 1        # one bit of one output of one tile, as a broken PE would
         return run
 
-    monkeypatch.setattr(cosim_module.runner, "simulate", corrupted)
+    monkeypatch.setattr(cosim_module.runner, "run_rtl", corrupted)
     code = main(["cosim", "resnet18", *SMALL_RESNET, "--layer", "layer1.0/conv1", "--arch", "systolic_8x8"])
     out = capsys.readouterr().out
     assert code == 1

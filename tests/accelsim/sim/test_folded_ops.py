@@ -41,8 +41,8 @@ def test_a_folded_op_has_every_figure_of_the_whole_op(arch, trains, fold_everyth
             continue
         seen.add(tile._op_key(op, mapping))
         alone = replace(compiled.ir, ops=[op])
-        whole, _ = tile.simulate(alone, compiled.arch, compiled.mappings, compiled.pricing)
-        result = simulate_folded(alone, compiled.arch, compiled.mappings, compiled.pricing, tile.simulate,
+        whole, _ = tile.run_tiles(alone, compiled.arch, compiled.mappings, compiled.pricing)
+        result = simulate_folded(alone, compiled.arch, compiled.mappings, compiled.pricing, tile.run_tiles,
                                  tile.bound_of)
         assert result is not None, op.name
         assert result[0].to_dict() == whole[0].to_dict(), op.name
@@ -53,14 +53,14 @@ def test_a_folded_op_has_every_figure_of_the_whole_op(arch, trains, fold_everyth
 def simulated(monkeypatch):
     """The rows and folds of every Program accelsim.sim.tile simulates."""
     seen = []
-    simulate = tile.simulate
+    simulate = tile.run_tiles
 
     def recording(ir, arch, mappings, pricing, folds=None):
         out = simulate(ir, arch, mappings, pricing, folds)
         seen.append((len(out[1].code.program), tuple(len(f) for f in (folds or {}).values())))
         return out
 
-    monkeypatch.setattr(tile, "simulate", recording)
+    monkeypatch.setattr(tile, "run_tiles", recording)
     return seen
 
 
@@ -72,7 +72,7 @@ def one_einsum(graph, arch: str):
 
 def whole_and_folded(compiled, op):
     alone = replace(compiled.ir, ops=[op])
-    whole, _ = tile.simulate(alone, compiled.arch, compiled.mappings, compiled.pricing)
+    whole, _ = tile.run_tiles(alone, compiled.arch, compiled.mappings, compiled.pricing)
     folded = tile.simulate_ops(alone, compiled.arch, compiled.mappings, compiled.pricing)
     return whole[0].to_dict(), folded[0].to_dict()
 
@@ -137,7 +137,7 @@ def test_a_larger_batch_simulates_no_more_rows(monkeypatch, fold_everything):
         result = tile.simulate_ops(compiled.ir, compiled.arch, compiled.mappings, compiled.pricing)
         simulated[batch] = sum(rows)
         if batch == 480:
-            whole, _ = tile.simulate(compiled.ir, compiled.arch, compiled.mappings, compiled.pricing)
+            whole, _ = tile.run_tiles(compiled.ir, compiled.arch, compiled.mappings, compiled.pricing)
             assert [r.to_dict() for r in result] == [r.to_dict() for r in whole]
     assert simulated[480] == simulated[48] > 0
 

@@ -12,7 +12,7 @@ from accelsim.engine.tile import schedule
 from accelsim.price.systolic import steady_and_tail
 from accelsim.sim.cycle import run
 from accelsim.sim.stimulus import gemm
-from accelsim.sim.tile import simulate
+from accelsim.sim.tile import run_tiles
 from compiler.program import LOAD, STORE
 
 FC6_BYTES = 9216 * 4096          # alexnet fc6's int8 weights, each used once at batch 1
@@ -47,7 +47,7 @@ def test_an_epilogue_chunk_starts_the_cycle_after_the_cycle_model_puts_out_its_r
 
 
 def kernel_cycles(arch, ops, mappings) -> int:
-    results, _ = simulate(ops, arch, mappings)
+    results, _ = run_tiles(ops, arch, mappings)
     return sum(r.cycles for r in results)
 
 
@@ -127,7 +127,7 @@ def test_fc6_at_batch_1_on_ddr3_ends_a_last_tile_after_its_last_weight_byte():
 
 def overtaken(arch, ir, mappings) -> list[int]:
     """The Unified Buffer stores that a load issued after them starts before (each load at 256 B per cycle)."""
-    _, timeline = simulate(ir, arch, mappings)
+    _, timeline = run_tiles(ir, arch, mappings)
     program = timeline.code.program
     on_buffer = program["level"] == 2
     loads = np.flatnonzero(on_buffer & (program["kind"] == LOAD))

@@ -131,10 +131,10 @@ def test_trace_needs_the_tile_fidelity(tmp_path, capsys):
 def test_op_by_op_equals_the_whole_program(model, arch, options):
     # The default path simulates one op at a time and repeated ops once; it must change no number.
     from accelsim.sim.build import build
-    from accelsim.sim.tile import simulate, simulate_ops
+    from accelsim.sim.tile import run_tiles, simulate_ops
 
     compiled = build(model, arch, **options)
-    whole, _ = simulate(compiled.ir, compiled.arch, compiled.mappings)
+    whole, _ = run_tiles(compiled.ir, compiled.arch, compiled.mappings)
     alone = simulate_ops(compiled.ir, compiled.arch, compiled.mappings)
     assert [r.to_dict() for r in alone] == [r.to_dict() for r in whole]
 
@@ -146,14 +146,14 @@ def test_a_chain_of_identical_ops_is_simulated_once_and_named_per_op(tmp_path):
     from onnx import TensorProto, helper
 
     from accelsim.sim.build import build
-    from accelsim.sim.tile import simulate, simulate_ops
+    from accelsim.sim.tile import run_tiles, simulate_ops
 
     nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=f"relu{i}") for i in range(12)]
     graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [1, 64])],
                               [helper.make_tensor_value_info("t12", TensorProto.FLOAT, [1, 64])])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "chain.onnx")
     compiled = build(str(tmp_path / "chain.onnx"), "h100")
-    whole, _ = simulate(compiled.ir, compiled.arch, compiled.mappings)
+    whole, _ = run_tiles(compiled.ir, compiled.arch, compiled.mappings)
     alone = simulate_ops(compiled.ir, compiled.arch, compiled.mappings)
     assert [r.to_dict() for r in alone] == [r.to_dict() for r in whole]
     assert [r.kernel for r in alone] == [""] + ["relu0"] * 11

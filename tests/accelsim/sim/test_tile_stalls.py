@@ -7,7 +7,7 @@ import pytest
 
 import accelsim
 from accelsim.report.breakdown import COMPUTE, OTHER, time_split
-from accelsim.sim.tile import _charged_stalls, simulate
+from accelsim.sim.tile import _charged_stalls, run_tiles
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +17,7 @@ def conv_with_epilogue():
     compiled = accelsim.build("resnet18", "systolic_32x32", image=32)
     ops = [op for op in compiled.ir.ops if op.name == "layer4.0/conv2" or op.kernel == "layer4.0/conv2"]
     assert [op.name for op in ops] == ["layer4.0/conv2", "layer4.0/bn2"]
-    results, _ = simulate(replace(compiled.ir, ops=ops), compiled.arch, compiled.mappings)
+    results, _ = run_tiles(replace(compiled.ir, ops=ops), compiled.arch, compiled.mappings)
     return results
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 from accelsim.arch import load_arch
 from accelsim.price.cost import reporter
 from accelsim.sim.model import load_model
-from accelsim.sim.tile import simulate
+from accelsim.sim.tile import run_tiles
 from compiler.codegen import generate
 from compiler.map import map_op
 from compiler.map.space import candidates
@@ -43,7 +43,7 @@ def test_a_3x3_conv_fills_its_folds_and_they_run_back_to_back():
     # run under the next step's folds; a tail is busy time of its own only where the next step waits for operands
     by_hand = sum(math.ceil(k / ROWS) * math.ceil(n / COLS) * max(m, ROWS)
                   for m, n, k in zip(rows["m"].tolist(), rows["n"].tolist(), rows["k"].tolist())) + TAIL
-    busy = simulate(ir, arch, {op.name: best})[0][0].compute_cycles
+    busy = run_tiles(ir, arch, {op.name: best})[0][0].compute_cycles
     assert by_hand <= busy <= by_hand + TAIL * len(rows)
     one_fold_floor = 8 * 3136 * 96
     assert by_hand < 0.8 * one_fold_floor
