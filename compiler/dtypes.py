@@ -7,11 +7,11 @@ wider numpy type (`numpy`); `narrow` is the ml_dtypes type that rounds or packs 
 ml_dtypes (~0.9 s to import) is imported on first use of `narrow` or `from_numpy`; the ONNX numbers are written out.
 """
 import enum
-from functools import cache
 
 import numpy as np
 
 from compiler.errors import ModelError, OutOfScopeError
+from compiler.memo import memo
 
 
 class DType(enum.Enum):
@@ -112,7 +112,7 @@ _FLOATS = (DType.fp64, DType.fp32, DType.tf32, DType.fp16, DType.bf16, DType.fp8
            DType.fp8_e5m2, DType.fp8_e5m2fnuz, DType.fp8_e8m0, DType.fp4)
 
 
-@cache
+@memo(size=1)
 def _narrow() -> dict[DType, type]:
     import ml_dtypes
 

@@ -17,13 +17,12 @@ import json
 import os
 import sys
 import types
-import weakref
-from functools import cache
 from pathlib import Path
 
 from compiler.map import entry
 from compiler.map.legal import check
 from compiler.mapping import LevelTile, Mapping, Spatial
+from compiler.memo import Memo, memo
 
 FORMAT = 2          # the file layout below; a change bumps it, and old files are never read again
 MAPPING_BYTES = 1 << 20      # a mapping's file is a few KiB; a larger one is refused before it is read
@@ -177,7 +176,7 @@ def _extents(pairs) -> tuple[tuple[str, int], ...]:
     return tuple((_text(d), _kind(e, int)) for d, e in pairs)
 
 
-_DIGESTS: dict[int, tuple[object, str | None]] = {}
+_DIGESTS: Memo[int, tuple[object, str | None]] = Memo("compiler.map.disk.arch_digest", 1024)
 
 
 def arch_digest(arch) -> str | None:
@@ -191,13 +190,12 @@ def arch_digest(arch) -> str | None:
     else:
         text = repr(arch)
     digest = None if " at 0x" in text else hashlib.sha256(text.encode()).hexdigest()[:32]
-    if len(_DIGESTS) > 1024:
-        _DIGESTS.clear()
     _DIGESTS[id(arch)] = (arch, digest)      # holding the object: its id is not reused while it is here
     return digest
 
 
-_MODELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# keyed by the function itself, which the entry holds (so its id is not reused) until 256 later ones push it out
+_MODELS: Memo[types.FunctionType, tuple[str, str, str]] = Memo("compiler.map.disk.cost_model", 256)
 SCALARS = (bool, int, float, str, type(None))
 
 
@@ -226,7 +224,7 @@ def cost_model(report) -> tuple[str, str, str] | None:
     return known
 
 
-@cache
+@memo(size=64)
 def source_digest(cost_folder: str) -> str:
     """A hash of the mapper's sources and of every .py file in the cost model's folder: an edited mapper or cost
     model never reads an entry an older one wrote (hashed once per process, a few milliseconds)."""

@@ -18,11 +18,12 @@ import warnings
 from pathlib import Path
 
 from compiler.errors import CacheWarning
+from compiler.memo import Memo
 
 UID = os.geteuid() if hasattr(os, "geteuid") else None      # None where files have no owner to check (Windows)
 OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 _FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-_SAFE: dict[Path, bool] = {}           # user folders checked in this process (one lstat each)
+_SAFE: Memo[Path, bool] = Memo("compiler.map.entry.folder", 256)      # user folders checked (one lstat each)
 
 
 def folder(root: Path | None, part: str) -> Path | None:

@@ -1,15 +1,15 @@
-"""The budgeted search (it sees only `report(mapping) -> cost`) and its in-memory cache, keyed by op
-signature, arch name and file hash, and budget. Deterministic: candidates come in a fixed order and a
+"""The budgeted search (it sees only `report(mapping) -> cost`) and its in-memory cache (a compiler.memo.Memo), keyed
+by op signature, arch name and file hash, and budget. Deterministic: candidates come in a fixed order and a
 tie keeps the earlier one; on a PE array every tiling is reported (`search`'s every_tiling)."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from compiler.errors import UserError
 from compiler.frozen import but
 from compiler.mapping import Mapping
+from compiler.memo import Memo
 
 DEFAULT_BUDGET = 24      # reports per op; ResNet-18 maps in well under 0.3 s (tests/compiler/map/test_map.py)
 
@@ -45,29 +45,25 @@ def tiling(mapping: Mapping) -> tuple:
     return (mapping.unit, mapping.dataflow, tuple((lv.level, lv.tile) for lv in mapping.levels), mapping.spatial)
 
 
-@dataclass
-class Cache:
-    """Best mappings per key, with hit and miss counts (tests and `accelsim map` read them)."""
+MAPPINGS = 65536      # best mappings kept per process: a few hundred bytes each, a model has a few hundred shapes
 
-    entries: dict[tuple, Mapping] = field(default_factory=dict)
-    hits: int = 0
-    misses: int = 0
+
+class Cache(Memo[tuple, Mapping]):
+    """Best mappings per key, the least recently used going first past `size`, with hit and miss counts (tests and
+    `accelsim map` read them)."""
+
+    def __init__(self, size: int = MAPPINGS, name: str = "compiler.map: best mappings") -> None:
+        super().__init__(name, size)
 
     def lookup(self, key: tuple, op_name: str) -> Mapping | None:
-        found = self.entries.get(key)
+        found = self.get(key)
         if found is None:
-            self.misses += 1
             return None
-        self.hits += 1
         # The same op gets the very object back; a twin op (same shapes, other name) a renamed copy.
         return found if found.op == op_name else but(found, op=op_name)
 
     def store(self, key: tuple, mapping: Mapping) -> None:
-        self.entries[key] = mapping
-
-    def clear(self) -> None:
-        self.entries.clear()
-        self.hits = self.misses = 0
+        self[key] = mapping
 
 
 CACHE = Cache()

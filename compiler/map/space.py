@@ -12,6 +12,7 @@ from compiler.ir import Einsum
 from compiler.map.legal import nothing_fits
 from compiler.targeting import Footprints, Overflow, op_levels, per_instance, pick_unit
 from compiler.mapping import LevelTile, Mapping, Spatial, gemm_view, op_signature
+from compiler.memo import Memo
 
 # Which GEMM group a systolic array lays on its rows, its columns, and streams through in time
 # (SCALE-Sim's definitions). WS: weights k x n stay in the PEs, activations stream m rows east.
@@ -226,10 +227,9 @@ def _tiled(groups, extents, step, count: int) -> dict[str, int]:
     # all the answer depends on: ops of other K, or other names, ask it again (a planner maps hundreds of programs)
     asked = (tuple(dims), tuple(extents[d] for d in dims), tuple(step[d] for d in dims),
              tuple((d, step[d]) for d in groups["n"]), count)
-    if asked in _TILED:
-        return dict(_TILED[asked])
-    if len(_TILED) >= TILED:
-        _TILED.clear()
+    known = _TILED.get(asked)
+    if known is not None:
+        return dict(known)
     best, key = {}, None
 
     def visit(i, left, spread):
@@ -252,8 +252,7 @@ def _tiled(groups, extents, step, count: int) -> dict[str, int]:
     return best
 
 
-TILED = 16384        # answers of _tiled kept per process
-_TILED: dict[tuple, dict[str, int]] = {}
+_TILED: Memo[tuple, dict[str, int]] = Memo("compiler.map.space._tiled", 16384)     # answers kept per process
 
 
 def _spread(dims, extents, step, count: int, per_instance: int = 1) -> dict[str, int]:

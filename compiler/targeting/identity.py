@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-_HASHES: dict[tuple, str] = {}
+from compiler.memo import Memo
+
+_HASHES: Memo[tuple, str] = Memo("compiler.targeting.identity: arch files' hashes", 1024)
 
 
 def arch_key(arch) -> str:
@@ -15,14 +17,12 @@ def arch_key(arch) -> str:
     known = _KEYS.get(id(arch))
     if known is not None and known[0] is arch:
         return known[1]
-    if len(_KEYS) > 1024:
-        _KEYS.clear()
     key = _arch_key(arch)
     _KEYS[id(arch)] = (arch, key)          # holding the object: its id is not reused while it is here
     return key
 
 
-_KEYS: dict[int, tuple[object, str]] = {}
+_KEYS: Memo[int, tuple[object, str]] = Memo("compiler.targeting.identity.arch_key", 1024)
 
 
 def _arch_key(arch) -> str:
@@ -31,7 +31,5 @@ def _arch_key(arch) -> str:
     if path is not None and Path(path).is_file():
         stat = Path(path).stat()
         memo = (str(path), stat.st_mtime_ns, stat.st_size)
-        if memo not in _HASHES:
-            _HASHES[memo] = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
-        digest = _HASHES[memo]
+        digest = _HASHES.recall(memo, lambda: hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16])
     return f"{arch.name}:{digest}:{hash(arch)}"
