@@ -9,11 +9,15 @@ on the first row). All parameters come from the arch; the models count, they do 
 """
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 
 from accelsim.price import simd, simt, systolic, vector
 from accelsim.price.clock import to_arch_cycles
 from compiler.dtypes import DType
+from compiler.hardware import ArchKind
+from compiler.hardware.profiles import Registry, profile
 from compiler.targeting import units_used, widen
 
 # A block-scaled GEMM's promotion (compiler.ir.Einsum.scale_block): per output and block of k, the block's partial
@@ -21,17 +25,19 @@ from compiler.targeting import units_used, widen
 # two scales' product is taken once per row and column, DeepGEMM's `scale_a * scale_b` before its FFMA loop).
 PROMOTION_OPS = 1
 
-MODELS = {"systolic": systolic, "ternary": systolic, "simt": simt, "simd": simd}
+# The compute models by name, as a kind's profile names them (compiler.hardware.profiles: a ternary array is priced as a
+# systolic one, with the same timing and other actions and bytes); a name not here is an error naming it.
+MODELS: Registry[ModuleType] = Registry("compute model", {model.__name__.rpartition(".")[2]: model
+                                                          for model in (simd, simt, systolic)})
 
 
-def matrix_model(kind: str):
-    """The module modelling matrix units of an arch of `kind` (ternary arrays are systolic arrays of
-    add/subtract lanes: the same timing, different actions and bytes)."""
-    return MODELS[kind]
+def matrix_model(kind: ArchKind) -> ModuleType:
+    """The module modelling the matrix units of an arch of `kind`: the compute model its profile names."""
+    return MODELS[profile(kind).compute_model]
 
 
 def matrix_cycles(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit, arch, mapping, dtype) -> np.ndarray:
-    model = matrix_model(arch.kind.value)
+    model = matrix_model(arch.kind)
     return model.matrix_cycles(np.asarray(m, np.int64), np.asarray(n, np.int64), np.asarray(k, np.int64),
                                unit, arch, mapping, dtype)
 
@@ -40,7 +46,7 @@ def matrix_split(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit, arch, mappin
                  dtype) -> tuple[np.ndarray, np.ndarray]:
     """(cycles, tail): `matrix_cycles` and the part of it the unit overlaps with its next compute row (a
     systolic array's skew and drain, accelsim.price.systolic.steady_and_tail); 0 for models without one."""
-    model = matrix_model(arch.kind.value)
+    model = matrix_model(arch.kind)
     args = (np.asarray(m, np.int64), np.asarray(n, np.int64), np.asarray(k, np.int64), unit, arch, mapping, dtype)
     if hasattr(model, "matrix_split"):
         return model.matrix_split(*args)
@@ -68,4 +74,4 @@ def with_promotion(cycles: np.ndarray, m, n, k, op, unit, arch, mapping) -> np.n
     instances = min(lanes.count, units_used(mapping, unit))
     work = np.asarray(m, np.float64) * np.asarray(n, np.float64) * np.asarray(k, np.float64) / block * PROMOTION_OPS
     promotion = to_arch_cycles(work / (instances * lanes.peak_per_cycle(widen(lanes, DType.fp32))), lanes, arch)
-    return cycles + promotion if arch.kind.value == "simt" else np.maximum(cycles, promotion)
+    return cycles + promotion if profile(arch.kind).promotion_after_mma else np.maximum(cycles, promotion)
