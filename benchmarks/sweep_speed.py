@@ -62,7 +62,7 @@ def compile_cost() -> float:
     """What each point would pay without the per-worker IR cache: build and compile ResNet-18 once."""
     from accelsim.sim.model import load_model
     from compiler.dtypes import DType
-    from compiler.pipeline import Options, compile_graph
+    from compiler.compile import Options, compile_graph
 
     start = time.perf_counter()
     for _ in range(5):

@@ -5,11 +5,12 @@ Per weight variant, cells ~= a * rows * cols + b * (rows + cols) + c by least sq
 from __future__ import annotations
 
 import json
-from functools import cache
 from importlib import resources
 from typing import NamedTuple
 
 import numpy as np
+
+from compiler.memo import memo
 
 VARIANTS = ("int8", "ternary")
 
@@ -23,7 +24,7 @@ class AreaFit(NamedTuple):
     max_rel_error: float   # largest |fit - synthesized| / synthesized over the data points
 
 
-@cache
+@memo(size=1)
 def synthesized() -> dict:
     """accelsim/data/rtl_area.json as written by benchmarks/rtl_area.py."""
     return json.loads(resources.files("accelsim").joinpath("data/rtl_area.json").read_text())
@@ -35,7 +36,7 @@ def points(variant: str) -> list[tuple[int, int, int]]:
     return [(e["rows"], e["cols"], e["cells"]) for e in synthesized()["arrays"] if e["variant"] == variant]
 
 
-@cache
+@memo(size=16)
 def fit(variant: str) -> AreaFit:
     """Least-squares (a, b, c) over the variant's synthesized sizes, with its max relative error."""
     rows, cols, cells = (np.array(column, dtype=np.float64) for column in zip(*points(variant)))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.errors import UserError
+from compiler.memo import memo
 
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 CACHE_FILES = ("level", "type", "size", "shared_cpu_list")
@@ -210,7 +211,7 @@ def read_host() -> Host:
 
 # ---- the clock probe: the one jitted kernel here, plain ints in and out ---------------------------
 
-@functools.cache
+@memo(size=4)
 def measure_clock_ghz(iterations: int = PROBE_ITERATIONS, runs: int = PROBE_RUNS) -> float | None:
     """GHz the core runs the probe's chain at (CHAIN_OPS dependent 1-cycle ops per iteration), the fastest of
     `runs`: another tenant or an interrupt only ever slows a run down. Once per process, so a preset and its

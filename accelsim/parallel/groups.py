@@ -22,6 +22,7 @@ from accelsim.arch.torus import span
 from accelsim.comm import collective
 from accelsim.comm.result import CollectiveResult
 from compiler.errors import UserError
+from compiler.memo import Memo
 
 
 @dataclass(frozen=True)
@@ -115,14 +116,10 @@ def cost(system: System, group: Group, op: str, nbytes: int) -> CollectiveResult
     if group.trivial or nbytes <= 0:
         return None
     key = (system.name, str(system.source_file), tuple(level.shape for level in system.levels), group, op, int(nbytes))
-    if key not in _COSTS:
-        if len(_COSTS) > 65536:
-            _COSTS.clear()
-        _COSTS[key] = _cost(system, group, op, int(nbytes))
-    return _COSTS[key]
+    return _COSTS.recall(key, lambda: _cost(system, group, op, int(nbytes)))
 
 
-_COSTS: dict[tuple, CollectiveResult] = {}     # a step asks for the same few sizes many times
+_COSTS: Memo[tuple, CollectiveResult] = Memo("accelsim.parallel.groups.cost", 65536)    # a step asks for a few sizes
 
 
 def _cost(system: System, group: Group, op: str, nbytes: int) -> CollectiveResult:

@@ -25,7 +25,7 @@ from compiler.dtypes import DType
 from compiler.graph import Graph
 from compiler.parallel.pipeline import split, structure
 from compiler.passes.quantize import held
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 
 
 def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | System, *, devices: int | None = None,

@@ -41,7 +41,7 @@ from accelsim.sim.train import STORED, _compute_dtype, _zoo_model, training_form
 from compiler.dtypes import DType
 from compiler.errors import ModelError, UserError
 from compiler.parallel.pipeline import blocks
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 from compiler.train import Optimizer, training_graph
 from compiler.train.recompute import MODES
 

@@ -28,10 +28,11 @@ from compiler import zoo
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.graph import Graph
+from compiler.memo import Memo, memo
 from compiler.ops.base import COMM_DOMAIN
 from compiler.ops.comm import COLLECTIVES
 from compiler.parallel.pipeline import BLOCK, split, structure
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 from compiler.train import LOSSES, Optimizer
 from compiler.train.recompute import MODES
 
@@ -101,10 +102,9 @@ def simulate_stage(key: tuple, shard: Graph) -> tuple:
     """The stage's training step simulated, (TrainResult, TrainingStep), once per process and `stage_key`: a planner
     asks for the same stage programs across many plans (accelsim.parallel.search). A stage priced at roofline
     fidelity keeps its build, unmapped, for the same stage at tile fidelity (a planner's lower bound, then its
-    simulation), until BUILDS later ones have been kept."""
-    if key not in _STAGES:
-        if len(_STAGES) >= STAGE_CACHE:
-            _STAGES.pop(next(iter(_STAGES)))           # the oldest goes first
+    simulation), until 256 later ones have been kept."""
+    found = _STAGES.get(key)
+    if found is None:
         _, hw, compute, micro, steps_per, name, settings, step, loss, recompute, fidelity, input_grads = key
         update = Optimizer(name, dict(settings), step)
         either = key[:10] + key[11:]                    # the key but its fidelity
@@ -112,18 +112,16 @@ def simulate_stage(key: tuple, shard: Graph) -> tuple:
         if program is None:
             program = step_program(shard, hw, compute, micro, steps_per, update, loss, recompute, input_grads)
         if fidelity == "roofline":
-            if len(_BUILDS) >= BUILDS:
-                _BUILDS.pop(next(iter(_BUILDS)))
             _BUILDS[either] = program
-        _STAGES[key] = simulate_step(shard, hw, compute, micro, steps_per, update, loss, recompute, fidelity,
-                                     input_grads=input_grads, program=program)
-    return _STAGES[key]
+        found = _STAGES[key] = simulate_step(shard, hw, compute, micro, steps_per, update, loss, recompute, fidelity,
+                                             input_grads=input_grads, program=program)
+    return found
 
 
-STAGE_CACHE = 64                       # stage programs kept per process (a GPT-3 stage's Result is a few MB)
-BUILDS = 256                           # roofline-priced stages' builds kept for their tile pricing
-_STAGES: dict[tuple, tuple] = {}
-_BUILDS: dict[tuple, tuple] = {}
+# stage programs kept per process (a GPT-3 stage's Result is a few MB); roofline-priced stages' builds kept for their
+# tile pricing (taken out when used)
+_STAGES: Memo[tuple, tuple] = Memo("accelsim.parallel.train.simulate_stage", 64)
+_BUILDS: Memo[tuple, tuple] = Memo("accelsim.parallel.train: stage builds", 256)
 
 
 def assemble(sys_: System, plan: Plan, roles: list[dict], micro: int, per_sample: int | None, total: int | None,
@@ -137,7 +135,7 @@ def assemble(sys_: System, plan: Plan, roles: list[dict], micro: int, per_sample
     return _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinct, model or {})
 
 
-@functools.lru_cache(maxsize=4096)
+@memo(size=4096)
 def _timeline(forward: tuple, backward: tuple, hops: tuple, name: str, microbatches: int, chunks: int):
     """The schedule's timeline, once for plans whose passes take the same times (ZeRO changes only what follows)."""
     return schedule(list(forward), list(backward), list(hops), name, microbatches, chunks)
@@ -160,15 +158,12 @@ def _model_flops(whole: Graph, run, tp: int) -> float:
         return run.model_flops
     mine = sum(op.macs for op in run.result.ops if run.phase_of[op.name] == "forward")
     key = structure(whole)
-    if key not in _MACS:                        # a planner asks again for each plan sharing the stage
-        if len(_MACS) >= STAGE_CACHE:
-            _MACS.clear()
-        _MACS[key] = sum(op.macs for op in compile_graph(whole, Options()).ops)
-    ours = _MACS[key]
+    # a planner asks again for each plan sharing the stage
+    ours = _MACS.recall(key, lambda: sum(op.macs for op in compile_graph(whole, Options()).ops))
     return run.model_flops * ours / (tp * mine) if mine else run.model_flops
 
 
-_MACS: dict[tuple, int] = {}
+_MACS: Memo[tuple, int] = Memo("accelsim.parallel.train: whole stages' MACs", 64)
 
 
 def _partition(graph: Graph, plan: Plan) -> Graph:

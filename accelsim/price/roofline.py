@@ -16,11 +16,12 @@ from accelsim.price.energy import energy_j, with_promotion_j
 from compiler.dtypes import DType
 from compiler.frozen import but
 from compiler.ir import IR, IROp, OpKind, Move, Operand, Role
+from compiler.memo import Memo
 from compiler.targeting import compute_dtype, op_home, operand_path, pick_unit, role_path
 from compiler.targeting.identity import arch_key
 
-KNOWN = 65536        # estimates kept per process (a planner prices the same block's ops in hundreds of programs)
-_KNOWN: dict[tuple, OpResult] = {}
+# estimates kept per process (a planner prices the same block's ops in hundreds of programs)
+_KNOWN: Memo[tuple, OpResult] = Memo("accelsim.price.roofline.estimate", 65536)
 
 
 def estimate(ir: IR, arch: Arch) -> list[OpResult]:
@@ -32,8 +33,6 @@ def estimate(ir: IR, arch: Arch) -> list[OpResult]:
         key = (where, _twin(op))
         known = _KNOWN.get(key)
         if known is None:
-            if len(_KNOWN) >= KNOWN:
-                _KNOWN.clear()
             known = _KNOWN[key] = estimate_op(op, arch)
         out.append(known if known.name == op.name and known.node == op.node else
                    but(known, name=op.name, node=op.node))

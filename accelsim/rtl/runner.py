@@ -16,6 +16,7 @@ from pathlib import Path
 from accelsim.results.vcd import TIMESCALE
 from accelsim.sim.stimulus import Outcome, Stimulus
 from compiler.errors import UserError
+from compiler.memo import memo
 
 RTL_DIR = Path(__file__).resolve().parents[2] / "rtl"
 TOP = "systolic_core"
@@ -47,7 +48,7 @@ def cache_dir() -> Path:
     return (_scratch() if root == "off" else Path(root)) / "rtl"
 
 
-@functools.lru_cache(maxsize=1)
+@memo(size=1)
 def _scratch() -> Path:
     return Path(tempfile.mkdtemp(prefix="accelsim-"))
 

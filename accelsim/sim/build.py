@@ -5,7 +5,7 @@ Result carries the mappings it was simulated with, so nothing runs the pipeline 
 The stages, top to bottom:
 
     model -> Graph         accelsim.sim.model.load_model      zoo name, ONNX file, topology CSV or a Graph
-    Graph -> IR -> IR'     compiler.pipeline.compile_graph    lower, then the passes in compiler.pipeline
+    Graph -> IR -> IR'     compiler.compile.compile_graph    lower, then the passes in compiler.compile
     IR -> mappings         compiler.map.map_ir                a budgeted search, costed by accelsim.price.cost
     mappings -> Program    compiler.codegen.generate          tile rows: counts of bytes and work
     Program -> Result      accelsim.sim.tile                  accelsim.price prices, accelsim.engine schedules
@@ -33,7 +33,7 @@ from compiler.ir import IR
 from compiler.ops.lower import folded_nodes
 from compiler.map import DEFAULT_BUDGET, map_ir
 from compiler.mapping import Mapping
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 
 FIDELITIES = ("tile", "roofline")   # tile: map, codegen and the numba engine; roofline: the bound
 

@@ -12,12 +12,12 @@ import json
 import os
 import socket
 import time
-from functools import lru_cache
 from pathlib import Path
 
 from accelsim.arch import Arch
 from compiler.dtypes import DType
 from compiler.errors import UserError
+from compiler.memo import Memo, memo
 from accelsim.sweep.tasks import Task
 
 # Test hooks, read from the environment of the evaluating process (the tests kill, crash and count with them):
@@ -74,7 +74,7 @@ def measure(task: Task) -> dict:
             "utilisation": macs / (peak * latency) if latency else 0.0}
 
 
-@lru_cache(maxsize=1)
+@memo(size=1)
 def code_fingerprint() -> str:
     """A hash of the code that decides a result (compiler/, accelsim's arch, price, engine, sim and out packages
     and data; not the CLI, sweeps, reports or validation), so the store can tell rows another version computed."""
@@ -93,19 +93,17 @@ def compiled(model: str, options: tuple, dtype: DType, arch: Arch):
     it), built once per process and reused by every point of that kind (shapes only), as `accelsim run` builds it."""
     from accelsim.sim.build import default_launch
     from accelsim.sim.model import load_model
-    from compiler.pipeline import Options, compile_graph
+    from compiler.compile import Options, compile_graph
 
-    key = (model, options, dtype, arch.kind)
-    if key not in _COMPILED:
-        if len(_COMPILED) >= 32:
-            _COMPILED.clear()
+    def build() -> tuple:
         graph = load_model(model, **dict(options))
         launch = default_launch(dict(options))
-        _COMPILED[key] = graph, compile_graph(graph, Options(dtype=dtype, arch=arch, launch=launch))
-    return _COMPILED[key]
+        return graph, compile_graph(graph, Options(dtype=dtype, arch=arch, launch=launch))
+
+    return _COMPILED.recall((model, options, dtype, arch.kind), build)
 
 
-_COMPILED: dict[tuple, tuple] = {}
+_COMPILED: Memo[tuple, tuple] = Memo("accelsim.sweep.evaluate.compiled", 32)
 
 
 def array_area(arch: Arch) -> float | None:

@@ -20,6 +20,7 @@ from typing import Callable
 from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.errors import UserError
+from compiler.memo import memo
 from compiler.graph import Graph
 from compiler.train.step import DEFAULTS
 from compiler.zoo.layers import gelu_mlp, layer_norm, self_attention
@@ -141,7 +142,7 @@ def predict(case: TrainCase, arch) -> float:
     return _phase_seconds(case.step, arch)[case.phase]
 
 
-@functools.lru_cache(maxsize=32)
+@memo(size=32)
 def _phase_seconds(step: str, arch) -> dict[str, float]:
     # one simulated step answers its three phase rows (re-scoring predicts each row's key); an Arch is frozen,
     # so it is a cache key as it stands

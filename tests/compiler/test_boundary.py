@@ -12,7 +12,7 @@ from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.ir import Move
 from compiler.ops.interpret import run_ir
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 
 
 def compiled(key, arch_name, caches):

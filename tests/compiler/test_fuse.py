@@ -10,7 +10,7 @@ from accelsim.sim.api import random_inputs, run
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.ops.interpret import run_ir
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 
 
 def fused_ir(model, arch_name, dtype=None, launch="eager", fuse="runtime", **options):

@@ -9,7 +9,7 @@ from accelsim.sim.tile import run_tiles
 from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.mapping import LevelTile, Mapping
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 from compiler.program import COMPUTE, LOAD, MAX_DEPS, STORE
 
 I = np.int64

@@ -19,7 +19,7 @@ from compiler.dtypes import DType
 from compiler.errors import MappingError
 from compiler.ir import OpKind
 from compiler.mapping import LevelTile, Mapping, Spatial, gemm_view, op_signature
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 
 GPUS = ["gtx580", "v100", "a100", "h100", "h200"]
 LAUNCH = 3e-6  # the GPU presets' launch_overhead

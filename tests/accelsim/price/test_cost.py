@@ -13,7 +13,7 @@ from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.targeting import pick_unit
 from compiler.mapping import LevelTile
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 from tests.compiler.map.test_map import gemm
 
 

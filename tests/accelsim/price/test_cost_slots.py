@@ -11,7 +11,7 @@ from accelsim.sim.model import load_model
 from accelsim.sim.tile import run_tiles
 from compiler.map import map_op
 from compiler.map.space import candidates
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from accelsim.price.program import price
 from accelsim.sim.build import mappings_for
 from compiler.builder import Builder
 from compiler.codegen import generate
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 from compiler.program import COMPUTE
 
 

@@ -9,7 +9,7 @@ from accelsim.arch import load_arch, preset_names
 from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.errors import UserError
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 
 
 def gemm(m=256, k=256, n=256):

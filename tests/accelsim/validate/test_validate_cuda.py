@@ -14,7 +14,7 @@ from accelsim.validate.torch_ops import TOLERANCE
 from accelsim.validate.cuda_suites import GEMM_DTYPES, SUITES, suite_keys
 from accelsim.validate.zoo_cases import case_key, model_cases
 from compiler.dtypes import DType
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 
 
 def test_every_suite_key_parses_and_the_gemm_suite_spans_the_issue():

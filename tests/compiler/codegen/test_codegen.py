@@ -14,7 +14,7 @@ from compiler.dtypes import DType
 from compiler.ir import Einsum, OpKind
 from compiler.mapping import LevelTile, Mapping
 from compiler.ops.elementwise import ONE_INPUT_DTYPE
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 from compiler.program import COMPUTE, LOAD, STORE
 
 

@@ -14,7 +14,7 @@ from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.ir import Einsum
 from compiler.mapping import LevelTile, Mapping
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 from compiler.program import COMPUTE, STORE
 
 FIELDS = ("kind", "level", "operand", "bytes", "m", "n", "k", "work", "useful")

@@ -19,7 +19,7 @@ from compiler.map.legal import check
 from compiler.targeting import Overflow
 from compiler.map.space import candidates
 from compiler.mapping import LevelTile
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 
 
 def padded(mapping) -> float:
@@ -177,7 +177,7 @@ def test_no_layer_falls_back_to_tiny_steps(arch_name):
     import math
 
     from accelsim.price.cost import reporter
-    from compiler.pipeline import Options, compile_graph
+    from compiler.compile import Options, compile_graph
 
     arch = load_arch(arch_name)
     for model, options in (("resnet18", {}), ("bert_base", {"layers": 1})):

@@ -16,7 +16,7 @@ from accelsim.sim.model import load_model
 from compiler.map import map_op
 from compiler.map.space import INNER_RUNG_TILES, RUNG_TILES, candidates
 from compiler.targeting import Footprints
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 
 LAYERS = ("layer4.0/conv2", "layer2.0/conv1", "fc")      # weights of 2.36 MB, 74 kB and 513 kB, at 32 px
 KIB = 1024

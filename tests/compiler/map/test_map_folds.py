@@ -11,7 +11,7 @@ from accelsim.sim.tile import run_tiles
 from compiler.codegen import generate
 from compiler.map import map_op
 from compiler.map.space import candidates
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 from tests.compiler.map.test_map import gemm
 
 ROWS = COLS = 8

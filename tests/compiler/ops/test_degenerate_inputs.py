@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 from compiler.errors import ModelError
 from compiler.frontend import from_model
 from compiler.ops.interpret import run_graph
-from compiler.pipeline import compile_graph
+from compiler.compile import compile_graph
 
 F32 = TensorProto.FLOAT
 

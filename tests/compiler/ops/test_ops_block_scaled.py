@@ -15,7 +15,7 @@ from compiler.frontend import from_model
 from compiler.ir import Axis, Einsum, Operand, Role, is_scale
 from compiler.mapping import gemm_view
 from compiler.ops.interpret import run_ir
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 from compiler.targeting import Footprints, compute_dtype, separable
 
 RNG = np.random.default_rng(5)

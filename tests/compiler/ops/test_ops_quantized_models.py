@@ -20,7 +20,7 @@ from compiler.ir import Einsum, Map, Move
 from compiler.ops.interpret import run_graph, run_ir
 from compiler.ops.qlinear import Requantize
 from compiler.ops.quantize import Dequantize
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 
 RNG = np.random.default_rng(11)
 F32 = TensorProto.FLOAT

@@ -241,7 +241,7 @@ def test_training_step_runs_tile_by_tile_and_chunk_by_chunk():
     from accelsim.sim.build import mappings_for
     from compiler.codegen import generate
     from compiler.codegen.execute import vector_tiled
-    from compiler.pipeline import Options, compile_graph
+    from compiler.compile import Options, compile_graph
     from compiler.targeting import sliced
     from tests.compiler.codegen.test_codegen import check_every_op
 

@@ -19,7 +19,7 @@ from compiler.dtypes import DType
 from compiler.ir import Einsum, OpKind, Move
 from compiler.ops.interpret import run_graph, run_ir
 from compiler.ops.lower import lower
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 from compiler.targeting import sliced
 from compiler.train import Optimizer, training_graph
 from tests.compiler.train.train_checks import close

@@ -7,7 +7,7 @@ import accelsim
 from accelsim.arch import load_arch
 from compiler.dtypes import DType
 from compiler.ir import Move
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 
 # Llama-2-7B per layer, two of its 32 layers, at batch 16 over 2,048 positions in fp16
 HIDDEN, MLP, VOCAB, HEADS, LAYERS, BATCH, CONTEXT, FP16 = 4096, 11008, 32000, 32, 2, 16, 2048, 2

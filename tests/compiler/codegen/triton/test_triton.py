@@ -23,7 +23,7 @@ from compiler.dtypes import DType  # noqa: E402
 from compiler.errors import UserError  # noqa: E402
 from compiler.ir import Axis, Einsum, Operand, Role  # noqa: E402
 from compiler.map import map_op  # noqa: E402
-from compiler.pipeline import Options, compile_graph  # noqa: E402
+from compiler.compile import Options, compile_graph  # noqa: E402
 
 try:
     import torch

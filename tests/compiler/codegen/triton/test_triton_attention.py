@@ -14,7 +14,7 @@ from compiler.codegen.triton import NoTritonKernel, load  # noqa: E402
 from compiler.codegen.triton.attention import attention_kernel  # noqa: E402
 from compiler.dtypes import DType  # noqa: E402
 from compiler.passes.attention import attention_groups  # noqa: E402
-from compiler.pipeline import Options, compile_graph  # noqa: E402
+from compiler.compile import Options, compile_graph  # noqa: E402
 
 torch = pytest.importorskip("torch", reason="the interpreter runs kernels on torch tensors")
 pytest.importorskip("triton")

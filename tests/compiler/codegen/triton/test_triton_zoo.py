@@ -9,7 +9,7 @@ from accelsim.arch import load_arch
 from compiler.codegen.triton import NoTritonKernel, load
 from tests.compiler.triton_kernel_of import kernel_of
 from compiler.dtypes import DType
-from compiler.pipeline import Options, compile_graph
+from compiler.compile import Options, compile_graph
 from compiler.zoo import build
 
 MODELS = {

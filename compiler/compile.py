@@ -1,6 +1,6 @@
 """The compiler's stages in order: import or build -> Graph -> lower -> IR -> passes -> IR'.
 
-PIPELINE lists the IR passes in the order they run; the order is written here, never discovered.
+PASSES lists the IR passes in the order they run; the order is written here, never discovered.
 """
 from __future__ import annotations
 
@@ -27,12 +27,12 @@ class Options:
 
 # fold_qdq after quantize: the model's quantized tensors keep their dtypes; fuse over the ops as they run; boundary
 # last, over the operands as kernels pass them
-PIPELINE = [quantize, fold_qdq, fuse, boundary]
+PASSES = [quantize, fold_qdq, fuse, boundary]
 
 
 def compile_graph(graph: Graph, options: Options = Options()) -> IR:
     refuse_empty(graph)
     ir = lower(graph)
-    for step in PIPELINE:
+    for step in PASSES:
         ir = step(ir, options)
     return ir
