@@ -14,6 +14,7 @@ from compiler.hardware import (
     MicroKernel, Power, SimtLimits, SystolicArray, UnitRole,
 )
 from compiler.dtypes import DType
+from compiler.hardware.profiles import PROFILES, UNIT_KEYS, profile
 from compiler.ir import Role
 from compiler.references import quoted
 
@@ -111,9 +112,12 @@ def _quantity(f: _File, value, path: str, parse, positive: bool = True):
 
 
 def _choice(f: _File, value, path: str, enum_cls, what: str):
-    names = [m.value for m in enum_cls]
+    return enum_cls(_one_of(f, value, path, [m.value for m in enum_cls], what))
+
+
+def _one_of(f: _File, value, path: str, names: list[str], what: str) -> str:
     if isinstance(value, str) and value in names:
-        return enum_cls(value)
+        return value
     close = difflib.get_close_matches(str(value), names, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     raise f.error(path, f"unknown {what} {quoted(value)}; {hint}use one of {', '.join(names)}")
@@ -224,13 +228,13 @@ def _unit(f: _File, value, path: str, kind: ArchKind, clock_hz: float) -> Comput
     if [t for t, _ in energy] != [t for t, _ in per_cycle]:
         raise f.error(_at(path, energy_key), f"dtypes {[t.value for t, _ in energy]} must match {per_key} "
                                              f"{[t.value for t, _ in per_cycle]}, in the same order")
-    spatial = kind in (ArchKind.systolic, ArchKind.ternary) and role is UnitRole.matrix
+    kind_of = profile(kind)
     gemm = role is UnitRole.matrix
-    for key, wanted in (("array", spatial), ("dataflows", spatial), ("limits", kind is ArchKind.simt),
-                        ("pipeline_stages", kind is ArchKind.simt and gemm), ("micro_kernel", kind is ArchKind.simd and gemm)):
-        if key in d and not wanted:
+    allowed = kind_of.matrix_keys if gemm else kind_of.vector_keys
+    for key in UNIT_KEYS:
+        if key in d and key not in allowed:
             raise f.error(_at(path, key), f"{d[key]!r} makes no sense on a {kind.value} {role.value} unit")
-        if key not in d and wanted and key in ("array", "dataflows", "limits") and (key != "limits" or gemm):
+        if key not in d and gemm and key in kind_of.required_matrix_keys:
             raise f.error(_at(path, key), f"missing key {key!r} (required on a {kind.value} matrix unit)")
     array = _array(f, d["array"], _at(path, "array")) if "array" in d else None
     if array is not None:
@@ -297,7 +301,7 @@ def _output_stage(f: _File, d: dict, path: str, kind: ArchKind, role: UnitRole) 
     value, where = d["output_stage"], _at(path, "output_stage")
     if not isinstance(value, bool):
         raise f.error(where, f"{quoted(value)} is not true or false")
-    if value and (role is not UnitRole.vector or kind not in (ArchKind.systolic, ArchKind.ternary)):
+    if value and (role is not UnitRole.vector or "output_stage" not in profile(kind).vector_keys):
         raise f.error(where, f"only a vector unit beside a systolic or ternary array runs its epilogues as they "
                              f"leave it, not a {kind.value} {role.value} unit")
     return value
@@ -398,7 +402,7 @@ def build_arch(data, shown: str, source) -> Arch:
         version = data["version"]
         raise f.error("version", f"unsupported version {quoted(version)}; this accelsim reads version {SCHEMA_VERSION}")
     d = _mapping(f, data, "", _TOP, ("interconnect",))
-    kind = _choice(f, d["kind"], "kind", ArchKind, "kind")
+    kind = PROFILES[_one_of(f, d["kind"], "kind", list(PROFILES), "kind")].kind
     clock_hz = _quantity(f, d["clock"], "clock", units.parse_frequency)
     raw_compute = _list(f, d["compute"], "compute")
     compute = tuple(_unit(f, v, f"compute[{i}]", kind, clock_hz) for i, v in enumerate(raw_compute))
@@ -407,8 +411,9 @@ def build_arch(data, shown: str, source) -> Arch:
     if UnitRole.matrix not in roles or roles.count(UnitRole.vector) != 1:
         listed = [r.value for r in roles]
         raise f.error("compute", f"roles {listed}: need at least one matrix unit and exactly one vector unit")
-    if kind is ArchKind.ternary and not any(u.supports(DType.ternary) for u in compute if u.role is UnitRole.matrix):
-        raise f.error("compute", "a ternary arch needs a matrix unit with `ternary` in macs_per_cycle")
+    needs = profile(kind).matrix_dtype
+    if needs is not None and not any(u.supports(needs) for u in compute if u.role is UnitRole.matrix):
+        raise f.error("compute", f"a {kind.value} arch needs a matrix unit with `{needs.value}` in macs_per_cycle")
     raw_memory = _list(f, d["memory"], "memory")
     memory = tuple(_level(f, v, f"memory[{i}]", clock_hz) for i, v in enumerate(raw_memory))
     _unique(f, memory, "memory")

@@ -18,10 +18,9 @@ from compiler.hardware.arch import ArchKind
 T = TypeVar("T")
 
 # The unit keys whose presence depends on the kind (accelsim.arch.schema): a PE array and its dataflows, a GPU SM's
-# occupancy limits and shared-memory stages, a CPU's GEMM micro-kernel, a vector unit beside an array that runs the
-# array's epilogues as its results leave it.
-UNIT_KEYS = ("array", "dataflows", "limits", "pipeline_stages", "micro_kernel", "output_stage")
-
+# occupancy limits and shared-memory stages, a CPU's GEMM micro-kernel. (`output_stage`, a vector unit beside an array
+# that runs the array's epilogues as its results leave it, may be false anywhere, true only where a kind allows it.)
+UNIT_KEYS = ("array", "dataflows", "limits", "pipeline_stages", "micro_kernel")
 
 class Registry(dict[str, T]):
     """Entries by name; a name not there is a UserError naming it and the names there are (`what`: what an entry
@@ -55,7 +54,8 @@ class KindProfile:
     promotion_after_mma: bool
     # mapping: the target generator's name (compiler.map.targets.TARGETS)
     targets: str
-    # YAML (accelsim.arch.schema): UNIT_KEYS a matrix unit / the vector unit may carry, those a matrix unit must
+    # YAML (accelsim.arch.schema): UNIT_KEYS (and output_stage) a matrix unit / the vector unit may carry, those a
+    # matrix unit must
     matrix_keys: tuple[str, ...]
     vector_keys: tuple[str, ...]
     required_matrix_keys: tuple[str, ...]
