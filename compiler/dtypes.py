@@ -6,6 +6,7 @@ Types narrower than numpy's (bf16, the fp8 and fp4 formats, 4- and 2-bit integer
 wider numpy type (`numpy`); `narrow` is the ml_dtypes type that rounds or packs them, as onnx's own arrays use.
 ml_dtypes (~0.9 s to import) is imported on first use of `narrow` or `from_numpy`; the ONNX numbers are written out.
 """
+import builtins
 import enum
 
 import numpy as np
@@ -46,7 +47,7 @@ class DType(enum.Enum):
         return _BITS[self]
 
     @property
-    def is_float(self) -> bool:
+    def is_float(self) -> builtins.bool:    # in this class `bool` is the member DType.bool
         return self in _FLOATS
 
     @property

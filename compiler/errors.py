@@ -3,6 +3,7 @@
 The CLI turns a UserError into one line on stderr and a non-zero exit; anything
 else escaping is a bug in accelsim, not in the user's input.
 """
+import os
 
 
 class UserError(Exception):
@@ -31,7 +32,8 @@ class MappingError(UserError):
 
 
 class OutOfScopeError(ModelError):
-    """A model using what accelsim leaves out by design (strings, sequences, image decoding...); the message says why."""
+    """A model using what accelsim leaves out by design (strings, sequences, image decoding...); the message says
+    why."""
 
 
 class CapacityWarning(UserWarning):
@@ -43,7 +45,7 @@ class CacheWarning(UserWarning):
     says why; the result is computed again."""
 
 
-def read_text(path, error: type[UserError] = UserError, shown: str | None = None) -> str:
+def read_text(path: str | os.PathLike[str], error: type[UserError] = UserError, shown: str | None = None) -> str:
     """The UTF-8 text of a file the user gave, newlines as open() reads them. One that cannot be read, or is not
     UTF-8, is `error` naming the file (as `shown`, else its path), the line and the first bad byte."""
     from pathlib import Path
