@@ -10,30 +10,14 @@ from typing import Iterator
 
 from compiler.ir import Einsum
 from compiler.map.legal import nothing_fits
+from compiler.map.targets import SYSTOLIC, Targets, targets
 from compiler.targeting import Footprints, Overflow, op_levels, per_instance, pick_unit
 from compiler.mapping import LevelTile, Mapping, Spatial, gemm_view, op_signature
 from compiler.memo import Memo
 
-# Which GEMM group a systolic array lays on its rows, its columns, and streams through in time
-# (SCALE-Sim's definitions). WS: weights k x n stay in the PEs, activations stream m rows east.
-# OS: each PE accumulates one output of an m x n block while k streams. IS: inputs k x m stay, n streams.
-SYSTOLIC = {"ws": ("k", "n", "m"), "os": ("m", "n", "k"), "is": ("k", "m", "n")}
-# Thread-block tiles (m, n, k) a GPU GEMM library would try first; CPU register/L1 blocks likewise.
-SIMT_BLOCKS = ((128, 128, 32), (128, 64, 32), (64, 128, 32), (64, 64, 64), (256, 128, 32), (64, 64, 32),
-               (32, 32, 32))  # the small ones for small L2s and register files (GTX 580)
-SIMD_BLOCKS = ((64, 64, 64), (32, 64, 128), (128, 64, 32))
-# A CPU BLAS keeps C's micro-tile in registers and a k x nr sliver of B in L1 that the rows of A stream past
-# (BLIS's loop order), so a SIMD step too big for l1d gives up n, then m, down to one micro-tile before k:
-# shrinking k first (as a GPU's thread block does) left 2048^3 fp32 on a 32 KiB l1d with steps of k = 1.
-SIMD_SHRINK = ("n", "m", "k")
 POLICIES = ("kmn", "mnk", "nmk")     # which group an outer level tiles first when it must shrink
 MIN_K_STEPS = 2     # split-K leaves each instance two steps of k at least: one loads while one computes
 STREAM_CUTS = (2, 4)   # a GPU level that holds the whole op is also offered cut along k so it pipelines (`_streamed`)
-# Steps of several array folds along k, tried after the one-fold step (`_targets`): 8 folds of 8 rows fill
-# a 3x3 conv's c*r*s as 7*3*3 = 63 of 64 rows. Larger steps gain little and leave the levels outside them
-# few tiles to pipeline, which the cost model underrates (systolic_32x32, ResNet-18's layer4 3x3 convs as
-# one step of 18 folds: estimated 124 k cycles, 152 k in the tile engine; steps of 2 folds: 120 k).
-FOLD_STEPS = (2, 8)
 # `_smaller_buffers` halves a level's room until the level holds this many tiles of the op: by then each tile's
 # fill is a small share of the op's transfer, and smaller tiles only add refetches and per-tile latency
 RUNG_TILES = 64
@@ -54,16 +38,17 @@ def candidates(op: Einsum, arch) -> Iterator[Mapping]:
     signature = op_signature(op)
     tilings, seen, problem = [], set(), None
     align = _micro_blocks(unit, groups, dtype)
-    for flow, targets, inner_first in _targets(unit, op, sizes.paths[-1]):
-        if targets is None and tilings:
+    kind = targets(arch)
+    for flow, step_targets, inner_first in _targets(kind, unit, op, sizes.paths[-1]):
+        if step_targets is None and tilings:
             break
-        step = _shrink_to_fit(sizes, levels[1:], _split(groups, extents, targets or {}, align), groups, inner_first,
-                              extents, align)
+        step = _shrink_to_fit(sizes, levels[1:], _split(groups, extents, step_targets or {}, align), groups,
+                              inner_first, extents, align)
         if isinstance(step, Overflow):
-            problem = step if targets is None else problem or step     # report the smallest tile's
+            problem = step if step_targets is None else problem or step     # report the smallest tile's
             continue
         share = step
-        for spread in _spreads(groups, extents, share, unit.count, dealt=unit.limits is not None):
+        for spread in _spreads(groups, extents, share, unit.count, dealt=kind.dealt):
             step = {d: min(extents[d], t * spread.get(d, 1)) for d, t in share.items()}
             if (flow, tuple(step.values())) in seen:     # another target shrank to the same step
                 continue
@@ -71,9 +56,9 @@ def candidates(op: Einsum, arch) -> Iterator[Mapping]:
             for policy in POLICIES:
                 tiles = _outer_tiles(sizes, levels, step, spread, groups, policy, extents)
                 if isinstance(tiles, Overflow):
-                    problem = tiles if targets is None else problem or tiles
+                    problem = tiles if step_targets is None else problem or tiles
                     continue
-                for tiles in [tiles] + (_streamed(tiles, groups, extents) if unit.limits is not None else []):
+                for tiles in [tiles] + (_streamed(tiles, groups, extents) if kind.streamed else []):
                     key = (flow, tuple(tuple(t.values()) for t in tiles), tuple(spread.items()))
                     if key not in seen:
                         seen.add(key)
@@ -81,7 +66,7 @@ def candidates(op: Einsum, arch) -> Iterator[Mapping]:
     if not tilings:
         raise nothing_fits(op, arch, problem)
     # After every target's largest tiles, what smaller buffers hold, smallest first
-    smaller = _smaller_buffers(sizes, levels, unit, op, groups, extents, align) if unit.array is not None else []
+    smaller = _smaller_buffers(sizes, levels, kind, unit, op, groups, extents, align) if kind.smaller_buffers else []
     for flow, tiles, spread in sorted(smaller, key=lambda found: _held(sizes, levels, found[1])):
         key = (flow, tuple(tuple(t.values()) for t in tiles), tuple(spread.items()))
         if key not in seen:
@@ -96,32 +81,11 @@ def candidates(op: Einsum, arch) -> Iterator[Mapping]:
                 yield _build(op, sizes, signature, unit, dtype, flow, levels, tiles, options[rank], spread, groups)
 
 
-def _targets(unit, op: Einsum, output_path: list[int]):
-    """(dataflow, step size per group for one instance, groups to shrink first when it does not fit).
-
-    A systolic step is one fold of the array, then (WS, IS: k on the array's rows) steps of FOLD_STEPS folds
-    along k: the array accumulates each fold's partial sums onto the last (rtl/systolic_core.v adds a tile's
-    rows into its accumulators), so the output tile is the one-fold step's, and accelsim.price.systolic
-    prices the folds back to back, each fold's load under the last one's stream, as the cycle-level model
-    runs them. A conv's k = c*r*s fills 8 rows as 2*1*3 = 6 in one fold (75%), 64 as 7*3*3 = 63 in 8 folds
-    (98%). Only where an on-chip level holds the output (the accumulators), and OS needs none: its step
-    streams all of k already."""
-    if unit.array is not None:
-        accumulates = bool(output_path) and output_path[-1] > 0
-        for flow in unit.dataflows:
-            rows, cols, stream = SYSTOLIC[flow.value]
-            # A WS tile streams its rows into accumulators of `accumulator_rows` rows (rtl/systolic_core.v).
-            depth = unit.array.accumulator_rows if flow.value == "ws" and unit.array.accumulator_rows else None
-            fold = {"b": 1, rows: unit.array.rows, cols: unit.array.cols, stream: depth}
-            yield flow.value, fold, (stream, "b")
-            if rows == "k" and accumulates:
-                for folds in FOLD_STEPS:
-                    yield flow.value, fold | {"k": folds * unit.array.rows}, ("k", stream, "b")
-    else:
-        blocks, shrink = (SIMT_BLOCKS, ("k", "m", "n")) if unit.limits is not None else (SIMD_BLOCKS, SIMD_SHRINK)
-        for m, n, k in blocks:
-            yield None, {"b": 1, "m": m, "n": n, "k": k}, shrink
-    # The last resort, tried only when nothing above fits: one MAC per step (None: every group 1).
+def _targets(kind: Targets, unit, op: Einsum, output_path: list[int]):
+    """(dataflow, step size per group for one instance, groups to shrink first when it does not fit): the kind's
+    targets (compiler.map.targets), then the last resort, tried only when nothing above fits: one MAC per step
+    (None: every group 1)."""
+    yield from kind.steps(unit, op, output_path)
     yield (unit.dataflows[0].value if unit.dataflows else None), None, ()
 
 
@@ -292,13 +256,14 @@ def _level_tile(sizes, level, outer, step, spread, groups, policy) -> dict[str, 
 
 def smaller_buffers(op, arch) -> bool:
     """Whether the space of `op` also holds the tilings smaller buffers give: on a PE array, whose SRAMs a DMA
-    fills tile by tile. A GPU's L2 streams instead (`_streamed`), and the GPU and CPU cost models are held to
-    published and measured timings (validation/) that these tilings have not been checked against."""
-    unit, _ = pick_unit(op, arch)
-    return unit.array is not None
+    fills tile by tile (compiler.map.targets). A GPU's L2 streams instead (`_streamed`), and the GPU and CPU cost
+    models are held to published and measured timings (validation/) that these tilings have not been checked
+    against."""
+    pick_unit(op, arch)     # an op no unit runs is refused here as in its space
+    return targets(arch).smaller_buffers
 
 
-def _smaller_buffers(sizes, levels, unit, op, groups, extents, align) -> list[tuple]:
+def _smaller_buffers(sizes, levels, kind: Targets, unit, op, groups, extents, align) -> list[tuple]:
     """(dataflow, tiles, spread) as smaller buffers would give them: the step shrunk to fit each combination of the
     levels' rooms, and `_outer_tiles` under each combination of rooms of the levels outside it, each room a rung of
     `_rungs`. Whether a rung is offered depends on the rung and the op, never on the capacity, so a bigger buffer
@@ -314,14 +279,14 @@ def _smaller_buffers(sizes, levels, unit, op, groups, extents, align) -> list[tu
     found, seen = [], set()
     for rooms in itertools.product(*rungs.values()):
         view = _Room(sizes, dict(zip(rungs, rooms)))
-        for flow, targets, inner_first in _targets(unit, op, sizes.paths[-1]):
-            if targets is None:
+        for flow, step_targets, inner_first in _targets(kind, unit, op, sizes.paths[-1]):
+            if step_targets is None:
                 continue
-            share = _shrink_to_fit(view, levels[1:], _split(groups, extents, targets, align), groups, inner_first,
-                                   extents, align)
+            share = _shrink_to_fit(view, levels[1:], _split(groups, extents, step_targets, align), groups,
+                                   inner_first, extents, align)
             if isinstance(share, Overflow):
                 continue
-            for spread in _spreads(groups, extents, share, unit.count, dealt=unit.limits is not None):
+            for spread in _spreads(groups, extents, share, unit.count, dealt=kind.dealt):
                 step = {d: min(extents[d], t * spread.get(d, 1)) for d, t in share.items()}
                 for policy in POLICIES:
                     # the innermost level's room shapes the step alone: the levels outside it tile as before

@@ -1,4 +1,4 @@
-"""Compute steps that span several array folds along k (compiler.map.space.FOLD_STEPS): the one-fold step is still
+"""Compute steps that span several array folds along k (compiler.map.targets.FOLD_STEPS): the one-fold step is still
 offered first, a 3x3 conv's c*r*s fills its folds, and the engine prices such a step's folds back to back, as the
 fold formula counted by hand from the program's compute rows says."""
 import math

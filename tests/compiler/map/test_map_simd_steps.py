@@ -1,5 +1,5 @@
 """SIMD (CPU) steps: a step too big for l1d gives up n, then m, down to one micro-tile before k
-(compiler.map.space.SIMD_SHRINK), as a BLAS keeps C's micro-tile in registers and a k x nr sliver of B in L1.
+(compiler.map.targets.SIMD_SHRINK), as a BLAS keeps C's micro-tile in registers and a k x nr sliver of B in L1.
 
 The micro-tiles and the l1d size are worked out here by hand from the arch files, not read from the mapper.
 Before the rule, 2048^3 fp32 on the EPYC host walked 2.3 M steps of k = 1 (11.5 M Program rows, 3.9 GB).
