@@ -8,7 +8,8 @@ An op module defines a subclass of OpDef decorated with @register("OpType", ...)
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import SupportsInt, TypeVar
 
 import numpy as np
 
@@ -27,13 +28,16 @@ COMM_DOMAIN = "ai.accelsim.comm"
 COMM: dict[str, "OpDef"] = {}
 DOMAINS: dict[str, dict[str, "OpDef"]] = {"": REGISTRY, TRAINING_DOMAIN: TRAINING, COMM_DOMAIN: COMM}
 
+Definition = TypeVar("Definition", bound="OpDef")
+Value = TypeVar("Value")
 
-def register(*op_types: str, domain: str = ""):
+
+def register(*op_types: str, domain: str = "") -> Callable[[type[Definition]], type[Definition]]:
     if domain not in DOMAINS:
         raise RuntimeError(f"ops register in the ONNX domain, {TRAINING_DOMAIN} or {COMM_DOMAIN}, not {domain!r}")
     table = DOMAINS[domain]
 
-    def wrap(cls):
+    def wrap(cls: type[Definition]) -> type[Definition]:
         instance = cls()
         for op_type in op_types:
             if op_type in table:
@@ -76,16 +80,33 @@ def unknown(node: Node, message: str, *tensors: str) -> UnknownValueError:
     return UnknownValueError(f"{node.where()}: {message}", tensors)
 
 
-def out(node: Node, shape, dtype: DType, index: int = 0) -> Tensor:
+def out(node: Node, shape: Iterable[SupportsInt], dtype: DType, index: int = 0) -> Tensor:
     return Tensor(node.outputs[index], tuple(map(int, shape)), dtype)
 
 
-def require(node: Node, ins: list[Tensor | None], count: int, at_most: int | None = None) -> None:
+def require(node: Node, ins: list[Tensor | None], count: int, at_most: int | None = None) -> list[Tensor]:
+    """Check the node has `count` to `at_most` inputs, the first `count` given; return those `count`, typed:
+    `x, w = require(node, ins, 2, 3)`."""
     present = len(ins)
     hi = count if at_most is None else at_most
     if present < count or present > hi or not all(ins[:count]):     # a Tensor is always true: only None is not
         expected = f"{count}" if hi == count else f"{count} to {hi}"
         raise fail(node, f"expects {expected} inputs, got {present}")
+    return [t for t in ins[:count] if t is not None]
+
+
+def optional(ins: Sequence[Value | None], index: int) -> Value | None:
+    """Optional input (or reference argument) `index`: None where it is omitted or past the end."""
+    return ins[index] if index < len(ins) else None
+
+
+def given(node: Node, args: Sequence[Value | None], count: int) -> list[Value]:
+    """A reference's first `count` arguments, which infer's `require` checked are given, typed:
+    `x, w = given(node, args, 2)`."""
+    present = [a for a in args[:count] if a is not None]
+    if len(present) < count:
+        raise fail(node, f"expects {count} inputs, got {len(present)}")
+    return present
 
 
 def const_input(node: Node, graph: Graph, index: int, what: str) -> np.ndarray:
@@ -137,8 +158,8 @@ def map_reference(definition: "OpDef", node: Node, graph: Graph, ops_per_element
     present, so an omitted optional one ('') goes back into its slot as None."""
     present = [i for i, name in enumerate(node.inputs) if name]
 
-    def compute(*arrays):
-        args: list = [None] * len(node.inputs)
+    def compute(*arrays: np.ndarray) -> np.ndarray:
+        args: list[np.ndarray | None] = [None] * len(node.inputs)
         for i, a in zip(present, arrays):
             args[i] = a
         return definition.reference(node, args)[0]
