@@ -12,6 +12,8 @@ import numpy as np
 from compiler.dtypes import DType
 from accelsim.price.clock import to_arch_cycles
 from compiler.targeting import instance_tile, k_split, units_used
+from compiler.hardware import Arch, ComputeUnit
+from compiler.mapping import Mapping
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,8 @@ class Blocking:
     cycles: np.ndarray                  # arch cycles, launch included
 
 
-def matrix_cycles(m, n, k, unit, arch, mapping, dtype) -> np.ndarray:
+def matrix_cycles(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit: ComputeUnit, arch: Arch, mapping: Mapping | None,
+                  dtype: DType | str) -> np.ndarray:
     """Compute cycles at the arch clock of GEMM rows (m, n, k) on a SIMD matrix unit.
 
     Worked example, Xeon AVX-512 fp32, 100 x 64 x 256 on one core (a mapping with one "units"): the
@@ -37,7 +40,8 @@ def matrix_cycles(m, n, k, unit, arch, mapping, dtype) -> np.ndarray:
     return blocking(m, n, k, unit, arch, mapping, dtype).cycles
 
 
-def blocking(m, n, k, unit, arch, mapping, dtype) -> Blocking:
+def blocking(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit: ComputeUnit, arch: Arch, mapping: Mapping | None,
+             dtype: DType | str) -> Blocking:
     m, n, k = (np.atleast_1d(np.asarray(x, np.int64)) for x in (m, n, k))
     dtype = DType(dtype)
     mi, ni, ki = instruction_shape(unit, dtype)
@@ -52,7 +56,8 @@ def blocking(m, n, k, unit, arch, mapping, dtype) -> Blocking:
     splits = np.maximum(-(-k // np.maximum(tile[2], 1)), 1) if tile and k_split(mapping) > 1 else 1
     blocks = -(-m // cm) * -(-n // cn) * splits
     busiest = -(-blocks // cores)
-    k_padded = -(-(-(-k // splits)) // ki) * ki
+    k_share = -(-k // splits)
+    k_padded = -(-k_share // ki) * ki
     padded = busiest * (-(-cm // mr) * mr) * (-(-cn // nr) * nr) * k_padded
     cycles = to_arch_cycles(padded / unit.peak_per_cycle(dtype), unit, arch)
     if cycles.size:
@@ -61,7 +66,7 @@ def blocking(m, n, k, unit, arch, mapping, dtype) -> Blocking:
                     cycles=cycles)
 
 
-def instruction_shape(unit, dtype: DType) -> tuple[int, int, int]:
+def instruction_shape(unit: ComputeUnit, dtype: DType) -> tuple[int, int, int]:
     """(m, n, k) of one instruction: C holds `register_rows` rows of `register_bytes` of accumulators
     (fp32/int32, fp64 for fp64). K is what feeds one accumulator: a tile register's row on AMX
     (64 B / 2 B = 32 bf16), one accumulator's width on a vector (fp32 FMA 1, AVX-512 VNNI 4 int8)."""

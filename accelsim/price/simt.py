@@ -5,6 +5,7 @@ tiles and no latency, epilogue or launch; memory bandwidth is the engine's, not 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +13,8 @@ import numpy as np
 from compiler.dtypes import DType
 from accelsim.price.clock import to_arch_cycles
 from compiler.targeting import gemm_sizes, instance_tile, k_split, units_used
+from compiler.hardware import Arch, ComputeUnit, MemoryLevel
+from compiler.mapping import Mapping
 
 # Without a mapping a kernel uses CUTLASS's common 128 x 128 x 32 thread block; with one, a block is
 # the mapping's step per SM (compiler.map: the innermost tile split over the "units" factors).
@@ -43,7 +46,8 @@ class Kernel:
     cycles: np.ndarray                  # arch cycles, launch included
 
 
-def matrix_cycles(m, n, k, unit, arch, mapping, dtype) -> np.ndarray:
+def matrix_cycles(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit: ComputeUnit, arch: Arch, mapping: Mapping | None,
+                  dtype: DType | str) -> np.ndarray:
     """Compute cycles at the arch clock of GEMM rows (m, n, k) on a SIMT matrix unit; the rows passed
     together are one kernel (a whole GEMM, or the steps compiler.map cut it into).
 
@@ -57,10 +61,12 @@ def matrix_cycles(m, n, k, unit, arch, mapping, dtype) -> np.ndarray:
     return kernel(m, n, k, unit, arch, mapping, dtype).cycles
 
 
-def kernel(m, n, k, unit, arch, mapping, dtype) -> Kernel:
+def kernel(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit: ComputeUnit, arch: Arch, mapping: Mapping | None,
+           dtype: DType | str) -> Kernel:
     m, n, k = (np.atleast_1d(np.asarray(x, np.int64)) for x in (m, n, k))
     dtype = DType(dtype)
     limits = unit.limits
+    assert limits is not None, f"{unit.name}: a SIMT unit has limits (the schema requires them)"
     shared, outside = _levels(arch, unit)
     tile = instance_tile(mapping, m, n, k)
     bm, bn, bk = (np.maximum(np.asarray(t, np.int64), 1) for t in
@@ -97,10 +103,10 @@ def kernel(m, n, k, unit, arch, mapping, dtype) -> Kernel:
     # 3 stages: max(2 x 512, (212 + 512) / 3) = 1,024: compute-bound; one stage: 724 per block.
     t_k = (bm * bn * bk) / unit.peak_per_cycle(dtype)
     latency = outside.latency_cycles * unit.clock_hz / arch.clock_hz if outside is not None else 0.0
-    def step(resident, t=t_k):
+    def step(resident: int | np.ndarray, t: np.ndarray | float = t_k) -> np.ndarray:
         return np.maximum(resident * t, (latency + t) / stages)
 
-    whole = gemm_sizes(mapping) if tile else None
+    whole = gemm_sizes(mapping) if tile and mapping is not None else None
     if whole:
         t_block = BM * BN * BK / unit.peak_per_cycle(dtype)     # a whole block's K-tile: the grid's blocks are whole
         loop = _dealt(whole, (BM, BN, BK), k_split(mapping), sms, occupancy, lambda r: step(r, t_block), (m, n, k))
@@ -113,7 +119,8 @@ def kernel(m, n, k, unit, arch, mapping, dtype) -> Kernel:
     port = shared.bandwidth_bytes_per_s / unit.clock_hz if shared is not None else np.inf
     epilogue = BM * BN * acc_words * 4 / port
     total_blocks = -(-whole[0] // BM) * -(-whole[1] // BN) * k_split(mapping) if whole else int(blocks.sum())
-    waves = -(-(-(-total_blocks // sms)) // occupancy)
+    per_sm = -(-total_blocks // sms)
+    waves = -(-per_sm // occupancy)
     unit_cycles = loop.astype(np.float64)
     if unit_cycles.size:
         unit_cycles[0] += waves * (latency + epilogue)
@@ -125,7 +132,8 @@ def kernel(m, n, k, unit, arch, mapping, dtype) -> Kernel:
                   efficiency=_share(blocks, sms * busiest), ideal=busiest * k_tiles * t_k, cycles=cycles)
 
 
-def _dealt(whole, block, splits, sms, occupancy, step, rows) -> np.ndarray:
+def _dealt(whole: tuple[int, int, int], block: tuple[int, int, int], splits: int, sms: int, occupancy: int,
+           step: Callable[[int], np.ndarray], rows: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
     """Unit cycles of each row's K loop where the rows are parts of one kernel (a mapping's steps): the block
     scheduler deals the whole grid over the SMs as they free up, so the kernel takes its busiest SM's time
     (ceil(grid / SMs) blocks, `occupancy` at a time, each the whole K loop), and each row its share of that by
@@ -140,16 +148,18 @@ def _dealt(whole, block, splits, sms, occupancy, step, rows) -> np.ndarray:
     total = k_tiles * ((groups - 1) * step(occupancy) + step(last))
     m, n, k = rows
     held = -(-m // BM) * -(-n // BN) * -(-k // BK)
-    return total * held.astype(np.float64) / (-(-M // BM) * -(-N // BN) * -(-K // BK))
+    cycles: np.ndarray = total * held.astype(np.float64) / (-(-M // BM) * -(-N // BN) * -(-K // BK))
+    return cycles
 
 
-def _share(blocks, slots):
+def _share(blocks: np.ndarray, slots: np.ndarray | int) -> np.ndarray:
     """Blocks over the slots they occupy; 1 for an empty step (a ragged edge's clipped-away tile has no blocks)."""
     blocks, slots = np.asarray(blocks, np.float64), np.asarray(slots, np.float64)
-    return np.divide(blocks, slots, out=np.ones(np.broadcast(blocks, slots).shape), where=slots > 0)
+    share: np.ndarray = np.divide(blocks, slots, out=np.ones(np.broadcast(blocks, slots).shape), where=slots > 0)
+    return share
 
 
-def _levels(arch, unit):
+def _levels(arch: Arch, unit: ComputeUnit) -> tuple[MemoryLevel | None, MemoryLevel | None]:
     """(shared memory, the level it fills from): the per-SM levels have one instance per SM, the
     outermost of them is shared memory (inside it, the register file)."""
     per_sm = [i for i, lv in enumerate(arch.memory) if lv.instances == unit.count]
@@ -158,7 +168,7 @@ def _levels(arch, unit):
     return arch.memory[per_sm[0]], arch.memory[per_sm[0] - 1] if per_sm[0] > 0 else None
 
 
-def _double_buffered(mapping, level) -> bool:
+def _double_buffered(mapping: Mapping | None, level: MemoryLevel | None) -> bool:
     """Stage K-tiles only if the mapping budgeted shared memory for more than one (or gave no tile)."""
     if mapping is None or level is None:
         return True

@@ -9,13 +9,16 @@ import numpy as np
 from compiler.dtypes import DType
 from accelsim.price.clock import to_arch_cycles
 from compiler.targeting import widen
+from compiler.hardware import Arch, ComputeUnit
 
 
-def vector_cycles(work, unit, dtype, arch=None) -> np.ndarray:
+def vector_cycles(work: np.ndarray | int, unit: ComputeUnit, dtype: DType | str,
+                  arch: Arch | None = None) -> np.ndarray:
     """Cycles of vector rows doing `work` ops each, at the arch clock (the unit's own clock if `arch` is None).
 
     A dtype the unit lacks runs widened (compiler.targeting.widen, the roofline's rule): int8 adds on a GTX 580
-    run as fp32 (the narrowest listed dtype as wide, first in file order), 32 per cycle per SM. Worked example, A100 ReLU over 1,048,576 bf16 elements:
+    run as fp32 (the narrowest listed dtype as wide, first in file order), 32 per cycle per SM. Worked example, A100
+    ReLU over 1,048,576 bf16 elements:
     108 SMs x 128 bf16 ops per cycle = 13,824 per cycle -> 75.85, so 76 cycles, plus the 3 us launch
     (4,230 cycles at 1.41 GHz) on the first row: the rows passed together are one kernel.
     """

@@ -9,6 +9,8 @@ A probe (teaching, `accelsim explain systolic`) only copies registers out; it ne
 import numpy as np
 from numba import njit
 
+from accelsim.engine.arrays import Int8s, Int32s, Ints, UInt8s
+
 DONE = 0        # every output row appeared
 STUCK = 1       # no row can ever be accepted again and nothing is in flight (stimulus cannot finish)
 
@@ -24,7 +26,8 @@ P_VALUE, P_BANK, P_VALID, P_PSUM, P_W0, P_W1 = range(6)
 
 
 @njit(cache=True, inline='always')
-def _step_array(act, p, psum, now, nxt, wbank, ternary, west, cols):
+def _step_array(act: Int32s, p: np.uint64, psum: Int32s, now: np.uint64, nxt: np.uint64, wbank: Int32s, ternary: bool,
+                west: Int32s, cols: np.uint64) -> np.uint64:
     """The edge for the PE grid: PE(r, c) registers psum(r-1, c) + X * W[bank] and passes its activation east.
 
     Flat layout, i = r * COLS + c, N = ROWS * COLS. psum holds two copies of the psum registers, at offsets
@@ -58,7 +61,7 @@ def _step_array(act, p, psum, now, nxt, wbank, ternary, west, cols):
 
 
 @njit(cache=True, inline='always')
-def _skew_in(west, xsk, xs, x_rows, xi, x_take, bank):
+def _skew_in(west: Int32s, xsk: Int32s, xs: int, x_rows: Int8s, xi: int, x_take: bool, bank: int) -> None:
     """The activation row skew for the edge ending cycle k (xs = k % ROWS): row r's west input is the row
     accepted in cycle k - r (row 0: x_data itself); then this cycle's row is stored in slot xs."""
     rows = west.shape[1]
@@ -78,7 +81,7 @@ def _skew_in(west, xsk, xs, x_rows, xi, x_take, bank):
 
 
 @njit(cache=True, inline='always')
-def _write_weights(wbank, wsk, ws, w_rows, wi, w_take, r, bank):
+def _write_weights(wbank: Int32s, wsk: Ints, ws: int, w_rows: Int8s, wi: int, w_take: bool, r: int, bank: int) -> None:
     """The weight column skew for the edge ending cycle k (ws = k % COLS): column c is written with the row
     accepted in cycle k - c (column 0 straight from w_data); then this cycle's row is stored in slot ws."""
     cols = w_rows.shape[1]
@@ -97,7 +100,8 @@ def _write_weights(wbank, wsk, ws, w_rows, wi, w_take, r, bank):
 
 
 @njit(cache=True, inline='always')
-def _deskew_accumulate(dsk, ds, psum, bottom, acc, tags, tag, y_reg):
+def _deskew_accumulate(dsk: Int32s, ds: int, psum: Int32s, bottom: np.int64, acc: Int32s, tags: Ints, tag: int,
+                       y_reg: Int32s) -> None:
     """Column c of the bottom psums (psum[bottom + c]) waits COLS - 1 - c cycles: it goes to the slot read in
     cycle k + COLS - 1 - c (ds = k % COLS), so slot ds is the row aligned in cycle k (column COLS - 1: no delay).
     With a valid tags[tag]: acc[t] = y = wrap32((x_acc ? acc[t] : 0) + aligned row)."""
@@ -115,7 +119,8 @@ def _deskew_accumulate(dsk, ds, psum, bottom, acc, tags, tag, y_reg):
 
 
 @njit(cache=True)   # not inlined: the stepping loop stays as small as without a probe
-def _probe(probe, k, act, p, psum, now, wbank, cols):
+def _probe(probe: Int32s, k: int, act: Int32s, p: np.uint64, psum: Int32s, now: np.uint64, wbank: Int32s,
+           cols: np.uint64) -> None:
     """Copy what PE(r, c) (i = r * COLS + c) holds during cycle k into probe[k, :, i]: its activation register
     {VALUE, BANK, VALID}, its psum register and its two weight registers. Read-only: no register changes."""
     for i in range(np.uint64(wbank.shape[1])):   # uint64, as p: no mixed-sign index arithmetic
@@ -128,7 +133,7 @@ def _probe(probe, k, act, p, psum, now, wbank, cols):
 
 
 @njit(cache=True)
-def _grow(wave_bits, wave_rows):
+def _grow(wave_bits: UInt8s, wave_rows: Ints) -> tuple[UInt8s, Ints]:
     cap = wave_bits.shape[0]
     bits = np.zeros(2 * cap, np.uint8)
     rows = np.full((2 * cap, 3), -1, np.int64)
@@ -138,8 +143,10 @@ def _grow(wave_bits, wave_rows):
 
 
 @njit(cache=True)
-def step_grid(rows, cols, ternary, acc_depth, w_rows, w_delay, w_wait, x_rows, x_last, x_acc, x_delay, waves,
-             wave_capacity, values, probe):
+def step_grid(rows: int, cols: int, ternary: bool, acc_depth: int, w_rows: Int8s, w_delay: Ints, w_wait: Ints,
+              x_rows: Int8s, x_last: UInt8s, x_acc: UInt8s, x_delay: Ints, waves: bool, wave_capacity: int,
+              values: bool, probe: Int32s
+              ) -> tuple[int, int, Ints, Ints, Ints, Int32s, UInt8s, UInt8s, Ints, Ints]:
     """rows, cols, acc_depth: int; ternary, waves, values: bool; w_rows int8[NW, cols]; w_delay, w_wait int64[NW];
     x_rows int8[NX, rows]; x_last, x_acc uint8[NX]; x_delay int64[NX]; wave_capacity: first size of the wave
     arrays (they double when full). Not `values`: timing only, O(1) per cycle: the datapath registers (weight

@@ -13,6 +13,8 @@ visible during it, then the edge that ends it, computed from the registers as th
 import numpy as np
 from numba import njit
 
+from accelsim.engine.arrays import Int8s, Int32s, Ints, UInt8s
+
 # fields of an A register (PE grid, west skew): the value and the control bits that travel with it
 A_VALUE, A_VALID, A_BANK, A_FIRST, A_LAST = range(5)
 # fields of a B register (PE grid, north skew)
@@ -23,7 +25,7 @@ PROBE_FIELDS = 7
 
 
 @njit(cache=True, inline='always')
-def _skew_in(west, ring, slot, values, taken, ctrl):
+def _skew_in(west: Int32s, ring: Int32s, slot: int, values: Int8s, taken: bool, ctrl: Int32s) -> None:
     """The skew of one edge (west: A by row, north: B by column), for the edge ending cycle k (slot = k % N):
     lane r's input is what was accepted in cycle k - r (lane 0: the port itself); then this cycle's vector and
     its control bits go to `slot`. ring[s, :N] holds values, ring[s, N:] the control fields after VALUE."""
@@ -45,7 +47,7 @@ def _skew_in(west, ring, slot, values, taken, ctrl):
 
 
 @njit(cache=True, inline='always')
-def _drain(acc, left, bank, dsk, ds):
+def _drain(acc: Int32s, left: Ints, bank: Ints, dsk: Int32s, ds: int) -> None:
     """The edge for the drains: during cycle k a draining column c puts its bottom PE's sum on the bottom edge
     (into de-skew slot (k + COLS - 1 - c) % COLS: column c waits COLS - 1 - c cycles, ds = k % COLS) and every
     PE(r, c) below the drain front (r > j, the rows shifted so far) takes the sum of PE(r - 1, c) above it."""
@@ -65,7 +67,7 @@ def _drain(acc, left, bank, dsk, ds):
 
 
 @njit(cache=True, inline='always')
-def _step_grid(a_reg, b_reg, acc, west, north, left, bank):
+def _step_grid(a_reg: Int32s, b_reg: Int32s, acc: Int32s, west: Int32s, north: Int32s, left: Ints, bank: Ints) -> None:
     """The edge for the PE grid: every PE with a valid operand pair registers acc[bank] = (FIRST ? 0 : acc[bank])
     + a * b (wrapping at 32 bits); a pair with LAST in the bottom row starts its column's drain (ROWS cycles from
     the next); then A moves one PE east (column 0 takes the west input) and B one PE south (row 0: the north)."""
@@ -96,7 +98,7 @@ def _step_grid(a_reg, b_reg, acc, west, north, left, bank):
 
 
 @njit(cache=True)   # not inlined: the stepping loop stays as small as without a probe
-def _probe(probe, k, a_reg, b_reg, acc):
+def _probe(probe: Int32s, k: int, a_reg: Int32s, b_reg: Int32s, acc: Int32s) -> None:
     """Copy what PE(r, c) (i = r * COLS + c) holds during cycle k into probe[k, :, i]. Read-only."""
     rows, cols = acc.shape[1], acc.shape[2]
     for r in range(rows):
@@ -112,7 +114,8 @@ def _probe(probe, k, a_reg, b_reg, acc):
 
 
 @njit(cache=True)
-def step_grid(rows, cols, banks, a_steps, b_steps, s_last, probe):
+def step_grid(rows: int, cols: int, banks: int, a_steps: Int8s, b_steps: Int8s, s_last: UInt8s,
+              probe: Int32s) -> tuple[int, Ints, Ints, Int32s]:
     """rows, cols: int; banks: accumulators per PE (1, or 2: a fold accumulates while the one before drains);
     a_steps int8[S, rows] (k-step s: A's column for the fold's rows), b_steps int8[S, cols] (B's row for the
     fold's columns), s_last uint8[S] (1: the last k-step of its fold; the next step starts a fold). The steps

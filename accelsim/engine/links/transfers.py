@@ -22,14 +22,16 @@ is never busy with two transfers at once.
 import numpy as np
 from numba import njit
 
+from accelsim.engine.arrays import Floats, Ints
+
 
 @njit(cache=True)
-def _before(key, idx, i, j) -> bool:
+def _before(key: Floats, idx: Ints, i: int, j: int) -> bool:
     return key[i] < key[j] or (key[i] == key[j] and idx[i] < idx[j])
 
 
 @njit(cache=True)
-def _push(key, idx, size, k, t) -> int:
+def _push(key: Floats, idx: Ints, size: int, k: float, t: int) -> int:
     """Add event t at time k to the heap of `size` entries; returns the new size."""
     i = size
     key[i] = k
@@ -45,7 +47,7 @@ def _push(key, idx, size, k, t) -> int:
 
 
 @njit(cache=True)
-def _pop(key, idx, size) -> int:
+def _pop(key: Floats, idx: Ints, size: int) -> int:
     """Remove the root (the earliest event); the caller has read it. Returns the new size."""
     size -= 1
     key[0] = key[size]
@@ -67,7 +69,7 @@ def _pop(key, idx, size) -> int:
 
 
 @njit(cache=True)
-def _hold(t, bandwidth, path, share, nbytes) -> float:
+def _hold(t: int, bandwidth: Floats, path: Ints, share: Floats, nbytes: Floats) -> float:
     """Seconds transfer t keeps its busiest channel: the rate its bottleneck allows."""
     hold = 0.0
     for k in range(path.shape[1]):
@@ -80,7 +82,7 @@ def _hold(t, bandwidth, path, share, nbytes) -> float:
 
 
 @njit(cache=True)
-def _flight(t, latency, path, hops) -> float:
+def _flight(t: int, latency: Floats, path: Ints, hops: Ints) -> float:
     seconds = 0.0
     for k in range(path.shape[1]):
         c = path[t, k]
@@ -90,7 +92,7 @@ def _flight(t, latency, path, hops) -> float:
 
 
 @njit(cache=True)
-def _queue_before(prio, ready, idx, c, i, j) -> bool:
+def _queue_before(prio: Ints, ready: Floats, idx: Ints, c: int, i: int, j: int) -> bool:
     if prio[c, i] != prio[c, j]:
         return prio[c, i] < prio[c, j]
     if ready[c, i] != ready[c, j]:
@@ -99,7 +101,7 @@ def _queue_before(prio, ready, idx, c, i, j) -> bool:
 
 
 @njit(cache=True)
-def _enqueue(prio, ready, idx, size, c, p, r, t) -> None:
+def _enqueue(prio: Ints, ready: Floats, idx: Ints, size: Ints, c: int, p: int, r: float, t: int) -> None:
     """Add transfer t (priority p, ready at r) to channel c's waiting heap."""
     i = size[c]
     prio[c, i], ready[c, i], idx[c, i] = p, r, t
@@ -115,7 +117,7 @@ def _enqueue(prio, ready, idx, size, c, p, r, t) -> None:
 
 
 @njit(cache=True)
-def _dequeue(prio, ready, idx, size, c) -> int:
+def _dequeue(prio: Ints, ready: Floats, idx: Ints, size: Ints, c: int) -> int:
     """Remove and return the transfer channel c serves next."""
     t = idx[c, 0]
     size[c] -= 1
@@ -139,7 +141,7 @@ def _dequeue(prio, ready, idx, size, c) -> int:
 
 
 @njit(cache=True)
-def _dependants(dep):
+def _dependants(dep: Ints) -> tuple[Ints, Ints, Ints]:
     """(waiting[t]: dependencies t waits for; children, child: CSR lists of the transfers waiting for each)."""
     n = dep.shape[0]
     waiting = np.zeros(n, np.int64)
@@ -163,7 +165,8 @@ def _dependants(dep):
 
 
 @njit(cache=True)
-def _release(t, done, children, child, ready, waiting, ev_key, ev_code, events) -> int:
+def _release(t: int, done: float, children: Ints, child: Ints, ready: Floats, waiting: Ints, ev_key: Floats,
+             ev_code: Ints, events: int) -> int:
     """Transfer t lands at `done`: its dependants wait for one fewer; those now free are due at their ready time."""
     for i in range(children[t], children[t + 1]):
         x = child[i]
@@ -176,7 +179,8 @@ def _release(t, done, children, child, ready, waiting, ev_key, ev_code, events) 
 
 
 @njit(cache=True)
-def time_transfers(bandwidth, latency, path, share, hops, stages, nbytes, dep, release, priority, grain):
+def time_transfers(bandwidth: Floats, latency: Floats, path: Ints, share: Floats, hops: Ints, stages: Ints,
+                   nbytes: Floats, dep: Ints, release: Floats, priority: Ints, grain: float) -> tuple[Floats, Floats]:
     """bandwidth, latency: float64[channels] (bytes/s, seconds per hop); path, hops: int64[T, P]; share:
     float64[T, P]; stages, priority: int64[T]; nbytes, release: float64[T]; dep: int64[T, D] (-1 = none);
     grain: bytes. Returns (start, end): float64[T]; -1 for a transfer that never became ready (a cycle)."""
@@ -240,7 +244,8 @@ def time_transfers(bandwidth, latency, path, share, hops, stages, nbytes, dep, r
 
 
 @njit(cache=True)
-def bounds(bandwidth, latency, path, share, hops, nbytes, dep):
+def bounds(bandwidth: Floats, latency: Floats, path: Ints, share: Floats, hops: Ints, nbytes: Floats,
+           dep: Ints) -> tuple[float, Floats]:
     """The two terms of an alpha-beta estimate, each a lower bound on time_transfers' makespan: the longest
     dependency chain of hop latencies (seconds), and each channel's busy time (float64[channels], seconds).
     Dependencies must point to earlier transfers (the order every expansion writes)."""

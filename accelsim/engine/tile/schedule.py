@@ -11,10 +11,13 @@ only by its dependencies, and the rows of both may be issued interleaved.
 import numpy as np
 from numba import njit
 
+from accelsim.engine.arrays import Bools, Floats, Ints
+
 
 @njit(cache=True)
-def schedule(resource, occupancy, latency, dep, op, n_resources, on_release=None, share=None, beside=None,
-             lead=None):
+def schedule(resource: Ints, occupancy: Ints, latency: Ints, dep: Ints, op: Ints, n_resources: int,
+             on_release: Bools | None = None, share: Floats | None = None, beside: Bools | None = None,
+             lead: Ints | None = None) -> tuple[Ints, Ints]:
     """resource, occupancy, latency, op: int64[rows]; dep: int64[rows, deps] (-1 = none); on_release:
     bool[rows, deps] or None, True where row i waits only for dep d to leave its resource (start + occupancy),
     not for its end: a load into a buffer slot waits for the compute that read the slot's last tile, and a

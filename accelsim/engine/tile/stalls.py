@@ -8,11 +8,13 @@ from DRAM is DRAM's stall, not the on-chip FIFO's that merely relayed it.
 import numpy as np
 from numba import njit
 
+from accelsim.engine.arrays import Ints
+
 COMPUTE = 1
 
 
 @njit(cache=True)
-def _critical(i, dep, end, done):
+def _critical(i: int, dep: Ints, end: Ints, done: Ints | None) -> tuple[int, int]:
     """(row, when it let row i go) of row i's dependency that let it go last; (-1, -1) if none."""
     best, when = -1, -1
     for j in range(dep.shape[1]):
@@ -26,7 +28,7 @@ def _critical(i, dep, end, done):
 
 
 @njit(cache=True)
-def _blame(x, kind, level, start, end, dep, done):
+def _blame(x: int, kind: Ints, level: Ints, start: Ints, end: Ints, dep: Ints, done: Ints | None) -> int:
     """Level of the transfer at the root of row x's wait; -1 if x is not a transfer."""
     while kind[x] != COMPUTE:
         y, when = _critical(x, dep, end, done)
@@ -37,7 +39,8 @@ def _blame(x, kind, level, start, end, dep, done):
 
 
 @njit(cache=True)
-def attribute(kind, level, start, end, dep, op_rows, n_levels, done=None):
+def attribute(kind: Ints, level: Ints, start: Ints, end: Ints, dep: Ints, op_rows: Ints, n_levels: int,
+              done: Ints | None = None) -> tuple[Ints, Ints, Ints, Ints]:
     """kind, level, start, end: int64[rows]; dep: int64[rows, deps]; op_rows: int64[ops + 1] row offsets; done:
     int64[rows, deps] or None, when each dependency let its row go (None: at its end; a load read on as its
     parts land lets go before it ends). Returns (span, busy, other: int64[ops], stall: int64[ops, n_levels])."""
