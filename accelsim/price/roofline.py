@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from accelsim.arch import Arch
+from compiler.hardware import ComputeUnit
 from accelsim.results.result import OpResult
 from accelsim.price.energy import energy_j, with_promotion_j
 from compiler.dtypes import DType
@@ -21,7 +22,7 @@ from compiler.targeting import compute_dtype, op_home, operand_path, pick_unit, 
 from compiler.targeting.identity import arch_key
 
 # estimates kept per process (a planner prices the same block's ops in hundreds of programs)
-_KNOWN: Memo[tuple, OpResult] = Memo("accelsim.price.roofline.estimate", 65536)
+_KNOWN: Memo[tuple[object, ...], OpResult] = Memo("accelsim.price.roofline.estimate", 65536)
 
 
 def estimate(ir: IR, arch: Arch) -> list[OpResult]:
@@ -39,7 +40,7 @@ def estimate(ir: IR, arch: Arch) -> list[OpResult]:
     return out
 
 
-def _twin(op: IROp) -> tuple:
+def _twin(op: IROp) -> tuple[object, ...]:
     """All an estimate depends on: the op's fields but its names (and its kernel and launch, which it does not read),
     its operands' but their tensors' names."""
     names = _FIELDS.get(type(op))
@@ -56,7 +57,7 @@ def _twin(op: IROp) -> tuple:
     return type(op), *values
 
 
-def _operand(o: Operand) -> tuple:
+def _operand(o: Operand) -> tuple[object, ...]:
     return tuple(getattr(o, name) for name in _OPERAND)
 
 
@@ -103,7 +104,7 @@ def bytes_by_level(op: IROp, arch: Arch) -> dict[str, int]:
     return {name: n for name, n in moved.items() if n}
 
 
-def energy(op: IROp, arch: Arch, unit, dtype: DType, by_level: dict[str, int]) -> dict[str, float]:
+def energy(op: IROp, arch: Arch, unit: ComputeUnit, dtype: DType, by_level: dict[str, int]) -> dict[str, float]:
     """Actions x per-action energy: the op's MACs or vector ops, and at each level its bytes: the output's written
     into the levels on the output's path, everything else read (as the tile engine's loads and stores count)."""
     out_path = {arch.memory[i].name for i in role_path(arch, Role.output, op_home(arch, op))}
@@ -116,6 +117,6 @@ def energy(op: IROp, arch: Arch, unit, dtype: DType, by_level: dict[str, int]) -
 
 def _view(op: IROp, unit: str, dtype: DType) -> OpResult:
     return OpResult(name=op.name, node=op.node, op=op.op, kind=op.kind.value, shape=op.output.shape,
-                    dtype=dtype.value, rate_dtype=dtype.value, unit=unit, macs=0, ops=0, bytes=0, bytes_by_level={}, compute_seconds=0.0,
-                    level_seconds={}, latency_seconds=0.0, seconds=0.0, cycles=0, bound="view",
+                    dtype=dtype.value, rate_dtype=dtype.value, unit=unit, macs=0, ops=0, bytes=0, bytes_by_level={},
+                    compute_seconds=0.0, level_seconds={}, latency_seconds=0.0, seconds=0.0, cycles=0, bound="view",
                     utilisation=0.0, energy_j={})
