@@ -16,10 +16,14 @@ from accelsim.price.clock import CYCLE_LIMIT, whole_cycles
 from accelsim.price.compat import Pricing
 from accelsim.price.compute import vector_cycles, with_promotion
 from compiler.codegen import Code
+from compiler.dtypes import DType
+from compiler.hardware import ComputeUnit
 from compiler.ir import IR, Einsum, IROp, OpKind
 from compiler.mapping import Mapping
 from compiler.program import COMPUTE, STORE
 from compiler.targeting import compute_dtype, pick_unit, units_used
+
+Rate = tuple[ComputeUnit, DType]    # (unit, the dtype whose rate applies)
 
 
 @dataclass(frozen=True)
@@ -27,14 +31,14 @@ class Prices:
     """Per Program row: the resource it holds (a level's channel, or a unit after the levels), for how many
     cycles, and the latency after that before its result is there."""
 
-    rates: list[tuple]          # per op: (unit, the dtype whose rate applies)
+    rates: list[Rate]           # per op: (unit, the dtype whose rate applies)
     resource: np.ndarray        # level index for transfers, len(memory) + unit index for computes, then write ports
     occupancy: np.ndarray       # cycles the row holds its resource
     latency: np.ndarray         # transfers: the level's latency; computes: the tail the next compute overlaps
     resources: int              # levels + compute units + levels' write ports
 
 
-def rate_of(op: IROp, arch: Arch, mapping: Mapping | None) -> tuple:
+def rate_of(op: IROp, arch: Arch, mapping: Mapping | None) -> Rate:
     """(unit, dtype whose rate applies): the mapping's unit for an Einsum, else the roofline's choice."""
     unit, rate = pick_unit(op, arch)
     if isinstance(op, Einsum) and mapping is not None and mapping.unit != unit.name:
@@ -68,14 +72,16 @@ def price(ir: IR, arch: Arch, code: Code, pricing: Pricing) -> Prices:
     return Prices(rates, resource, occupancy, latency, ports + n_levels)
 
 
-def _transfer_cycles(nbytes, bytes_per_cycle, transfer, level, stored, arch: Arch) -> np.ndarray:
+def _transfer_cycles(nbytes: np.ndarray, bytes_per_cycle: np.ndarray, transfer: np.ndarray, level: np.ndarray,
+                     stored: np.ndarray, arch: Arch) -> np.ndarray:
     """Whole cycles each transfer holds its channel (0 for computes); an ArchError naming the level's key where
     a count is out of the engine's range (1 GB at 1e-9 B/s, a write port of 1e-300 B/s)."""
     with np.errstate(over="ignore", divide="ignore"):
         cycles = np.where(transfer, nbytes / bytes_per_cycle - 1e-9, 0.0)
     bad = transfer & ~(cycles < CYCLE_LIMIT)
     if not bad.any():
-        return np.ceil(cycles).astype(np.int64)
+        whole: np.ndarray = np.ceil(cycles).astype(np.int64)
+        return whole
     i = int(np.argmax(bad))
     key = "write_port" if stored[i] else "bandwidth"
     lv = arch.memory[level[i]]
@@ -93,7 +99,7 @@ def _check_total(ir: IR, arch: Arch, occupancy: np.ndarray, latency: np.ndarray)
                         f"2^62 the engine counts in 64-bit integers: check the file's bandwidths and clocks")
 
 
-def bandwidths(ir: IR, arch: Arch, code: Code, rates) -> np.ndarray:
+def bandwidths(ir: IR, arch: Arch, code: Code, rates: list[Rate]) -> np.ndarray:
     """Bytes per arch cycle of each level's channel for each op: an Einsum spread over 8 of 132 SMs draws
     on 8 SMs' shared memories, not 132 (the cost model's rule); vector ops use every instance."""
     per_instance = np.array([lv.bandwidth_bytes_per_s for lv in arch.memory]) / arch.clock_hz
@@ -106,7 +112,8 @@ def bandwidths(ir: IR, arch: Arch, code: Code, rates) -> np.ndarray:
     return out
 
 
-def compute_cycles(ir: IR, arch: Arch, code: Code, rates, pricing: Pricing) -> tuple[np.ndarray, np.ndarray]:
+def compute_cycles(ir: IR, arch: Arch, code: Code, rates: list[Rate],
+                   pricing: Pricing) -> tuple[np.ndarray, np.ndarray]:
     """(cycles, tail) per Program row (0 for transfers): the compute model prices each compute row (its folds,
     fill and drain) in arch cycles, and says how much of that the unit overlaps with its next row (`tail`)."""
     program = code.program
@@ -134,7 +141,7 @@ def compute_cycles(ir: IR, arch: Arch, code: Code, rates, pricing: Pricing) -> t
     return cycles, tail
 
 
-def launch_cycles(op: IROp, unit, arch: Arch, work: np.ndarray) -> int:
+def launch_cycles(op: IROp, unit: ComputeUnit, arch: Arch, work: np.ndarray) -> int:
     """The launch the compute models put on a kernel's first row: once per kernel that does work (a copy, which
     does none, pays none)."""
     return arch.cycles(unit.launch_overhead_s) if op.kind == OpKind.einsum or work.any() else 0
