@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, cast
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from accelsim.price.compat import NATIVE, Pricing
 from accelsim.price.roofline import bytes_by_level
 from accelsim.price.compute import with_promotion
 from compiler.dtypes import DType
+from compiler.hardware import Arch, ComputeUnit
 from compiler.ir import IR, Einsum, IROp, Role
 from compiler.codegen.nest import clipped_segments, clipped_shapes, loop_nest
 from compiler.mapping import Mapping, gemm_view
@@ -25,7 +26,7 @@ from compiler.targeting import Footprints, k_split, relevant_dims, units_spread
 OVERLAP_LOSS = 0.05
 
 
-def _fetches(nest, level: int, dims: tuple[str, ...]) -> tuple[int, int]:
+def _fetches(nest: list[tuple[str, int, int]], level: int, dims: tuple[str, ...]) -> tuple[int, int]:
     """(times the tile at mapping `level` is loaded, distinct tiles) for an operand indexed by `dims`."""
     inside = [(d, t) for d, t, lv in nest if lv <= level]
     last = max((j for j, (d, _) in enumerate(inside) if d in dims), default=-1)
@@ -35,24 +36,24 @@ def _fetches(nest, level: int, dims: tuple[str, ...]) -> tuple[int, int]:
 class _Facts:
     """What costing one op on one arch needs that no mapping changes (the reporter keeps one per op)."""
 
-    def __init__(self, op: IROp, arch):
+    def __init__(self, op: IROp, arch: Arch) -> None:
         self.sizes = Footprints(op, arch)
         self.dims = [relevant_dims(op, i) for i in range(len(self.sizes.operands))]
         self.floor = bytes_by_level(op, arch)
         self.levels = {lv.name: lv for lv in arch.memory}
         # what depends on a mapping's tiles but not on its loop orders, per tiling: the search reports every
         # tiling's loop orders one after another
-        self.segments: dict[tuple, dict[str, Counter]] = {}
-        self.compute: dict[tuple, tuple[float, float, float]] = {}
+        self.segments: dict[tuple[object, ...], dict[str, Counter[int]]] = {}
+        self.compute: dict[tuple[object, ...], tuple[float, float, float]] = {}
 
-    def clipped_segments(self, mapping: Mapping, level: int) -> dict[str, Counter]:
+    def clipped_segments(self, mapping: Mapping, level: int) -> dict[str, Counter[int]]:
         key = (tuple(lv.tile for lv in mapping.levels[:level + 1]), level)
         if key not in self.segments:
             self.segments[key] = clipped_segments(mapping, level)
         return self.segments[key]
 
 
-def traffic(mapping: Mapping, op: IROp, arch, facts: _Facts | None = None) -> dict[str, int]:
+def traffic(mapping: Mapping, op: IROp, arch: Arch, facts: _Facts | None = None) -> dict[str, int]:
     """Bytes each arch level moves for this op: loads read from a level (the tile the next level on the
     path holds, or the compute step), outputs are stored into it, partial sums spill and reload."""
     facts = facts or _Facts(op, arch)
@@ -80,7 +81,7 @@ class _Channel:
     reload_bytes: int = 0
 
 
-def _channels(mapping: Mapping, op: IROp, arch, facts: _Facts) -> dict[str, _Channel]:
+def _channels(mapping: Mapping, op: IROp, arch: Arch, facts: _Facts) -> dict[str, _Channel]:
     if not mapping.levels:
         return {}
     sizes = facts.sizes
@@ -90,7 +91,7 @@ def _channels(mapping: Mapping, op: IROp, arch, facts: _Facts) -> dict[str, _Cha
     last = len(mapping.levels) - 1
     tiles = [dict(lv.tile) for lv in mapping.levels]
     copies = k_split(mapping)
-    segments: dict[int, dict[str, Counter]] = {}
+    segments: dict[int, dict[str, Counter[int]]] = {}
     for index, (operand, path) in enumerate(zip(sizes.operands, sizes.paths)):
         dims = facts.dims[index]
         for j, level in enumerate(path):
@@ -101,7 +102,8 @@ def _channels(mapping: Mapping, op: IROp, arch, facts: _Facts) -> dict[str, _Cha
             # every distinct tile, clipped at ragged edges, brought back loads / distinct times
             if dest not in segments:
                 segments[dest] = facts.clipped_segments(mapping, dest)
-            clipped = [(tiles[dest] | dict(zip(dims, shape)), n) for shape, n in clipped_shapes(segments[dest], dims).items()]
+            clipped = [(tiles[dest] | dict(zip(dims, shape)), n)
+                       for shape, n in clipped_shapes(segments[dest], dims).items()]
             final = sum(n * sizes.bytes(index, tile, partial=False) for tile, n in clipped)
             one = sizes.bytes(index, tiles[dest], partial=False)
             if operand.role == Role.output:
@@ -123,7 +125,8 @@ def _channels(mapping: Mapping, op: IROp, arch, facts: _Facts) -> dict[str, _Cha
     return channels
 
 
-def _compute_cycles(mapping: Mapping, op: Einsum, arch, unit, dtype, pricing: Pricing) -> tuple[float, float, float]:
+def _compute_cycles(mapping: Mapping, op: Einsum, arch: Arch, unit: ComputeUnit, dtype: DType,
+                    pricing: Pricing) -> tuple[float, float, float]:
     """(cycles of every step, the once-per-kernel launch, a step's tail): each step as the compute models price its
     row; the tail (a systolic array's skew and drain) runs under the next step."""
     steps = math.prod(math.prod(mapping.trips(i).values()) for i in range(len(mapping.levels)))
@@ -166,7 +169,7 @@ def _on_the_chain(ch: _Channel, seconds_per_byte: float, latency_s: float) -> fl
     return exposed
 
 
-def _round_trips(mapping: Mapping, arch, facts: _Facts, per_byte: dict[str, float], busy_s: float,
+def _round_trips(mapping: Mapping, arch: Arch, facts: _Facts, per_byte: dict[str, float], busy_s: float,
                  parallel: int) -> float:
     """Seconds the slowest input's buffer slots take to cycle: a load into a slot waits for the computes that used
     the slot's last tile to release it (compiler.codegen.assemble), so each slot in turn is filled (the tile's
@@ -229,7 +232,7 @@ def _in_program_order(by_channel: dict[int, list[tuple[float, float, float, bool
     return slowest
 
 
-def cycles(mapping: Mapping, op: Einsum, arch, pricing: Pricing = NATIVE, facts: _Facts | None = None) -> float:
+def cycles(mapping: Mapping, op: Einsum, arch: Arch, pricing: Pricing = NATIVE, facts: _Facts | None = None) -> float:
     """Estimated arch cycles: the slower of compute (with the transfers on its dependency chain) and each
     level's traffic, plus the pipeline's fill and drain. The compute models (accelsim.price.compute) return arch
     cycles per step."""
@@ -274,7 +277,7 @@ def cycles(mapping: Mapping, op: Einsum, arch, pricing: Pricing = NATIVE, facts:
     return (max(max(seconds), paced) + overlap_loss + latency) * arch.clock_hz
 
 
-def compute_cycles(mapping: Mapping, op: Einsum, arch, pricing: Pricing = NATIVE) -> float:
+def compute_cycles(mapping: Mapping, op: Einsum, arch: Arch, pricing: Pricing = NATIVE) -> float:
     """Arch cycles the unit computes under `mapping`, steps back to back: `cycles` less every wait on memory (what
     `accelsim map` sets a utilisation against)."""
     unit = next(u for u in arch.compute if u.name == mapping.unit)
@@ -283,9 +286,10 @@ def compute_cycles(mapping: Mapping, op: Einsum, arch, pricing: Pricing = NATIVE
     return busy + launch
 
 
-def reporter(arch, ops: IR | Iterable[IROp], pricing: Pricing = NATIVE) -> Callable[[Mapping], float]:
+def reporter(arch: Arch, ops: IR | Iterable[IROp], pricing: Pricing = NATIVE) -> Callable[[Mapping], float]:
     """`cycles` bound to an arch and the ops it will be asked about (looked up by Mapping.op)."""
-    by_name = {op.name: op for op in (ops.ops if isinstance(ops, IR) else ops)}
+    # a Mapping is of an Einsum (compiler.map maps no other op)
+    by_name = cast(dict[str, Einsum], {op.name: op for op in (ops.ops if isinstance(ops, IR) else ops)})
     facts: dict[str, _Facts] = {}
 
     def report(mapping: Mapping) -> float:
