@@ -16,7 +16,9 @@ import numpy as np
 from accelsim.price import simd, simt, systolic, vector
 from accelsim.price.clock import to_arch_cycles
 from compiler.dtypes import DType
-from compiler.hardware import ArchKind
+from compiler.ir import Einsum
+from compiler.mapping import Mapping
+from compiler.hardware import Arch, ArchKind, ComputeUnit
 from compiler.hardware.profiles import Registry, profile
 from compiler.targeting import units_used, widen
 
@@ -36,29 +38,33 @@ def matrix_model(kind: ArchKind) -> ModuleType:
     return MODELS[profile(kind).compute_model]
 
 
-def matrix_cycles(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit, arch, mapping, dtype) -> np.ndarray:
+def matrix_cycles(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit: ComputeUnit, arch: Arch, mapping: Mapping | None,
+                  dtype: DType | str) -> np.ndarray:
     model = matrix_model(arch.kind)
-    return model.matrix_cycles(np.asarray(m, np.int64), np.asarray(n, np.int64), np.asarray(k, np.int64),
-                               unit, arch, mapping, dtype)
+    cycles: np.ndarray = model.matrix_cycles(np.asarray(m, np.int64), np.asarray(n, np.int64), np.asarray(k, np.int64),
+                                             unit, arch, mapping, dtype)
+    return cycles
 
 
-def matrix_split(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit, arch, mapping,
-                 dtype) -> tuple[np.ndarray, np.ndarray]:
+def matrix_split(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit: ComputeUnit, arch: Arch, mapping: Mapping | None,
+                 dtype: DType | str) -> tuple[np.ndarray, np.ndarray]:
     """(cycles, tail): `matrix_cycles` and the part of it the unit overlaps with its next compute row (a
     systolic array's skew and drain, accelsim.price.systolic.steady_and_tail); 0 for models without one."""
     model = matrix_model(arch.kind)
     args = (np.asarray(m, np.int64), np.asarray(n, np.int64), np.asarray(k, np.int64), unit, arch, mapping, dtype)
     if hasattr(model, "matrix_split"):
-        return model.matrix_split(*args)
-    cycles = model.matrix_cycles(*args)
+        split: tuple[np.ndarray, np.ndarray] = model.matrix_split(*args)
+        return split
+    cycles: np.ndarray = model.matrix_cycles(*args)
     return cycles, np.zeros_like(cycles)
 
 
-def vector_cycles(work: np.ndarray, unit, dtype, arch=None) -> np.ndarray:
+def vector_cycles(work: np.ndarray, unit: ComputeUnit, dtype: DType | str, arch: Arch | None = None) -> np.ndarray:
     return vector.vector_cycles(np.asarray(work, np.int64), unit, dtype, arch)
 
 
-def with_promotion(cycles: np.ndarray, m, n, k, op, unit, arch, mapping) -> np.ndarray:
+def with_promotion(cycles: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, op: Einsum, unit: ComputeUnit,
+                   arch: Arch, mapping: Mapping | None) -> np.ndarray:
     """Compute rows' cycles with a block-scaled Einsum's promotion: each block's partial sums scaled and added on
     the vector unit's fp32 lanes of the instances the step spreads over. On a GPU it follows the block's MMAs: the
     partial sums sit in the registers the next block's MMAs would write, so a warpgroup waits for its MMAs before
@@ -74,4 +80,6 @@ def with_promotion(cycles: np.ndarray, m, n, k, op, unit, arch, mapping) -> np.n
     instances = min(lanes.count, units_used(mapping, unit))
     work = np.asarray(m, np.float64) * np.asarray(n, np.float64) * np.asarray(k, np.float64) / block * PROMOTION_OPS
     promotion = to_arch_cycles(work / (instances * lanes.peak_per_cycle(widen(lanes, DType.fp32))), lanes, arch)
-    return cycles + promotion if profile(arch.kind).promotion_after_mma else np.maximum(cycles, promotion)
+    promoted: np.ndarray = (cycles + promotion if profile(arch.kind).promotion_after_mma
+                             else np.maximum(cycles, promotion))
+    return promoted

@@ -125,7 +125,7 @@ def compute_cycles(ir: IR, arch: Arch, code: Code, rates: list[Rate],
             continue
         rows = program[tiles.rows]
         unit, rate = rates[i]
-        if op.kind == OpKind.einsum:
+        if isinstance(op, Einsum):
             mapping = code.mappings[op.name]
             cycles[tiles.rows], tail[tiles.rows] = pricing.matrix_split(
                 rows["m"], rows["n"], rows["k"], unit, arch, mapping, rate)
