@@ -126,12 +126,12 @@ class Unary(OpDef):
     table = _UNARY
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        check_dtype(node, ins[0], self.table[node.op][2])
+        (x,) = require(node, ins, 1)
+        check_dtype(node, x, self.table[node.op][2])
         if node.op == "Gelu" and node.attr("approximate", "none") not in ("none", "tanh"):
             raise fail(node, f"attribute approximate={node.attr('approximate')!r} is not allowed "
                              f"('none' or 'tanh')")
-        return [out(node, ins[0].shape, ins[0].dtype)]
+        return [out(node, x.shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(args[0])
@@ -151,18 +151,18 @@ class Clip(OpDef):
     """min(max(x, lo), hi): attributes before opset 11, optional scalar inputs from 11 ('' omits one)."""
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1, 3)
-        check_dtype(node, ins[0], NUMERIC)
+        (x,) = require(node, ins, 1, 3)
+        check_dtype(node, x, NUMERIC)
         for index, bound in zip((1, 2), ("min", "max")):
             t = ins[index] if index < len(ins) else None
             if t is None:
                 continue
             if t.elements != 1:
                 raise fail(node, f"the {bound} input {t.name!r} must be a scalar, got shape {list(t.shape)}")
-            if t.dtype != ins[0].dtype:
+            if t.dtype != x.dtype:
                 raise fail(node, f"the {bound} input {t.name!r} is {t.dtype.value}, but x is "
-                                 f"{ins[0].dtype.value}")
-        return [out(node, ins[0].shape, ins[0].dtype)]
+                                 f"{x.dtype.value}")
+        return [out(node, x.shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(args[0])
@@ -190,8 +190,7 @@ class PRelu(OpDef):
     """x < 0 ? slope * x : x, the slope broadcast to x's shape one way (numpy rules, x's shape unchanged)."""
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        x, slope = ins
+        x, slope = require(node, ins, 2)
         check_dtype(node, x, NUMERIC)
         if slope.dtype != x.dtype:
             raise fail(node, f"slope {slope.name!r} is {slope.dtype.value}, but x is {x.dtype.value}")
@@ -213,8 +212,7 @@ class SwiGLU(OpDef):
     """Swish(A) * B (opset 28): A the gate, B the value, of one shape (no broadcasting), computed in fp32."""
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        gate, value = ins
+        gate, value = require(node, ins, 2)
         check_dtype(node, gate, FLOAT)
         if (value.shape, value.dtype) != (gate.shape, gate.dtype):
             raise fail(node, f"the gate {gate.name!r} is {gate.dtype.value} {list(gate.shape)} and the value "

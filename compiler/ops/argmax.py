@@ -30,8 +30,7 @@ def arg(node: Node, x: np.ndarray) -> np.ndarray:
 @register(*FUNCTIONS)
 class ArgMaxMin(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        x = ins[0]
+        (x,) = require(node, ins, 1)
         if not x.shape:
             raise fail(node, f"input {x.name!r} is a scalar; {node.op} needs rank >= 1")
         axis = normalize_axis(node, int(node.attr("axis", 0)), len(x.shape))

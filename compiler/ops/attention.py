@@ -11,14 +11,19 @@ Q.K^T once and computes an fp16 softmax in fp32, so for fp16/bf16 inputs it diff
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import Axis, Einsum, IROp, Map, Move, Operand, Role
-from compiler.ops.base import OpDef, fail, map_reference, operand, out, output_operand, register, require
+from compiler.ops.base import (OpDef, fail, given, map_reference, operand, optional, out, output_operand, register,
+                               require)
+
+Step = Callable[[Any], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -41,10 +46,10 @@ class _Shape:
 @register("Attention")
 class Attention(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 3, 7)
-        spec = _resolve(node, ins)
+        q, k, v = require(node, ins, 3, 7)
+        spec = _resolve(node, q, k, v, ins[3:])
         node.resolved["shape"] = spec
-        dtype = ins[0].dtype
+        dtype = q.dtype
         y = (spec.batch, spec.q_len, spec.q_heads * spec.v_head) if spec.flat else \
             (spec.batch, spec.q_heads, spec.q_len, spec.v_head)
         shapes = [y, (spec.batch, spec.kv_heads, spec.kv_len, spec.head),
@@ -54,7 +59,8 @@ class Attention(OpDef):
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         spec = node.resolved["shape"]
-        q, k, v = args[0], _heads(spec, args[1], spec.kv_heads), _heads(spec, args[2], spec.kv_heads)
+        q, k_new, v_new = given(node, args, 3)
+        k, v = _heads(spec, k_new, spec.kv_heads), _heads(spec, v_new, spec.kv_heads)
         mask, past_k, past_v, nonpad = (args + [None] * 7)[3:7]
         present_k = k if past_k is None else np.concatenate([past_k, k], axis=2)
         present_v = v if past_v is None else np.concatenate([past_v, v], axis=2)
@@ -72,7 +78,7 @@ class Attention(OpDef):
         q, k, v = (operand(graph, names[i]) for i in range(3))
         dtype = q.dtype
         ops: list[IROp] = []
-        cached = []
+        cached: list[Operand] = []
         for i, (new, past, head) in enumerate(((k, names[4], spec.head), (v, names[5], spec.v_head))):
             shape = (spec.batch, spec.kv_heads, spec.kv_len, head)
             if not past and not outs[1 + i]:
@@ -104,7 +110,7 @@ class Attention(OpDef):
         has = (bool(names[3]), bool(names[6]))
         score_in = Operand(scores.tensor, shape5, dtype, Role.input)
 
-        def probs(s, *rest):
+        def probs(s: np.ndarray, *rest: np.ndarray) -> np.ndarray:
             mask, nonpad = _unpack(has, rest)
             return _probs(node, spec, s.reshape(_four(spec)), mask, nonpad).reshape(shape5)
         weights = Operand(f"{node.name}:probs", shape5, dtype, Role.output)
@@ -132,18 +138,19 @@ class Attention(OpDef):
         return ops
 
 
-def _axes(spec: _Shape, seq: str, inner: str, size: int, group: int, held: Operand | None = None):
+def _axes(spec: _Shape, seq: str, inner: str, size: int, group: int,
+          held: Operand | None = None) -> tuple[Axis, ...]:
     """Index expressions over loops b, h, g, `seq`, `inner` of Q (held None: query head h*group + g) or of the
     K/V operand `held` (3D or 4D; every query head of group h reads its key head h)."""
     query = held is None
     head = Axis((("h", group), ("g", 1))) if query else Axis.of("h")
-    if not query and len(held.shape) == 4 or query and not spec.flat:
+    if held is not None and len(held.shape) == 4 or held is None and not spec.flat:
         return Axis.of("b"), head, Axis.of(seq), Axis.of(inner)
     terms = (("h", group * size), ("g", size), (inner, 1)) if query else (("h", size), (inner, 1))
     return Axis.of("b"), Axis.of(seq), Axis(terms)
 
 
-def _unpack(has: tuple[bool, bool], rest: tuple) -> tuple:
+def _unpack(has: tuple[bool, bool], rest: tuple[np.ndarray, ...]) -> tuple[np.ndarray | None, ...]:
     it = iter(rest)
     return tuple(next(it) if present else None for present in has)
 
@@ -169,14 +176,14 @@ def _present(spec: _Shape, new: np.ndarray, past: np.ndarray | None) -> np.ndarr
     return new.copy() if past is None else np.concatenate([past, new], axis=2)
 
 
-def _rounding(dtype: DType):
+def _rounding(dtype: DType) -> Step:
     """x -> x rounded to `dtype` and held in float32 (float64 for fp64): one step of a computation in `dtype`."""
     work = np.float64 if dtype == DType.fp64 else np.float32
     held = dtype.narrow or dtype.numpy
     return lambda x: np.asarray(x).astype(held).astype(work)
 
 
-def _scaler(node: Node, spec: _Shape):
+def _scaler(node: Node, spec: _Shape) -> Step:
     """x -> x * sqrt(scale) in T1, the factor itself rounded to T1 first (as onnx's function body casts it)."""
     scale = node.attr("scale")
     root = np.sqrt(1 / np.sqrt(spec.head) if scale is None else float(scale))
@@ -195,10 +202,10 @@ def _scores(spec: _Shape, q: np.ndarray, k: np.ndarray) -> np.ndarray:
     return _rounding(spec.dtype)(product.reshape(_four(spec)))
 
 
-def _weighted(spec: _Shape, probs: np.ndarray, v: np.ndarray, dtype) -> np.ndarray:
+def _weighted(spec: _Shape, probs: np.ndarray, v: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
     group = spec.q_heads // spec.kv_heads
     p5 = probs.astype(np.float32).reshape(spec.batch, spec.kv_heads, group, spec.q_len, spec.kv_len)
-    y = np.einsum("bhgst,bhte->bhgse", p5, v.astype(np.float32)).reshape(
+    y: np.ndarray = np.einsum("bhgst,bhte->bhgse", p5, v.astype(np.float32)).reshape(
         spec.batch, spec.q_heads, spec.q_len, spec.v_head)
     if spec.flat:
         y = y.transpose(0, 2, 1, 3).reshape(spec.batch, spec.q_len, -1)
@@ -215,7 +222,7 @@ def _capped(node: Node, spec: _Shape, scores: np.ndarray) -> np.ndarray:
     return t1(t1(np.tanh(t1(scores / cap_t1))) * cap_t1)
 
 
-def _bias(node: Node, spec: _Shape, mask, nonpad) -> np.ndarray:
+def _bias(node: Node, spec: _Shape, mask: np.ndarray | None, nonpad: np.ndarray | None) -> np.ndarray:
     """The additive bias (B, Hq, S, T): 0 where a query may attend a key, -inf where not (ONNX's rules)."""
     s, t = spec.q_len, spec.kv_len
     if mask is not None:
@@ -240,7 +247,8 @@ def _bias(node: Node, spec: _Shape, mask, nonpad) -> np.ndarray:
     return np.broadcast_to(bias, _four(spec)).astype(np.float32)
 
 
-def _probs(node: Node, spec: _Shape, scores: np.ndarray, mask, nonpad) -> np.ndarray:
+def _probs(node: Node, spec: _Shape, scores: np.ndarray, mask: np.ndarray | None,
+           nonpad: np.ndarray | None) -> np.ndarray:
     """softmax(softcap(scores) + bias) over keys, computed in the softmax precision (x - max, exp, sum and divide
     each rounded to it; the sum accumulated in fp32) and rounded to T1; a row with every key masked is 0."""
     bias = _bias(node, spec, mask, nonpad)
@@ -254,7 +262,8 @@ def _probs(node: Node, spec: _Shape, scores: np.ndarray, mask, nonpad) -> np.nda
     return _rounding(spec.dtype)(p)
 
 
-def _qk_output(node: Node, spec: _Shape, scores: np.ndarray, mask, nonpad) -> np.ndarray:
+def _qk_output(node: Node, spec: _Shape, scores: np.ndarray, mask: np.ndarray | None,
+               nonpad: np.ndarray | None) -> np.ndarray:
     """qk_matmul_output by qk_matmul_output_mode: 0 scaled Q.K^T, 1 after softcap, 2 plus the mask, 3 softmax."""
     mode = int(node.attr("qk_matmul_output_mode", 0))
     if mode == 3:
@@ -265,9 +274,9 @@ def _qk_output(node: Node, spec: _Shape, scores: np.ndarray, mask, nonpad) -> np
     return _capped(node, spec, scores) if mode == 1 else scores
 
 
-def _resolve(node: Node, ins: list[Tensor | None]) -> _Shape:
-    ins = list(ins) + [None] * (7 - len(ins))
-    q, k, v, mask, past_k, past_v, nonpad = ins
+def _resolve(node: Node, q: Tensor, k: Tensor, v: Tensor, extra: list[Tensor | None]) -> _Shape:
+    """The node's shapes from Q, K, V and the optional inputs after them (mask, past_key, past_value, nonpad)."""
+    _, past_k, past_v, nonpad = (list(extra) + [None] * 4)[:4]
     if not len(q.shape) == len(k.shape) == len(v.shape) or len(q.shape) not in (3, 4):
         raise fail(node, f"Q, K and V have shapes {list(q.shape)}, {list(k.shape)}, {list(v.shape)}; they must "
                          f"all be 3D (batch, sequence, heads*size) or all 4D (batch, heads, sequence, size)")
@@ -292,7 +301,7 @@ def _resolve(node: Node, ins: list[Tensor | None]) -> _Shape:
     if (past_k is None) != (past_v is None):
         raise fail(node, "past_key and past_value must be given together")
     past = 0
-    if past_k is not None:
+    if past_k is not None and past_v is not None:     # given together, as checked above
         if nonpad is not None:
             raise fail(node, "nonpad_kv_seqlen cannot be combined with past_key/past_value")
         past = past_k.shape[2]
@@ -314,8 +323,7 @@ def _resolve(node: Node, ins: list[Tensor | None]) -> _Shape:
 @register("RotaryEmbedding")
 class RotaryEmbedding(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 3, 4)
-        x, cos = ins[0], ins[1]
+        x, cos, sin = require(node, ins, 3, 4)
         if len(x.shape) not in (3, 4):
             raise fail(node, f"input has shape {list(x.shape)}; it must be 3D (batch, sequence, hidden) or 4D "
                              f"(batch, heads, sequence, head size)")
@@ -324,14 +332,14 @@ class RotaryEmbedding(OpDef):
             raise fail(node, f"a 3D input needs num_heads dividing its hidden size {x.shape[2]}, got {heads}")
         head = x.shape[3] if len(x.shape) == 4 else x.shape[2] // heads
         dim = int(node.attr("rotary_embedding_dim", 0)) or head
-        if dim % 2 or dim > head or cos.shape[-1] != dim // 2 or ins[2].shape != cos.shape:
+        if dim % 2 or dim > head or cos.shape[-1] != dim // 2 or sin.shape != cos.shape:
             raise fail(node, f"rotary_embedding_dim {dim} must be even and at most the head size {head}, and "
-                             f"cos_cache {list(cos.shape)} and sin_cache {list(ins[2].shape)} must end in {dim // 2}")
+                             f"cos_cache {list(cos.shape)} and sin_cache {list(sin.shape)} must end in {dim // 2}")
         return [out(node, x.shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        x, cos, sin = args[0], args[1], args[2]
-        positions = args[3] if len(args) > 3 else None
+        x, cos, sin = given(node, args, 3)
+        positions = optional(args, 3)
         four = x.ndim == 4
         h = x.transpose(0, 2, 1, 3) if four else x.reshape(*x.shape[:2], int(node.attr("num_heads")), -1)
         dim = int(node.attr("rotary_embedding_dim", 0)) or h.shape[3]

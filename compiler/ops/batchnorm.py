@@ -24,9 +24,8 @@ TRAINING_OPSET = 14      # training_mode and the three-output training form (ops
 @register("BatchNormalization")
 class BatchNormalization(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 5)
+        x = require(node, ins, 5)[0]
         training = _check_mode(node, graph)
-        x = ins[0]
         if len(x.shape) < 2 or not x.dtype.is_float:
             raise fail(node, f"input is {x.dtype.value} {list(x.shape)}; expected a float N x C x ... tensor")
         expected = _parameter_shape(node, x.shape)

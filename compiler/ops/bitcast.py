@@ -26,8 +26,7 @@ def _bitcast(x: np.ndarray, source: DType, target: DType) -> np.ndarray:
 @register("BitCast")
 class BitCast(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        x = ins[0]
+        (x,) = require(node, ins, 1)
         if node.attr("to") is None:
             raise fail(node, "attribute 'to' (the target element type) is missing")
         target = DType.from_onnx(int(node.attr("to")), node.where())

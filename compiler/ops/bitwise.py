@@ -40,7 +40,7 @@ def _shift(node: Node):
 @register("BitShift")
 class BitShift(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
+        x, shift = require(node, ins, 2)
         direction = node.attr("direction")
         if direction not in DIRECTIONS:
             raise fail(node, f"attribute direction={direction!r} is not allowed ('LEFT' or 'RIGHT')")
@@ -49,10 +49,10 @@ class BitShift(OpDef):
             if t.dtype.numpy.kind == "i" and graph.opset < SIGNED_SHIFT_OPSET:
                 raise fail(node, f"input {t.name!r} is {t.dtype.value}; BitShift takes unsigned integers before "
                                  f"opset {SIGNED_SHIFT_OPSET} (this model is opset {graph.opset})")
-        if ins[0].dtype != ins[1].dtype:
-            raise fail(node, f"inputs must share one dtype, but {ins[0].name!r} is {ins[0].dtype.value} and "
-                             f"{ins[1].name!r} is {ins[1].dtype.value}")
-        return [out(node, broadcast(node, ins[0].shape, ins[1].shape), ins[0].dtype)]
+        if x.dtype != shift.dtype:
+            raise fail(node, f"inputs must share one dtype, but {x.name!r} is {x.dtype.value} and "
+                             f"{shift.name!r} is {shift.dtype.value}")
+        return [out(node, broadcast(node, x.shape, shift.shape), x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         return [_shift(node)(args[0], args[1])]
@@ -64,9 +64,9 @@ class BitShift(OpDef):
 @register("BitwiseNot")
 class BitwiseNot(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        _integer(node, ins[0])
-        return [out(node, ins[0].shape, ins[0].dtype)]
+        (x,) = require(node, ins, 1)
+        _integer(node, x)
+        return [out(node, x.shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         return [np.invert(np.asarray(args[0]))]

@@ -59,11 +59,11 @@ class Col2Im(OpDef):
     value_inputs = (1, 2)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 3)
+        x = require(node, ins, 3)[0]
         image = const_input(node, graph, 1, "image_shape")
         block = const_input(node, graph, 2, "block_shape")
-        channels, image, *_ = geometry(node, ins[0].shape, image, block)
-        return [out(node, (ins[0].shape[0], channels, *image), ins[0].dtype)]
+        channels, image, *_ = geometry(node, x.shape, image, block)
+        return [out(node, (x.shape[0], channels, *image), x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         return [col2im(node, np.asarray(args[0]), args[1], args[2])]

@@ -66,9 +66,8 @@ class CommOp(OpDef):
     sized = False           # `axis` is split into `size` parts, so size must divide its length
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
+        (x,) = require(node, ins, 1)
         _, size = group_of(node)
-        x = ins[0]
         shape = list(x.shape)
         if self.has_axis:
             axis = normalize_axis(node, int(node.attr("axis", 0)), len(shape))

@@ -104,8 +104,8 @@ class Shape(OpDef):
     """Shape (start/end from opset 15, clamped like a Python slice) and Size: known from shapes alone."""
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        return [out(node, self._value(node, ins[0].shape).shape, DType.int64)]
+        (x,) = require(node, ins, 1)
+        return [out(node, self._value(node, x.shape).shape, DType.int64)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         return [self._value(node, np.shape(args[0]))]
@@ -129,7 +129,8 @@ class Range(OpDef):
     value_inputs = (0, 1, 2)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 3)
+        bounds = require(node, ins, 3)
+        start = bounds[0]
         names = ("start", "limit", "delta")
         missing = [i for i in range(3) if graph.value(node.inputs[i]) is None]
         if missing:
@@ -139,18 +140,18 @@ class Range(OpDef):
                                 f"and accelsim compiles static shapes (make them initializers)",
                           *(node.inputs[i] for i in missing))
         values = [const_input(node, graph, i, name) for i, name in enumerate(names)]
-        for t, name in zip(ins, names):
+        for t, name in zip(bounds, names):
             if t.elements != 1:
                 raise fail(node, f"{name} ({t.name!r}) must be a scalar, got shape {list(t.shape)}")
-            if t.dtype != ins[0].dtype:
-                raise fail(node, f"{name} is {t.dtype.value} but start is {ins[0].dtype.value}")
+            if t.dtype != start.dtype:
+                raise fail(node, f"{name} is {t.dtype.value} but start is {start.dtype.value}")
         if values[2].reshape(()) == 0:
             raise fail(node, "delta must not be 0")
         count = self._count(*values)
         if count is None:
             shown = ", ".join(f"{name} {np.asarray(v).reshape(()).item()}" for name, v in zip(names, values))
             raise fail(node, f"{shown}: not a finite length")
-        return [out(node, (count,), ins[0].dtype)]
+        return [out(node, (count,), start.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         return [self._range(*args)]

@@ -41,8 +41,7 @@ class _Geometry:
 @register("ConvTranspose")
 class ConvTranspose(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2, 3)
-        x, w = ins[0], ins[1]
+        x, w = require(node, ins, 2, 3)
         geo = _geometry(node, x, w)
         if len(ins) > 2 and ins[2] is not None and ins[2].shape != (geo.k_total,):
             raise fail(node, f"bias has shape {list(ins[2].shape)}, expected [{geo.k_total}] "

@@ -46,11 +46,11 @@ class CenterCropPad(OpDef):
     value_inputs = (1,)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        if ins[1].dtype not in (DType.int32, DType.int64):
-            raise fail(node, f"shape ({ins[1].name!r}) must be int32 or int64, got {ins[1].dtype.value}")
-        wanted = targets(node, ins[0].shape, const_input(node, graph, 1, "the target shape"))
-        return [out(node, [wanted.get(i, d) for i, d in enumerate(ins[0].shape)], ins[0].dtype)]
+        x, shape_input = require(node, ins, 2)
+        if shape_input.dtype not in (DType.int32, DType.int64):
+            raise fail(node, f"shape ({shape_input.name!r}) must be int32 or int64, got {shape_input.dtype.value}")
+        wanted = targets(node, x.shape, const_input(node, graph, 1, "the target shape"))
+        return [out(node, [wanted.get(i, d) for i, d in enumerate(x.shape)], x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         return [center_crop_pad(node, np.asarray(args[0]), args[1])]

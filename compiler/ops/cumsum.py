@@ -34,8 +34,7 @@ def running(node: Node, x: np.ndarray, axis) -> np.ndarray:
 @register(*RUNNING)
 class Running(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        x, axis = ins
+        x, axis = require(node, ins, 2)
         if not x.shape:
             raise fail(node, f"input {x.name!r} is a scalar; {node.op} needs rank >= 1")
         if axis.elements != 1 or axis.dtype not in (DType.int32, DType.int64):

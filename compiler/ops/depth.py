@@ -44,8 +44,7 @@ def rearrange(node: Node, x: np.ndarray) -> np.ndarray:
 @register("SpaceToDepth", "DepthToSpace")
 class DepthSpace(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        x = ins[0]
+        (x,) = require(node, ins, 1)
         b = block(node)
         mode(node)
         if len(x.shape) != 4:

@@ -18,8 +18,7 @@ from compiler.ops.batchnorm import in_work
 @register("Det")
 class Det(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        x = ins[0]
+        (x,) = require(node, ins, 1)
         if not x.dtype.is_float or len(x.shape) < 2 or x.shape[-1] != x.shape[-2]:
             raise fail(node, f"input is {x.dtype.value} {list(x.shape)}; Det takes float square matrices "
                              f"[..., M, M]")

@@ -93,10 +93,10 @@ def _same_dtype(node: Node, ins: list[Tensor]) -> DType:
 @register(*_BINARY)
 class Binary(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        shape = broadcast(node, ins[0].shape, ins[1].shape)
+        a, b = require(node, ins, 2)
+        shape = broadcast(node, a.shape, b.shape)
         if node.op == "Pow":
-            dtype = ins[0].dtype  # the exponent may have another numeric type
+            dtype = a.dtype  # the exponent may have another numeric type
         else:
             dtype = _same_dtype(node, ins)
         if node.op in _LOGIC and dtype != DType.bool:
@@ -119,8 +119,8 @@ class Binary(OpDef):
 @register("Mod")
 class Mod(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        shape = broadcast(node, ins[0].shape, ins[1].shape)
+        a, b = require(node, ins, 2)
+        shape = broadcast(node, a.shape, b.shape)
         dtype = _same_dtype(node, ins)
         fmod = node.attr("fmod", 0)
         if fmod not in (0, 1):
@@ -159,11 +159,11 @@ class Variadic(OpDef):
 @register("Where")
 class Where(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 3)
-        if ins[0].dtype != DType.bool:
-            raise fail(node, f"the condition {node.inputs[0]!r} must be bool, got {ins[0].dtype.value}")
-        dtype = _same_dtype(node, ins[1:])
-        return [out(node, broadcast(node, *(t.shape for t in ins)), dtype)]
+        condition, x, y = require(node, ins, 3)
+        if condition.dtype != DType.bool:
+            raise fail(node, f"the condition {node.inputs[0]!r} must be bool, got {condition.dtype.value}")
+        dtype = _same_dtype(node, [x, y])
+        return [out(node, broadcast(node, condition.shape, x.shape, y.shape), dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         return [np.where(*(np.asarray(a) for a in args))]

@@ -16,11 +16,11 @@ class Expand(OpDef):
     value_inputs = (1,)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
+        x = require(node, ins, 2)[0]
         spec = const_input(node, graph, 1, "the target shape")
         if spec.ndim != 1 or np.any(spec < 0):
             raise fail(node, f"the shape input must be a 1-D list of sizes >= 0, got {spec.tolist()}")
-        return [out(node, broadcast(node, ins[0].shape, tuple(int(d) for d in spec)), ins[0].dtype)]
+        return [out(node, broadcast(node, x.shape, tuple(int(d) for d in spec)), x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(args[0])

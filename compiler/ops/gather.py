@@ -29,8 +29,7 @@ def gather(node: Node, data: np.ndarray, indices) -> np.ndarray:
 @register("Gather")
 class Gather(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        data, indices = ins
+        data, indices = require(node, ins, 2)
         if indices.dtype not in (DType.int32, DType.int64):
             raise fail(node, f"indices {indices.name!r} must be int32 or int64, got {indices.dtype.value}")
         if not data.shape:

@@ -54,12 +54,12 @@ def gather_elements(node: Node, data: np.ndarray, indices) -> np.ndarray:
 @register("GatherElements")
 class GatherElements(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        axis = element_shapes(node, ins[0], ins[1])
+        data, indices = require(node, ins, 2)
+        axis = element_shapes(node, data, indices)
         known = graph.value(node.inputs[1])
         if known is not None:   # constant indices: check them now
-            checked_indices(node, known, axis, ins[0].shape[axis])
-        return [out(node, ins[1].shape, ins[0].dtype)]
+            checked_indices(node, known, axis, data.shape[axis])
+        return [out(node, indices.shape, data.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         return [gather_elements(node, np.asarray(args[0]), args[1])]
@@ -105,8 +105,7 @@ def gather_nd(node: Node, data: np.ndarray, indices) -> np.ndarray:
 @register("GatherND")
 class GatherND(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        data, indices = ins
+        data, indices = require(node, ins, 2)
         check_index_dtype(node, indices)
         rest = nd_shapes(node, data.shape, indices.shape, int(node.attr("batch_dims", 0)))
         known = graph.value(node.inputs[1])

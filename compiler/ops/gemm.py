@@ -16,8 +16,7 @@ from compiler.ops.matmul import accumulator
 @register("Gemm")
 class Gemm(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2, 3)
-        a, b = ins[0], ins[1]
+        a, b = require(node, ins, 2, 3)
         m, n, _ = _dims(node, a, b)
         if a.dtype != b.dtype:
             raise fail(node, f"A is {a.dtype.value} but B is {b.dtype.value}; they must match")

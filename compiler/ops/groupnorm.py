@@ -29,8 +29,7 @@ def _per_group_parameters(node: Node) -> bool:
 @register("GroupNormalization", "InstanceNormalization")
 class GroupNormalization(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 3)
-        x = ins[0]
+        x = require(node, ins, 3)[0]
         node.resolved["opset"] = graph.opset   # the parameters' shape rule changed in opset 21
         least = 3 if node.op == "InstanceNormalization" else 2
         if len(x.shape) < least or not x.dtype.is_float:

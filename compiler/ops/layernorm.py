@@ -18,8 +18,7 @@ from compiler.ops.base import (OpDef, broadcast, fail, input_operands, normalize
 @register("LayerNormalization")
 class LayerNormalization(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2, 3)
-        x = ins[0]
+        x = require(node, ins, 2, 3)[0]
         if not x.dtype.is_float:
             raise fail(node, f"input is {x.dtype.value}; LayerNormalization takes a float tensor")
         axis = normalize_axis(node, int(node.attr("axis", -1)), len(x.shape))
@@ -80,8 +79,7 @@ class RMSNormalization(OpDef):
     in fp64 for fp64 x; the normalised result is cast back to x's dtype before the scale, as the ONNX function does."""
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        x, scale = ins
+        x, scale = require(node, ins, 2)
         if not x.dtype.is_float:
             raise fail(node, f"input is {x.dtype.value}; RMSNormalization takes a float tensor")
         axis = normalize_axis(node, int(node.attr("axis", -1)), len(x.shape))

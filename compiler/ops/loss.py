@@ -19,8 +19,7 @@ REDUCTIONS = ("none", "sum", "mean")
 
 def check(node: Node, ins: list[Tensor | None]) -> None:
     """Scores [N, C, d...], labels [N, d...] (int32/int64), weights [C]: the shapes both losses share."""
-    require(node, ins, 2, 3)
-    scores, labels = ins[0], ins[1]
+    scores, labels = require(node, ins, 2, 3)
     if len(scores.shape) < 2 or not scores.dtype.is_float:
         raise fail(node, f"scores {scores.name!r} are {scores.dtype.value} {list(scores.shape)}; expected float "
                          f"[N, C, d1...]")

@@ -17,8 +17,7 @@ from compiler.ops.batchnorm import in_work
 @register("LpNormalization")
 class LpNormalization(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        x = ins[0]
+        (x,) = require(node, ins, 1)
         if not x.dtype.is_float:
             raise fail(node, f"input is {x.dtype.value}; LpNormalization takes a float tensor")
         if node.attr("p", 2) not in (1, 2):

@@ -64,8 +64,7 @@ def matmul_einsum(node: Node, a: Operand, b: Operand, result: Operand, acc: DTyp
 @register("MatMul")
 class MatMul(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        a, b = ins
+        a, b = require(node, ins, 2)
         if a.dtype != b.dtype:
             raise fail(node, f"A is {a.dtype.value} but B is {b.dtype.value}; MatMul needs one type "
                              f"(use MatMulInteger for int8 with int32 results)")
@@ -84,8 +83,7 @@ class MatMul(OpDef):
 @register("MatMulInteger")
 class MatMulInteger(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2, 4)
-        a, b = ins[0], ins[1]
+        a, b = require(node, ins, 2, 4)
         for name, t in (("A", a), ("B", b)):
             if t.dtype not in INTEGER_INPUTS:
                 raise fail(node, f"{name} is {t.dtype.value}; MatMulInteger takes int8 or uint8 "

@@ -19,8 +19,7 @@ EPSILON = 1e-9   # fixed by the ONNX function body; the op has no epsilon attrib
 @register("MeanVarianceNormalization")
 class MeanVarianceNormalization(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        x = ins[0]
+        (x,) = require(node, ins, 1)
         if not x.dtype.is_float:
             raise fail(node, f"input is {x.dtype.value}; MeanVarianceNormalization takes a float tensor")
         _axes(node, len(x.shape))

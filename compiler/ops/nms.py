@@ -75,8 +75,7 @@ class NonMaxSuppression(OpDef):
     value_inputs = (2,)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2, 5)
-        boxes, scores = ins[:2]
+        boxes, scores = require(node, ins, 2, 5)
         if len(boxes.shape) != 3 or boxes.shape[2] != 4:
             raise fail(node, f"boxes {boxes.name!r} have shape {list(boxes.shape)}; NonMaxSuppression needs "
                              f"[batches, boxes, 4]")

@@ -44,8 +44,7 @@ class OneHot(OpDef):
     value_inputs = (1,)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 3)
-        indices, depth, values = ins
+        indices, depth, values = require(node, ins, 3)
         if depth.elements != 1:
             raise fail(node, f"depth ({depth.name!r}) must hold one value, got shape {list(depth.shape)}")
         if values.shape != (2,):

@@ -96,19 +96,19 @@ class Reshape(OpDef):
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         if node.op == "Reshape":
-            require(node, ins, 2)
+            x = require(node, ins, 2)[0]
             spec = const_input(node, graph, 1, "the target shape")
-            return [out(node, reshape_target(node, ins[0].shape, spec, bool(node.attr("allowzero", 0))),
-                        ins[0].dtype)]
-        require(node, ins, 1, 2 if node.op in ("Squeeze", "Unsqueeze") else 1)
-        shape = ins[0].shape
+            return [out(node, reshape_target(node, x.shape, spec, bool(node.attr("allowzero", 0))),
+                        x.dtype)]
+        (x,) = require(node, ins, 1, 2 if node.op in ("Squeeze", "Unsqueeze") else 1)
+        shape = x.shape
         if node.op == "Flatten":
             shape = flatten_target(node, shape)
         elif node.op == "Squeeze":
             shape = squeeze_target(node, shape, axes_of(node, graph, 1))
         elif node.op == "Unsqueeze":
             shape = unsqueeze_target(node, shape, axes_of(node, graph, 1))
-        return [out(node, shape, ins[0].dtype)]
+        return [out(node, shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(args[0])
@@ -136,7 +136,7 @@ class Dropout(OpDef):
     value_inputs = (1, 2)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1, 3)
+        (x,) = require(node, ins, 1, 3)
         if len(node.inputs) > 2 and node.inputs[2]:
             training = const_input(node, graph, 2, "training_mode")
             given = len(node.inputs) > 1 and bool(node.inputs[1])
@@ -144,9 +144,9 @@ class Dropout(OpDef):
             if bool(training.reshape(-1)[0]) and ratio != 0:
                 raise fail(node, f"training_mode=true is not supported with ratio {ratio:g}: it drops random "
                                  f"elements, and accelsim imports models for inference (ratio 0 is accepted)")
-        outs = [out(node, ins[0].shape, ins[0].dtype)]
+        outs = [out(node, x.shape, x.dtype)]
         if len(node.outputs) > 1 and node.outputs[1]:
-            outs.append(out(node, ins[0].shape, DType.bool if graph.opset >= 10 else ins[0].dtype, 1))
+            outs.append(out(node, x.shape, DType.bool if graph.opset >= 10 else x.dtype, 1))
         return outs
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:

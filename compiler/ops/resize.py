@@ -46,8 +46,7 @@ class Resize(OpDef):
     value_inputs = (1, 2, 3)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1, 4)
-        x = ins[0]
+        (x,) = require(node, ins, 1, 4)
         plan = _plan(node, graph, x.shape)
         node.resolved["plan"] = plan
         shape = list(x.shape)

@@ -39,8 +39,7 @@ def reverse_sequence(node: Node, x: np.ndarray, lengths) -> np.ndarray:
 @register("ReverseSequence")
 class ReverseSequence(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        x, lengths = ins
+        x, lengths = require(node, ins, 2)
         batch, _ = axes(node)
         if len(x.shape) < 2:
             raise fail(node, f"input {x.name!r} has shape {list(x.shape)}; ReverseSequence needs rank >= 2")

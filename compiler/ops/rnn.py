@@ -8,21 +8,25 @@ past its length, its Y rows are zero); simulation prices the full sequence lengt
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any
 
 import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import Axis, Einsum, IROp, Map, Move, Operand, Role
-from compiler.ops.base import OpDef, fail, operand, out, output_operand, register
+from compiler.ops.base import OpDef, fail, given, operand, out, output_operand, register
 from compiler.ops.matmul import accumulator
 
 # activation (lower case, as onnxruntime matches names) -> (f(x, alpha, beta), ops per element, default alpha, beta).
 # alpha/beta None: the function takes none. Costs follow compiler/ops/activation.py's table (Sigmoid 4, Tanh 5...).
 # Defaults are onnxruntime's: Affine, ScaledTanh and ThresholdedRelu default to 0 (no standalone op to inherit from;
 # ThresholdedRelu's own default, 1, is not what onnxruntime's recurrent kernels use).
-_ACTIVATIONS: dict[str, tuple[Callable, int, float | None, float | None]] = {
+Activate = Callable[[np.ndarray, Any, Any], np.ndarray]
+# One step's values by name (xw, h, c, b, the gates...); a term the node does not have is None.
+Values = dict[str, Any]
+_ACTIVATIONS: dict[str, tuple[Activate, int, float | None, float | None]] = {
     "relu": (lambda x, a, b: np.maximum(x, 0), 1, None, None),
     "tanh": (lambda x, a, b: np.tanh(x), 5, None, None),
     "sigmoid": (lambda x, a, b: 1 / (1 + np.exp(-x)), 4, None, None),
@@ -50,7 +54,8 @@ class _Activation:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore"):
-            return _ACTIVATIONS[self.name][0](x, x.dtype.type(self.alpha), x.dtype.type(self.beta)).astype(x.dtype)
+            y: np.ndarray = _ACTIVATIONS[self.name][0](x, x.dtype.type(self.alpha), x.dtype.type(self.beta))
+            return y.astype(x.dtype)
 
     @property
     def ops(self) -> int:
@@ -85,7 +90,7 @@ class _Gate:
     """out = fn(plan, d, k, values): element-wise over [batch, hidden]."""
     out: str
     args: tuple[str, ...]
-    fn: Callable
+    fn: Callable[[_Plan, int, int, Values], np.ndarray]
     ops: int
 
 
@@ -96,7 +101,7 @@ class Recurrent(OpDef):
         if len(ins) < 3 or any(t is None for t in ins[:3]) or len(ins) > (8 if states == 2 else 6):
             raise fail(node, f"expects X, W, R and up to {5 if states == 2 else 3} optional inputs, got "
                              f"{len(ins)} inputs")
-        x, w, r = ins[:3]
+        x, w, r = given(node, ins, 3)
         if not x.dtype.is_float or len(x.shape) != 3:
             raise fail(node, f"X must be a 3-D float tensor, got {x.dtype.value} {list(x.shape)}")
         layout = int(node.attr("layout", 0))
@@ -115,14 +120,16 @@ class Recurrent(OpDef):
         expected[_C0] = expected[_H0]
         labels = {_W: "W", _R: "R", _B: "B", _LENS: "sequence_lens", _H0: "initial_h", _C0: "initial_c", _P: "P"}
         present = frozenset(i for i in range(3, len(ins)) if ins[i] is not None)
+        tensors = {i: t for i, t in enumerate(ins) if t is not None}
         for i in (_W, _R, *sorted(present)):
-            if ins[i].shape != expected[i]:
-                raise fail(node, f"input {labels[i]} ({ins[i].name!r}) has shape {list(ins[i].shape)}; with "
+            t = tensors[i]
+            if t.shape != expected[i]:
+                raise fail(node, f"input {labels[i]} ({t.name!r}) has shape {list(t.shape)}; with "
                                  f"hidden_size {hidden}, {dirs} direction(s) and X {list(x.shape)} (layout "
                                  f"{layout}) it must be {list(expected[i])}")
             wanted = "int32" if i == _LENS else x.dtype.value
-            if ins[i].dtype.value != wanted:
-                raise fail(node, f"input {labels[i]} ({ins[i].name!r}) is {ins[i].dtype.value}; it must be {wanted}")
+            if t.dtype.value != wanted:
+                raise fail(node, f"input {labels[i]} ({t.name!r}) is {t.dtype.value}; it must be {wanted}")
         if node.attr("clip") is not None and not node.attr("clip") > 0:
             raise fail(node, f"attribute clip={node.attr('clip')} is not allowed (a positive threshold)")
         plan = _Plan(steps, batch, hidden, (direction == "reverse",) if dirs == 1 else (False, True),
@@ -137,13 +144,14 @@ class Recurrent(OpDef):
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         plan = node.resolved["plan"]
         args = list(args) + [None] * (8 - len(args))
-        work = np.float64 if args[_X].dtype == np.float64 else np.float32
+        dtype = given(node, args, 1)[0].dtype
+        work = np.float64 if dtype == np.float64 else np.float32
         x, w, r = (np.asarray(a, dtype=work) for a in args[:3])
-        finals: list[dict[str, np.ndarray]] = []
+        finals: list[Values] = []
         hs: list[list[np.ndarray]] = []
         for d in range(len(plan.reverse)):
             xw = _in_step_order(plan, d, _project(plan, x, w[d]), args[_LENS])
-            values = {"b": args[_B], "p": args[_P], "lens": args[_LENS],
+            values: Values = {"b": args[_B], "p": args[_P], "lens": args[_LENS],
                       "h": _initial(plan, d, args[_H0], work), "c": _initial(plan, d, args[_C0], work)}
             hs.append([])
             for k in range(plan.steps):
@@ -158,7 +166,6 @@ class Recurrent(OpDef):
                 values["h"], values["c"] = values["h_next"], values.get("c_next")
                 hs[-1].append(values["h"])
             finals.append(values)
-        dtype = args[_X].dtype
         outs = [_stack_y(plan, args[_LENS], hs), _stack_final(plan, [f["h"] for f in finals])]
         if node.op == "LSTM":
             outs.append(_stack_final(plan, [f["c"] for f in finals]))
@@ -247,10 +254,10 @@ def _program(op: str, plan: _Plan, d: int) -> list[_Product | _Gate]:
             _Gate("h_next", ("xw", "hr", "hr_h", "b", "h", "lens"), _gru, gate + candidate + blend)]
 
 
-def _gate_inputs(plan: _Plan, d: int, v: dict, first: int, count: int) -> np.ndarray:
+def _gate_inputs(plan: _Plan, d: int, v: Values, first: int, count: int) -> np.ndarray:
     """Pre-activations of `count` gates from gate `first`: x W^T + h R^T + Wb + Rb (absent terms are zero)."""
     cols = slice(first * plan.hidden, (first + count) * plan.hidden)
-    pre = v["xw"][:, cols]
+    pre: np.ndarray = v["xw"][:, cols]
     if v.get("hr") is not None:
         pre = pre + v["hr"][:, cols]
     if v.get("b") is not None:
@@ -264,7 +271,7 @@ def _clip(plan: _Plan, x: np.ndarray) -> np.ndarray:
     return x if plan.clip is None else np.clip(x, -plan.clip, plan.clip)
 
 
-def _keep(plan: _Plan, k: int, v: dict, new: np.ndarray, old: np.ndarray | None) -> np.ndarray:
+def _keep(plan: _Plan, k: int, v: Values, new: np.ndarray, old: np.ndarray | None) -> np.ndarray:
     """Past a batch entry's sequence length its state stays as it was."""
     if v.get("lens") is None:
         return new
@@ -272,12 +279,12 @@ def _keep(plan: _Plan, k: int, v: dict, new: np.ndarray, old: np.ndarray | None)
     return np.where(live, new, 0 if old is None else old)
 
 
-def _rnn(plan: _Plan, d: int, k: int, v: dict) -> np.ndarray:
+def _rnn(plan: _Plan, d: int, k: int, v: Values) -> np.ndarray:
     f = plan.activations[d][0]
     return _keep(plan, k, v, f(_clip(plan, _gate_inputs(plan, d, v, 0, 1))), v.get("h"))
 
 
-def _lstm_cell(plan: _Plan, d: int, k: int, v: dict) -> np.ndarray:
+def _lstm_cell(plan: _Plan, d: int, k: int, v: Values) -> np.ndarray:
     """Gates i, o, f, c in W's order; peepholes P = [Pi, Po, Pf]; c' = f * c + i * g(c~)."""
     f, g, _ = plan.activations[d]
     hid, pre = plan.hidden, _gate_inputs(plan, d, v, 0, 4)
@@ -291,7 +298,7 @@ def _lstm_cell(plan: _Plan, d: int, k: int, v: dict) -> np.ndarray:
     return _keep(plan, k, v, forget * c + i * g(_clip(plan, pre[:, 3 * hid:])), c)
 
 
-def _lstm_hidden(plan: _Plan, d: int, k: int, v: dict) -> np.ndarray:
+def _lstm_hidden(plan: _Plan, d: int, k: int, v: Values) -> np.ndarray:
     f, _, h = plan.activations[d]
     hid, pre = plan.hidden, _gate_inputs(plan, d, v, 0, 4)
     c = v["c_next"]
@@ -301,13 +308,13 @@ def _lstm_hidden(plan: _Plan, d: int, k: int, v: dict) -> np.ndarray:
     return _keep(plan, k, v, f(_clip(plan, o_pre)) * h(c), v.get("h"))
 
 
-def _gru_reset(plan: _Plan, d: int, k: int, v: dict) -> np.ndarray:
+def _gru_reset(plan: _Plan, d: int, k: int, v: Values) -> np.ndarray:
     """r * h, the input of the candidate's recurrent product when linear_before_reset is 0 (gates z, r, h)."""
     r = plan.activations[d][0](_clip(plan, _gate_inputs(plan, d, v, 1, 1)))
     return r * v["h"] if v.get("h") is not None else np.zeros_like(r)
 
 
-def _gru(plan: _Plan, d: int, k: int, v: dict) -> np.ndarray:
+def _gru(plan: _Plan, d: int, k: int, v: Values) -> np.ndarray:
     f, g = plan.activations[d]
     hid = plan.hidden
     z = f(_clip(plan, _gate_inputs(plan, d, v, 0, 1)))
@@ -327,7 +334,8 @@ def _gru(plan: _Plan, d: int, k: int, v: dict) -> np.ndarray:
 
 def _project(plan: _Plan, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """x W^T for every step: [steps, batch, gates * hidden] whatever the layout."""
-    return np.einsum("sni,gi->sng" if plan.layout == 0 else "nsi,gi->sng", x, w)
+    xw: np.ndarray = np.einsum("sni,gi->sng" if plan.layout == 0 else "nsi,gi->sng", x, w)
+    return xw
 
 
 def _in_step_order(plan: _Plan, d: int, xw: np.ndarray, lens: np.ndarray | None) -> np.ndarray:
@@ -342,7 +350,8 @@ def _in_step_order(plan: _Plan, d: int, xw: np.ndarray, lens: np.ndarray | None)
     return ordered
 
 
-def _initial(plan: _Plan, d: int, state: np.ndarray | None, work) -> np.ndarray | None:
+def _initial(plan: _Plan, d: int, state: np.ndarray | None, work: type[np.floating[Any]] | np.dtype[Any]
+             ) -> np.ndarray | None:
     if state is None:
         return None
     return np.asarray(state[d] if plan.layout == 0 else state[:, d], dtype=work)
@@ -356,7 +365,7 @@ def _stack_y(plan: _Plan, lens: np.ndarray | None, hs: list[list[np.ndarray]]) -
     return y if plan.layout == 0 else y.transpose(2, 0, 1, 3)
 
 
-def _y_from_runs(plan: _Plan, arrays: tuple) -> np.ndarray:
+def _y_from_runs(plan: _Plan, arrays: tuple[np.ndarray, ...]) -> np.ndarray:
     """Y from each direction's [steps, batch, hidden] run of states (then sequence_lens, if given)."""
     dirs = len(plan.reverse)
     return _stack_y(plan, arrays[dirs] if len(arrays) > dirs else None, [list(a) for a in arrays[:dirs]])
@@ -415,7 +424,7 @@ def _lower_direction(node: Node, plan: _Plan, d: int, given: dict[int, Operand],
                     values.pop(stage.out, None)
                     continue
                 result = Operand(name, (plan.batch, stage.rows), dtype, Role.output)
-                src_axes = (Axis.of("n"), Axis.of("j"))
+                src_axes: tuple[Axis, ...] = (Axis.of("n"), Axis.of("j"))
                 if len(src.shape) == 3:   # initial_h: [directions, batch, hidden] or [batch, directions, hidden]
                     src_axes = (Axis((), d),) + src_axes if plan.layout == 0 else (
                         Axis.of("n"), Axis((), d), Axis.of("j"))
@@ -446,8 +455,8 @@ def _gate_map(node: Node, plan: _Plan, d: int, k: int, stage: _Gate, values: dic
             inputs.append(source)
     starts = {arg for arg in names if k == 0 and arg in ("h", "c")}
 
-    def compute(*arrays):
-        v = {}
+    def compute(*arrays: np.ndarray) -> np.ndarray:
+        v: Values = {}
         for arg, a in zip(names, arrays):
             a = np.asarray(a)
             v[arg] = _initial(plan, d, a, a.dtype) if arg in starts else a

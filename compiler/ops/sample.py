@@ -22,8 +22,7 @@ PADDINGS = ("zeros", "border", "reflection")
 @register("GridSample")
 class GridSample(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        x, grid = ins
+        x, grid = require(node, ins, 2)
         rank = len(x.shape) - 2
         if rank < 1 or grid.shape != (x.shape[0], *grid.shape[1:-1], rank) or len(grid.shape) != rank + 2:
             raise fail(node, f"grid has shape {list(grid.shape)}; for input {list(x.shape)} it must be "
@@ -121,8 +120,7 @@ class AffineGrid(OpDef):
     value_inputs = (1,)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        theta = ins[0]
+        theta = require(node, ins, 2)[0]
         size = [int(v) for v in const_input(node, graph, 1, "size").reshape(-1)]
         rank = len(size) - 2
         if rank not in (2, 3) or theta.shape != (size[0], rank, rank + 1):
@@ -148,8 +146,7 @@ class AffineGrid(OpDef):
 @register("RoiAlign")
 class RoiAlign(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 3)
-        x, rois, index = ins
+        x, rois, index = require(node, ins, 3)
         if len(x.shape) != 4 or len(rois.shape) != 2 or rois.shape[1] != 4 or index.shape != (rois.shape[0],):
             raise fail(node, f"input {list(x.shape)} must be [N, C, H, W], rois {list(rois.shape)} [R, 4] and "
                              f"batch_indices {list(index.shape)} [R]")

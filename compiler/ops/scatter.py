@@ -66,8 +66,7 @@ def lower_scatter(node: Node, graph: Graph, fn) -> list[IROp]:
 @register("ScatterElements", "Scatter")
 class ScatterElements(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 3)
-        data, indices, updates = ins
+        data, indices, updates = require(node, ins, 3)
         reduction(node)
         axis = element_shapes(node, data, indices)
         known = graph.value(node.inputs[1])
@@ -88,8 +87,7 @@ class ScatterElements(OpDef):
 @register("ScatterND")
 class ScatterND(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 3)
-        data, indices, updates = ins
+        data, indices, updates = require(node, ins, 3)
         reduction(node)
         check_index_dtype(node, indices)
         rest = nd_shapes(node, data.shape, indices.shape, 0)
@@ -141,8 +139,7 @@ def tensor_scatter(node: Node, cache: np.ndarray, update: np.ndarray, starts) ->
 @register("TensorScatter")
 class TensorScatter(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2, 3)
-        cache, update = ins[:2]
+        cache, update = require(node, ins, 2, 3)
         mode = str(node.attr("mode", "linear"))
         if mode not in ("linear", "circular"):
             raise fail(node, f"mode={mode!r} is not supported (allowed: linear, circular)")

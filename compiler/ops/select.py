@@ -25,8 +25,7 @@ def nonzero(x: np.ndarray) -> np.ndarray:
 @register("NonZero")
 class NonZero(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        x = ins[0]
+        (x,) = require(node, ins, 1)
         forget_stand_in(node)
         given = known_input(node, graph, 0)
         if given is not None:
@@ -61,8 +60,7 @@ class Compress(OpDef):
     value_inputs = (1,)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        x, condition = ins
+        x, condition = require(node, ins, 2)
         if condition.dtype != DType.bool or len(condition.shape) != 1:
             raise fail(node, f"condition ({condition.name!r}) must be a 1-D bool tensor, got "
                              f"{condition.dtype.value} {list(condition.shape)}")

@@ -23,8 +23,7 @@ class _Softmax(OpDef):
     ops_per_element = 5
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        x = ins[0]
+        (x,) = require(node, ins, 1)
         if not x.dtype.is_float:
             raise fail(node, f"input is {x.dtype.value}; {node.op} takes a float tensor")
         node.resolved["opset"] = graph.opset  # the axis rule changed in opset 13; reference sees no graph

@@ -25,8 +25,7 @@ class Tile(OpDef):
     value_inputs = (1,)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        x, repeats = ins
+        x, repeats = require(node, ins, 2)
         if repeats.dtype != DType.int64 or len(repeats.shape) != 1 or repeats.shape[0] != len(x.shape):
             raise fail(node, f"repeats ({repeats.name!r}) must be a 1-D int64 list of {len(x.shape)} counts, got "
                              f"{repeats.dtype.value} {list(repeats.shape)}")

@@ -24,9 +24,9 @@ def permutation(node: Node, rank: int) -> tuple[int, ...]:
 @register("Transpose")
 class Transpose(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        shape = ins[0].shape
-        return [out(node, [shape[p] for p in permutation(node, len(shape))], ins[0].dtype)]
+        (x,) = require(node, ins, 1)
+        shape = x.shape
+        return [out(node, [shape[p] for p in permutation(node, len(shape))], x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(args[0])

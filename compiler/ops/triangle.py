@@ -24,8 +24,7 @@ def trilu(node: Node, x: np.ndarray, k) -> np.ndarray:
 @register("Trilu")
 class Trilu(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1, 2)
-        x = ins[0]
+        (x,) = require(node, ins, 1, 2)
         if len(x.shape) < 2:
             raise fail(node, f"input {x.name!r} has shape {list(x.shape)}; Trilu needs rank >= 2")
         if len(ins) > 1 and ins[1] is not None and (ins[1].elements != 1 or ins[1].dtype != DType.int64):
@@ -52,10 +51,10 @@ def eye(node: Node, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
 @register("EyeLike")
 class EyeLike(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        if len(ins[0].shape) != 2:
-            raise fail(node, f"input {ins[0].name!r} has shape {list(ins[0].shape)}; EyeLike needs rank 2")
-        return [out(node, ins[0].shape, eye_dtype(node, ins[0]))]
+        (x,) = require(node, ins, 1)
+        if len(x.shape) != 2:
+            raise fail(node, f"input {x.name!r} has shape {list(x.shape)}; EyeLike needs rank 2")
+        return [out(node, x.shape, eye_dtype(node, x))]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(args[0])

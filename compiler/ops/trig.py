@@ -51,12 +51,12 @@ class FloatClass(OpDef):
     default): an abs and a compare, or a compare alone when only one sign is asked for."""
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        check_dtype(node, ins[0], FLOAT)
+        (x,) = require(node, ins, 1)
+        check_dtype(node, x, FLOAT)
         for name in ("detect_positive", "detect_negative"):
             if node.op == "IsInf" and node.attr(name, 1) not in (0, 1):
                 raise fail(node, f"attribute {name}={node.attr(name)} is not allowed (0 or 1)")
-        return [out(node, ins[0].shape, DType.bool)]
+        return [out(node, x.shape, DType.bool)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(args[0])

@@ -37,8 +37,7 @@ def unique(node: Node, x: np.ndarray) -> list[np.ndarray]:
 @register("Unique")
 class Unique(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        x = ins[0]
+        (x,) = require(node, ins, 1)
         axis = node.attr("axis")
         if axis is None:
             shape, axis = (x.elements,), 0

@@ -47,8 +47,7 @@ class MaxUnpool(OpDef):
     value_inputs = (2,)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2, 3)
-        x, indices = ins[:2]
+        x, indices = require(node, ins, 2, 3)
         if indices.dtype != DType.int64 or indices.shape != x.shape:
             raise fail(node, f"indices {indices.name!r} must be int64 of the input's shape {list(x.shape)}, got "
                              f"{indices.dtype.value} {list(indices.shape)}")

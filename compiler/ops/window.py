@@ -30,10 +30,10 @@ class Window(OpDef):
     value_inputs = (0,)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        if ins[0].elements != 1 or ins[0].dtype not in (DType.int32, DType.int64):
-            raise fail(node, f"size {ins[0].name!r} must be an int32 or int64 scalar, got {ins[0].dtype.value} "
-                             f"{list(ins[0].shape)}")
+        (size_input,) = require(node, ins, 1)
+        if size_input.elements != 1 or size_input.dtype not in (DType.int32, DType.int64):
+            raise fail(node, f"size {size_input.name!r} must be an int32 or int64 scalar, got "
+                             f"{size_input.dtype.value} {list(size_input.shape)}")
         if node.attr("periodic", 1) not in (0, 1):
             raise fail(node, f"attribute periodic={node.attr('periodic')} is not allowed (0 or 1)")
         dtype = DType.from_onnx(int(node.attr("output_datatype", 1)), node.where())

@@ -20,8 +20,7 @@ class CrossEntropyGrad(OpDef):
     """(dloss, log_prob or the NLL input [N, C, d...], labels [N, d...], weights [C]?) -> d scores."""
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 3, 4)
-        dloss, scores, labels = ins[:3]
+        dloss, scores, labels = require(node, ins, 3, 4)
         if labels.shape != scores.shape[:1] + scores.shape[2:]:
             raise fail(node, f"labels {list(labels.shape)} do not fit scores {list(scores.shape)}")
         if node.attr("reduction", "mean") not in REDUCTIONS:

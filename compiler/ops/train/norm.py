@@ -41,8 +41,7 @@ class NormStats(OpDef):
     """Attributes: axes (the reduced axes), epsilon."""
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        x = ins[0]
+        (x,) = require(node, ins, 1)
         if not x.dtype.is_float:
             raise fail(node, f"input is {x.dtype.value}; NormStats takes a float tensor")
         kept = _kept(x.shape, attr_axes(node, len(x.shape)))
@@ -79,14 +78,13 @@ def _check_statistics(node: Node, ins: list[Tensor], kept: tuple[int, ...]) -> N
 @register("BatchNormGrad", domain=TRAINING_DOMAIN)
 class BatchNormGrad(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 5)
-        x, scale = ins[1], ins[2]
+        dy, x, scale, _, _ = require(node, ins, 5)
         if len(x.shape) < 2:
             raise fail(node, f"x has shape {list(x.shape)}; expected N x C x ...")
         _check_statistics(node, ins, _kept(x.shape, statistic_axes(len(x.shape))))
         if scale.shape != x.shape[1:2]:
             raise fail(node, f"scale has shape {list(scale.shape)}, expected [{x.shape[1]}] (one per channel)")
-        return [out(node, x.shape, ins[0].dtype), out(node, scale.shape, scale.dtype, 1),
+        return [out(node, x.shape, dy.dtype), out(node, scale.shape, scale.dtype, 1),
                 out(node, scale.shape, scale.dtype, 2)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -136,15 +134,14 @@ class LayerNormGrad(OpDef):
     """Attribute axis: LayerNormalization's (the first normalised axis)."""
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 5)
-        x, scale = ins[1], ins[2]
+        dy, x, scale, _, _ = require(node, ins, 5)
         axis = normalize_axis(node, int(node.attr("axis", -1)), len(x.shape))
         normalized = x.shape[axis:]
         _check_statistics(node, ins, x.shape[:axis] + (1,) * len(normalized))
         if broadcast(node, scale.shape, normalized) != normalized:
             raise fail(node, f"scale has shape {list(scale.shape)}, which does not broadcast to the normalised "
                              f"shape {list(normalized)}")
-        return [out(node, x.shape, ins[0].dtype), out(node, normalized, scale.dtype, 1),
+        return [out(node, x.shape, dy.dtype), out(node, normalized, scale.dtype, 1),
                 out(node, normalized, scale.dtype, 2)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:

@@ -23,11 +23,11 @@ class SliceGrad(OpDef):
     """dy and the Slice's bounds as attributes (starts, ends, axes, steps) -> dx of `shape`."""
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
+        (dy,) = require(node, ins, 1)
         kept = np.zeros(_shape(node), bool)[self._where(node)].shape
-        if kept != ins[0].shape:
-            raise fail(node, f"the slice keeps {list(kept)} of {list(_shape(node))}, but dy is {list(ins[0].shape)}")
-        return [out(node, _shape(node), ins[0].dtype)]
+        if kept != dy.shape:
+            raise fail(node, f"the slice keeps {list(kept)} of {list(_shape(node))}, but dy is {list(dy.shape)}")
+        return [out(node, _shape(node), dy.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         dx = np.zeros(_shape(node), dtype=args[0].dtype)
