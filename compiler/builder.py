@@ -34,7 +34,7 @@ class Builder:
         self._scope: list[str] = []
 
     # -- naming ---------------------------------------------------------------------------------------
-    def scope(self, name: str) -> "_Scope":
+    def scope(self, name: str) -> _Scope:
         """Prefix names made inside a `with b.scope("layer1"):` block, like a framework's module path."""
         return _Scope(self, name)
 

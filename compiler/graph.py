@@ -93,7 +93,7 @@ class Graph:
         raise ModelError(f"{self.source}: no node named {name!r}")
 
     # -- building --------------------------------------------------------------
-    def order(self) -> "Graph":
+    def order(self) -> Graph:
         """Name unnamed nodes, check references and sort topologically (compiler.ops.shapes.finalize then infers
         every shape: shape rules live with the ops, which import this module)."""
         self._name_nodes()

@@ -67,7 +67,7 @@ class Axis:
     block: int = 1
 
     @staticmethod
-    def of(dim: str) -> "Axis":
+    def of(dim: str) -> Axis:
         return Axis(((dim, 1),))
 
 

@@ -5,7 +5,7 @@ the first time point dumps every wire ($dumpvars), wires never set there read x.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 # The timescale of every waveform of the systolic core, the cycle-level model's (this writer's) and the RTL's, which
 # accelsim.rtl.runner builds with this time unit and precision: a simulator's VCD counts in its precision, so the
@@ -26,7 +26,7 @@ class VcdWriter:
         self._pending: dict = {}
         self._time = None
         self._dumped = False
-        f.write(f"$date\n\t{datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} UTC\n$end\n")
+        f.write(f"$date\n\t{datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC\n$end\n")
         f.write("$version\n\taccelsim cycle-level model\n$end\n")
         f.write(f"$timescale {timescale} $end\n")
         f.write(f"$scope module {scope} $end\n")

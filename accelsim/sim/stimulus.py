@@ -63,7 +63,7 @@ class Stimulus:
             k: getattr(self, k) for k in ("w_rows", "w_delay", "w_wait", "x_rows", "x_last", "x_acc", "x_delay")})
 
     @classmethod
-    def load(cls, path) -> "Stimulus":
+    def load(cls, path) -> Stimulus:
         with np.load(path) as z:
             return cls(int(z["rows"]), int(z["cols"]), bool(z["ternary"]),
                        *(z[k] for k in ("w_rows", "w_delay", "w_wait", "x_rows", "x_last", "x_acc", "x_delay")))
@@ -83,7 +83,7 @@ class Outcome:
                                               ("w_accept", "x_accept", "y_cycle", "y_data", "y_last")})
 
     @classmethod
-    def load(cls, path) -> "Outcome":
+    def load(cls, path) -> Outcome:
         with np.load(path) as z:
             return cls(*(z[k] for k in ("w_accept", "x_accept", "y_cycle", "y_data", "y_last")), int(z["cycles"]))
 

@@ -14,7 +14,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 from compiler import output
@@ -197,7 +197,7 @@ def provenance(threads: int, repeats: int, arch_source: str, rows: list[Row]) ->
     return {
         "machine": {"model": host.model, "cores": host.cores, "clock_ghz": host.clock_ghz,
                     "flags": f"{vector_bytes(host.flags)[1]} ({' '.join(simd) or 'no avx'})"},
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": git_commit(),
         "software": {"python": platform.python_version(), "numpy": np.__version__, "blas": _blas(),
                      "torch": torch_version() or "not installed"},

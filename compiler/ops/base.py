@@ -18,15 +18,15 @@ from compiler.errors import ModelError, UnknownValueError
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map, Move, Operand, Role
 
-REGISTRY: dict[str, "OpDef"] = {}
+REGISTRY: dict[str, OpDef] = {}
 # The ops a training step adds (gradients, optimizer updates) are not ONNX ops: they live in their own domain,
 # so an ONNX file cannot name them by accident and an exported training graph says where they come from.
 TRAINING_DOMAIN = "ai.accelsim.training"
-TRAINING: dict[str, "OpDef"] = {}
+TRAINING: dict[str, OpDef] = {}
 # The collectives a parallel plan inserts (compiler/ops/comm.py) are not ONNX ops either: a domain of their own.
 COMM_DOMAIN = "ai.accelsim.comm"
-COMM: dict[str, "OpDef"] = {}
-DOMAINS: dict[str, dict[str, "OpDef"]] = {"": REGISTRY, TRAINING_DOMAIN: TRAINING, COMM_DOMAIN: COMM}
+COMM: dict[str, OpDef] = {}
+DOMAINS: dict[str, dict[str, OpDef]] = {"": REGISTRY, TRAINING_DOMAIN: TRAINING, COMM_DOMAIN: COMM}
 
 Definition = TypeVar("Definition", bound="OpDef")
 Value = TypeVar("Value")
@@ -153,7 +153,7 @@ def map_op(node: Node, graph: Graph, fn: Callable[..., np.ndarray], ops_per_elem
                 output=output_operand(node, graph), fn=fn, ops_per_element=ops_per_element)]
 
 
-def map_reference(definition: "OpDef", node: Node, graph: Graph, ops_per_element: int) -> list[IROp]:
+def map_reference(definition: OpDef, node: Node, graph: Graph, ops_per_element: int) -> list[IROp]:
     """Lower a node to one Map computing its own numpy reference: the Map hands over only the inputs that are
     present, so an omitted optional one ('') goes back into its slot as None."""
     present = [i for i, name in enumerate(node.inputs) if name]

@@ -104,7 +104,7 @@ class _Pass:
         self.names: set[str] = set(src.tensors) | {n.name for n in src.nodes}
 
     # -- the walk ----------------------------------------------------------------------------------------------
-    def run(self) -> "_Pass":
+    def run(self) -> _Pass:
         for name in self.src.inputs:
             self._input(name, self.layouts.get(name, R))
         for name, value in self.src.weights.items():

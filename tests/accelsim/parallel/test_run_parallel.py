@@ -104,4 +104,4 @@ def test_the_inference_table_has_no_training_columns_and_gives_tokens_per_second
     assert ">bubble<" in page and not any(f">{word}<" in page for word in ("backward", "optimizer", "gradients"))
     assert ">time per batch<" in comm_table(decode)      # its cells say their unit (97.3 us), not seconds
     prefill = run_parallel("gpt2", "dgx_a100", devices=2, parallel="tp=2", batch=4, **GPT).table()
-    assert f"4 sequences x 64 tokens = 256 tokens per batch of " in prefill
+    assert "4 sequences x 64 tokens = 256 tokens per batch of " in prefill

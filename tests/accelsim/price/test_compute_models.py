@@ -18,7 +18,7 @@ from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.errors import MappingError
 from compiler.ir import OpKind
-from compiler.mapping import LevelTile, Mapping, Spatial, gemm_view, op_signature
+from compiler.mapping import LevelTile, Mapping, Spatial, gemm_view
 from compiler.compile import Options, compile_graph
 
 GPUS = ["gtx580", "v100", "a100", "h100", "h200"]

@@ -11,7 +11,7 @@ import pytest
 from accelsim.arch import load_arch
 from accelsim.validate import cases
 from accelsim.validate.cli import add_score_parser
-from accelsim.validate.score import load, metrics, plot, ranks, score, spearman
+from accelsim.validate.score import load, metrics, ranks, score, spearman
 from compiler.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -213,7 +213,7 @@ def test_a_published_row_names_a_preset_or_a_file_beside_it_never_one_outside(tm
     preset = ROOT / "archs" / ("systems/" if column == "system" else "") / f"{name}.yaml"
     folder = published_copy(tmp_path, source, column, "../credentials")
     outside(folder)
-    with pytest.raises(UserError, match=rf"'\.\./credentials' resolves to .*credentials, outside .*ds and .*archs"):
+    with pytest.raises(UserError, match=r"'\.\./credentials' resolves to .*credentials, outside .*ds and .*archs"):
         score([folder])
     (folder / "mine.yaml").write_text(preset.read_text())
     with open(folder / source.name) as f:

@@ -57,5 +57,5 @@ def test_an_inner_load_moves_only_with_the_load_it_copies_from():
     compute = {f: np.ones(3, np.int64) for f in ("m", "n", "k", "work", "useful")}
     rows, _ = assemble([outer, inner], 3, compute, op=0, unit=0, ahead=True)
     deps = rows["dep"]
-    assert np.all((deps < np.arange(len(rows))[:, None]))
+    assert np.all(deps < np.arange(len(rows))[:, None])
     assert [int(r["level"]) for r in rows if r["kind"] == LOAD][:2] == [0, 1]

@@ -5,7 +5,7 @@ all three SRAMs'.
 """
 import math
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -22,13 +22,13 @@ LAYERS = ("layer4.0/conv2", "layer2.0/conv1", "fc")      # weights of 2.36 MB, 7
 KIB = 1024
 
 
-@lru_cache(maxsize=None)
+@cache
 def resnet18():
     arch = load_arch("systolic_32x32")
     return compile_graph(load_model("resnet18", image=32), Options(dtype=arch.native_dtype, arch=arch))
 
 
-@lru_cache(maxsize=None)
+@cache
 def with_filter_sram(capacity: int):
     arch = load_arch("systolic_32x32")
     memory = tuple(replace(lv, capacity_bytes=capacity) if lv.name == "filter_sram" else lv for lv in arch.memory)
@@ -104,7 +104,7 @@ def test_resnet18s_last_stage_takes_no_longer_with_a_bigger_filter_sram():
 SRAMS = ("filter_sram", "ifmap_sram", "ofmap_sram")
 
 
-@lru_cache(maxsize=None)
+@cache
 def with_srams(capacities: tuple[int, int, int]):
     arch = load_arch("systolic_32x32")
     sized = dict(zip(SRAMS, capacities))

@@ -1,7 +1,6 @@
 """SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss imported from ONNX files and compared with onnxruntime
 (reductions, class weights, ignore_index, extra axes); a model that ends in its own loss trains through it."""
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper
 

@@ -24,13 +24,13 @@ RESNET = dict(batch=2, image=32, width=1 / 8, classes=8)
 CONVS = [f"conv{i}" for i in range(1, 6)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def model(name: str):
     graph = zoo.build(name, dtype="fp64", **(ALEXNET if name == "alexnet" else RESNET))
     return graph, {"image": np.random.default_rng(0).standard_normal(graph.tensors["image"].shape)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ranks(name: str, tp: int, groups: bool):
     return [partition(model(name)[0], tp, rank=r, groups=groups) for r in range(tp)]
 

@@ -28,7 +28,7 @@ def case_id(case) -> str:
     return f"{case[0]}-tp{case[1]}-{'sp' if case[2] else 'plain'}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def model(name: str):
     graph = zoo.build(name, dtype="fp64", **MODELS[name])
     rng = np.random.default_rng(0)
@@ -38,7 +38,7 @@ def model(name: str):
     return graph, feeds
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ranks(name: str, tp: int, sp: bool):
     graph, _ = model(name)
     return [partition(graph, tp, sp, rank=r) for r in range(tp)]

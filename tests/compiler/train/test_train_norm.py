@@ -15,7 +15,7 @@ from compiler.ops.interpret import run_graph
 from compiler.ops.lower import lower
 from compiler.targeting import sliced
 from compiler.train import Optimizer, training_graph
-from compiler.train.autodiff import RULES, differentiate
+from compiler.train.autodiff import differentiate
 from compiler.train.modes import training_forward
 from tests.compiler.train.train_checks import check_step, close
 from tests.compiler.train.torch_graph import torch
