@@ -4,12 +4,13 @@ normalisation's), and the optimizers' updates. Each has a numpy reference and lo
 """
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.graph import Node
 from compiler.ops.base import fail, normalize_axis
 
 
-def work(*arrays) -> list[np.ndarray]:
+def work(*arrays: ArrayLike) -> list[np.ndarray]:
     """The arrays in the type a gradient is computed in: float64 if any is float64, else float32 (fp16, bf16 and
     fp8 values widen, as the forward ops' references do)."""
     wide = any(np.asarray(a).dtype == np.float64 for a in arrays)
