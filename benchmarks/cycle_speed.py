@@ -53,7 +53,7 @@ def main() -> None:
           f"{best / timing * rates['numba cycle model'] / rates['raw']:,.1f}x)")
     for sim in filter(None, args.sims.split(",")):
         runner.run_rtl(gemm(a[:1, :args.rows], b[:args.rows, :args.cols], args.rows, args.cols, 512)[0], sim)
-        seconds = _timed(lambda: _check(runner.run_rtl(stim, sim).outcome, model))
+        seconds = _timed(lambda sim=sim: _check(runner.run_rtl(stim, sim).outcome, model))
         rates[sim] = model.cycles * pes / seconds
         print(f"{sim + ' + cocotb':<22} {seconds:>9.3f} s {rates[sim] / 1e6:>12,.3f} M PE-cycles/s  "
               f"(model {rates['numba cycle model'] / rates[sim]:,.0f}x faster)")

@@ -267,7 +267,7 @@ def main() -> None:
     for workload, tool, thunk, versus in plan:
         r = results[workload, tool] = thunk()
 
-        def number(key: str, width: int, form: str) -> str:
+        def number(key: str, width: int, form: str, r: dict = r) -> str:
             return (format(r[key], form) if r.get(key) is not None else "-").rjust(width)
 
         speedup = ""

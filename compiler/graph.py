@@ -148,7 +148,7 @@ class Graph:
 
         position = {id(n): i for i, n in enumerate(self.nodes)}
         dag = nx.DiGraph()
-        for i, node in enumerate(self.nodes):
+        for i in range(len(self.nodes)):
             dag.add_node(i)
         for i, node in enumerate(self.nodes):
             for name in node.inputs:

@@ -9,8 +9,11 @@ longer than its work at full peak. Both peaks and bandwidths come from the Resul
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-# OpResult and Result (accelsim.results.result) appear in annotations only: Result imports the table, which imports this
+if TYPE_CHECKING:   # in annotations only: Result imports the table, which imports this
+    from accelsim.results.result import OpResult, Result
+
 COMPUTE = "compute"
 
 

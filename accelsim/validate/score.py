@@ -161,7 +161,7 @@ def _rows(csv_path: Path) -> tuple[Row, ...]:
         raise UserError(f"{csv_path}: missing column {', '.join(missing)} (expected {','.join(COLUMNS)})")
     rows = []
     for line, record in enumerate(reader, start=2):
-        def number(column, cast=float):
+        def number(column, cast=float, record=record, line=line):
             try:
                 value = cast(record[column])
             except (TypeError, ValueError):

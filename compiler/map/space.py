@@ -58,11 +58,11 @@ def candidates(op: Einsum, arch) -> Iterator[Mapping]:
                 if isinstance(tiles, Overflow):
                     problem = tiles if step_targets is None else problem or tiles
                     continue
-                for tiles in [tiles] + (_streamed(tiles, groups, extents) if kind.streamed else []):
-                    key = (flow, tuple(tuple(t.values()) for t in tiles), tuple(spread.items()))
+                for tiling in [tiles] + (_streamed(tiles, groups, extents) if kind.streamed else []):
+                    key = (flow, tuple(tuple(t.values()) for t in tiling), tuple(spread.items()))
                     if key not in seen:
                         seen.add(key)
-                        tilings.append((flow, tiles, spread))
+                        tilings.append((flow, tiling, spread))
     if not tilings:
         raise nothing_fits(op, arch, problem)
     # After every target's largest tiles, what smaller buffers hold, smallest first

@@ -44,7 +44,7 @@ class Einsum(OpDef):
         equation = parse_general(node, [graph.tensor(name).shape for name in node.inputs])
         ops: list[IROp] = []
         operands, terms = [], []
-        for i, name in enumerate(node.inputs):
+        for i in range(len(node.inputs)):
             op, source, term = _plain_operand(node, graph, equation, i)
             ops += [op] if op else []
             operands.append(source)

@@ -3,7 +3,8 @@ same outputs the same number of cycles apart, so the two open side by side in GT
 import numpy as np
 import pytest
 
-from accelsim.sim import cycle; from accelsim.results import vcd
+from accelsim.results import vcd
+from accelsim.sim import cycle
 from accelsim.rtl import runner
 from accelsim.sim.stimulus import gemm, with_gaps
 

@@ -89,7 +89,7 @@ def test_threads_sharing_a_memo_keep_it_within_its_size():
     def work(start: int) -> None:
         for i in range(2000):
             key = (start + i) % 40
-            assert kept.recall(key, lambda: key * 2) == key * 2
+            assert kept.recall(key, lambda key=key: key * 2) == key * 2
 
     threads = [threading.Thread(target=work, args=(n * 7,)) for n in range(4)]
     for thread in threads:

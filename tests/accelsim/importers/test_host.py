@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from accelsim.importers import host; from accelsim.importers import host_preset
+from accelsim.importers import host, host_preset
 from accelsim.sim.api import run
 from accelsim.arch import load_arch, load_arch_text
 from accelsim.cli import main

@@ -9,6 +9,7 @@ from compiler.train import Optimizer, parameters, training_graph
 from tests.compiler.train.torch_graph import run_torch, torch
 
 F = torch.nn.functional
+SGD = Optimizer("sgd")     # frozen: one default shared by every call is safe
 
 
 def torch_optimizer(optimizer: Optimizer, leaves):
@@ -32,7 +33,7 @@ def close(name: str, got, want, rtol: float) -> None:
     assert error <= rtol, f"{name}: off by {error:.2e} of its largest entry (allowed {rtol:.0e})"
 
 
-def check_step(graph, feeds: dict, labels: np.ndarray, optimizer: Optimizer = Optimizer("sgd"), rtol: float = 1e-4,
+def check_step(graph, feeds: dict, labels: np.ndarray, optimizer: Optimizer = SGD, rtol: float = 1e-4,
                loss: str = "cross_entropy", params: list[str] | None = None):
     """Assert accelsim's loss, every gradient and every updated parameter equal PyTorch's; returns the step.
     `params`: the parameters to train (default: all of `parameters(graph)`); torch trains the same candidates, so

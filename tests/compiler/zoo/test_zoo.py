@@ -201,7 +201,7 @@ def test_dtype_sets_storage_type():
 def test_every_option_is_described_and_its_stated_least_value_is_the_checked_one(name):
     """`accelsim models NAME` lists what `build` checks: an int option listed as `integer >= N` takes N and
     refuses N - 1; a listed choice is taken and another refused."""
-    for key, default, takes, meaning in describe(MODELS[name]):
+    for key, _default, takes, meaning in describe(MODELS[name]):
         assert meaning, f"{name} option {key} has no meaning in compiler.zoo.options.MEANINGS"
         signature_default = inspect.signature(MODELS[name]).parameters[key].default
         if takes.startswith("integer >= "):
