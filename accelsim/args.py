@@ -7,6 +7,7 @@ import argparse
 import mmap
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from compiler import output
@@ -229,11 +230,38 @@ def write(target: str, text: str) -> None:
     output.write_file(target, text if text.endswith("\n") else text + "\n")
 
 
+class LateHelp(argparse.Action):
+    """Stores the option's value, as argparse's default action does, with a help text `text()` built when --help
+    prints it: an option that lists a registry's names (collective algorithms, system presets) is declared without
+    importing the registry (`add_argument(..., action=LateHelp, text=...)`)."""
+
+    def __init__(self, *args, text: Callable[[], str], **kwargs):
+        self._text = text
+        super().__init__(*args, **kwargs)
+
+    help = property(lambda self: self._text(), lambda self, value: None)    # argparse's own help= is the text's
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, values)
+
+
+def words(names: Sequence[str], last: str = "or") -> str:
+    """`a, b or c`: names as a help text lists them."""
+    return f"{', '.join(names[:-1])} {last} {names[-1]}" if len(names) > 1 else "".join(names)
+
+
+def systems() -> str:
+    """The system presets, comma-separated, as a help text lists them."""
+    from accelsim.arch.system_load import system_names
+
+    return ", ".join(system_names())
+
+
 def many_devices(parser) -> None:
     """--system, --devices, --slice and --parallel: a run or a step on a system of devices (docs/multidevice.md)."""
     many = parser.add_argument_group("many devices (docs/multidevice.md)")
-    many.add_argument("--system", help="a system of devices instead of one (see `accelsim archs`): dgx_a100, "
-                                       "dgx_h100, gtx580x2, tpu_v4_pod, or a YAML file")
+    many.add_argument("--system", action=LateHelp, text=lambda: f"a system of devices instead of one (see `accelsim "
+                                                                f"archs`): {systems()}, or a YAML file")
     many.add_argument("--devices", type=int, help="devices of the system to use (default: the system's default)")
     many.add_argument("--slice", metavar="AxBxC", help="a torus slice instead of --devices (tpu_v4_pod: 4x4x4)")
     many.add_argument("--parallel", metavar="PLAN", help="dp=..,tp=..,pp=..[,mb=..,schedule=1f1b|gpipe|interleaved,"

@@ -5,28 +5,38 @@ from __future__ import annotations
 import argparse
 import json
 
-from accelsim.args import write
+from accelsim.args import LateHelp, systems, words, write
+from accelsim.comm.registry import AUTO, OPS
 
 
 def add_collective_parser(sub) -> None:
-    p = sub.add_parser("collective", help="time a collective (allreduce, reducescatter, allgather, alltoall, "
-                                          "broadcast, sendrecv) on a system of devices, nccl-tests style")
-    p.add_argument("op", help="allreduce, reducescatter, allgather, alltoall, broadcast or sendrecv")
-    p.add_argument("--system", required=True, help="a system preset (dgx_a100, dgx_h100, tpu_v4_pod, gtx580x2; see "
-                                                   "`accelsim archs`) or a YAML file with `kind: system`")
+    p = sub.add_parser("collective", help=f"time a collective ({', '.join(OPS)}) on a system of devices, "
+                                          "nccl-tests style")
+    p.add_argument("op", help=words(OPS))
+    p.add_argument("--system", required=True, action=LateHelp, text=lambda: f"a system preset ({systems()}; see "
+                   "`accelsim archs`) or a YAML file with `kind: system`")
     p.add_argument("--devices", type=int, help="devices taking part (default: the system's default)")
     p.add_argument("--slice", metavar="AxBxC", help="a torus slice, e.g. 4x4x4 (TPU v4); sets the device count")
     p.add_argument("--bytes", default="1GiB", metavar="SIZE", help="the largest size, with a unit (8B, 64KiB, 1GiB; "
                    "nccl-tests' size: a rank's buffer, the whole array for reducescatter and allgather); rows "
                    "double up to it (default 1GiB)")
     p.add_argument("--min-bytes", default="8B", metavar="SIZE", help="the first row's size (default 8B)")
-    p.add_argument("--algorithm", help="force one: ring, tree, halving_doubling, hierarchical, torus, nvls or "
-                                       "direct (default: chosen per size from latency and bandwidth terms)")
+    p.add_argument("--algorithm", action=LateHelp, text=_algorithm_help)
     p.add_argument("--chunk", default="4MiB", metavar="SIZE", help="bytes of one pipelined step of a piece "
                                                                    "(default 4MiB, NCCL's buffer)")
     p.add_argument("--json", metavar="FILE", help="write the rows as JSON ('-' for stdout): op, devices, "
                                                   "algorithm, rows of bytes, seconds, algbw, busbw (bytes/s)")
     p.set_defaults(handler=_collective)
+
+
+def _algorithm_help() -> str:
+    """--algorithm's help: the registered algorithms, read when --help prints it (registering imports numpy)."""
+    from accelsim.comm.algorithms import registered
+    from accelsim.comm.registry import per_level_names
+
+    return (f"force one: {words(registered())}; or one per level the slice crosses, innermost first, "
+            f"comma-separated, each {words((*per_level_names(), AUTO))} (e.g. ring,tree) (default: {AUTO}, chosen "
+            f"per size from latency and bandwidth terms)")
 
 
 def _collective(args: argparse.Namespace) -> int:

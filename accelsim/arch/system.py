@@ -17,10 +17,6 @@ from accelsim.arch.torus import balanced_shape, fits, nearest_counts
 from compiler.errors import UserError
 
 
-# Collective algorithms by name, simplest first (accelsim.comm expands each): the vocabulary of `algorithms:`.
-ALGORITHMS = ("ring", "tree", "halving_doubling", "hierarchical", "torus", "nvls", "direct")
-
-
 class Topology(enum.Enum):
     """How one level's links join the groups of the level below."""
 
@@ -83,7 +79,7 @@ class Protocol:
     overhead_s: float
     latency_scale: float = 1.0
     efficiency: float = 1.0
-    algorithms: tuple[str, ...] = ALGORITHMS
+    algorithms: tuple[str, ...] | None = None     # None: every algorithm accelsim.comm registers
 
 
 @dataclass(frozen=True)
@@ -123,9 +119,10 @@ class Slice:
 class System:
     """Devices of one preset joined by levels of links, innermost first; `overhead_s` is paid once per
     collective (kernel launch and setup in the library). `algorithms` are those the system's collective library
-    chooses among (NCCL: ring, tree, nvls); any algorithm the slice allows may still be asked for by name.
-    `protocols` are the library's ways of moving data (the schema gives a file without any one protocol that costs
-    `overhead_s` and scales nothing; with them, `overhead_s` is the first one's)."""
+    chooses among (NCCL: ring, tree, nvls; None: all), names accelsim.comm checks against its registry; any
+    algorithm the slice allows may still be asked for by name. `protocols` are the library's ways of moving data
+    (the schema gives a file without any one protocol that costs `overhead_s` and scales nothing; with them,
+    `overhead_s` is the first one's)."""
 
     name: str
     description: str
@@ -134,7 +131,7 @@ class System:
     levels: tuple[LinkLevel, ...]
     overhead_s: float
     source_file: Path
-    algorithms: tuple[str, ...] = ALGORITHMS
+    algorithms: tuple[str, ...] | None = None     # None: every algorithm accelsim.comm registers
     protocols: tuple[Protocol, ...] = ()
 
     @property

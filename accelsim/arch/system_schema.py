@@ -13,7 +13,7 @@ import math
 from accelsim.arch import units
 from compiler.hardware import SCHEMA_VERSION, ArchError
 from accelsim.arch.schema import _at, _choice, _count, _File, _list, _mapping, _quantity, _text
-from accelsim.arch.system import ALGORITHMS, DeviceCount, LinkLevel, Protocol, System, Topology, parse_shape
+from accelsim.arch.system import DeviceCount, LinkLevel, Protocol, System, Topology, parse_shape
 from compiler.errors import UserError
 from compiler.references import quoted
 
@@ -65,7 +65,7 @@ def build_system(data, shown: str, source, load_device) -> System:
         levels=tuple(levels),
         overhead_s=protocols[0].overhead_s,
         source_file=source,
-        algorithms=_algorithms(f, d["algorithms"], "algorithms") if "algorithms" in d else ALGORITHMS,
+        algorithms=_algorithms(f, d["algorithms"], "algorithms") if "algorithms" in d else None,
         protocols=protocols,
     )
     for key in ("default", "max"):
@@ -172,13 +172,11 @@ def _shape(f: _File, value, path: str, dims: int) -> tuple[int, ...]:
 
 
 def _algorithms(f: _File, value, path: str) -> tuple[str, ...]:
-    names = _list(f, value, path)
-    for i, name in enumerate(names):
-        if name not in ALGORITHMS:
-            raise f.error(f"{path}[{i}]", f"{name!r} is not an algorithm; algorithms: {', '.join(ALGORITHMS)}")
+    """Collective algorithm names, each once; accelsim.comm checks them against the algorithms it registers."""
+    names = tuple(_text(f, name, f"{path}[{i}]") for i, name in enumerate(_list(f, value, path)))
     if len(set(names)) != len(names):
         raise f.error(path, f"{quoted(value)}: name each algorithm once")
-    return tuple(sorted(names, key=ALGORITHMS.index))
+    return names
 
 
 def _protocols(f: _File, value) -> tuple[Protocol, ...]:
@@ -197,7 +195,7 @@ def _protocols(f: _File, value) -> tuple[Protocol, ...]:
             overhead_s=_quantity(f, d["overhead"], _at(path, "overhead"), units.parse_time, positive=False),
             latency_scale=float(scale),
             efficiency=_fraction(f, d.get("efficiency", 1.0), _at(path, "efficiency")),
-            algorithms=_algorithms(f, d["algorithms"], _at(path, "algorithms")) if "algorithms" in d else ALGORITHMS,
+            algorithms=_algorithms(f, d["algorithms"], _at(path, "algorithms")) if "algorithms" in d else None,
         ))
         if out[-1].name in [p.name for p in out[:-1]]:
             raise f.error(_at(path, "name"), f"{out[-1].name!r} is used twice")

@@ -1,12 +1,13 @@
-"""The collectives, the algorithms that can run each one on a given slice, and the expansions that are not
-rings (tree, recursive halving-doubling, direct exchanges).
+"""Every registered collective algorithm (importing this module imports each module that registers one: rings,
+levels and this one), what can run on a slice or level, and the expansions that are not rings or per-level lists
+(tree, recursive halving-doubling, direct exchanges).
 
   tree              NCCL's double binary tree: a chain inside the node, two binary trees across nodes, each
                     carrying half; pieces go up (reduce) then down (broadcast), pipelined
   halving_doubling  recursive halving reduce-scatter, recursive doubling all-gather (Rabenseifner): log2 n
                     steps each, the big exchanges with the nearest partners
   direct            all-to-all and send/recv: each message straight to its peer, all at once
-Invariant: `available` names every algorithm of an op, with the reason when it cannot run on the slice.
+Invariant: `available` names every slice-wide algorithm of an op, with the reason when it cannot run on the slice.
 """
 from __future__ import annotations
 
@@ -14,47 +15,50 @@ import math
 
 import numpy as np
 
-from accelsim.arch.system import ALGORITHMS, Topology
+from accelsim.arch.system import Topology
+from accelsim.comm import levels, rings
+from accelsim.comm.levels import REDUCING
 from accelsim.comm.network import Network
-from accelsim.comm.rings import MAX_PIECES, Job, flat_ring_unavailable, hierarchical, ring, torus
+from accelsim.comm.registry import PER_LEVEL, SLICE_WIDE, names, per_level_for, slice_wide, slice_wide_for
+from accelsim.comm.rings import MAX_PIECES, Job
 
+assert levels and rings, "imported for the algorithms they register"
 # A tree pipelines in pieces small enough that 8 per level of depth are in flight, none under 32 KiB (NCCL's tree
 # chunk rule, src/enqueue.cc: halve the chunk while nBytes / chunk < depth * 8; LL chunks are 32 KiB): otherwise
 # a message under one chunk would cross every level store-and-forward.
 TREE_DEPTH_PIECES = 8
 TREE_MIN_PIECE = 32 << 10
-OPS = ("allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "sendrecv")
-BY_OP = {
-    "allreduce": ("ring", "tree", "halving_doubling", "hierarchical", "torus", "nvls"),
-    "reducescatter": ("ring", "halving_doubling", "hierarchical", "torus", "nvls"),
-    "allgather": ("ring", "halving_doubling", "hierarchical", "torus", "nvls"),
-    "alltoall": ("direct",),
-    "broadcast": ("ring", "torus"),
-    "sendrecv": ("direct",),
-}
+SEPARATOR = ","     # between the per-level algorithms of a list, innermost level first: "ring,tree"
+
+
+def registered() -> tuple[str, ...]:
+    """Every registered algorithm's name, simplest first (this module has imported each that registers one)."""
+    return names()
 
 
 def available(op: str, net: Network) -> dict[str, str | None]:
-    """Each algorithm of `op` -> None when it can run on the slice, else why not."""
-    single_torus = len(net.active) == 1 and net.active[0] in net.dims
-    reasons = {
-        "ring": flat_ring_unavailable(net),
-        "tree": "a tree needs switched levels, not a torus" if net.dims else None,
-        "halving_doubling": _halving_unavailable(net),
-        "hierarchical": None if len(net.active) > 1 else "the slice crosses one level only (use ring)",
-        "torus": None if single_torus else "needs a slice of one ring or torus level",
-        "nvls": None if any(net.system.levels[i].in_network_reduction for i in net.active)
-        else "no level of the slice reduces in the network",
-        "direct": None,
-    }
-    return {name: reasons[name] for name in BY_OP[op]}
+    """Each slice-wide algorithm of `op` -> None when it can run on the slice, else why not."""
+    return {name: SLICE_WIDE[name].unavailable(net) for name in slice_wide_for(op)}
+
+
+def available_at(op: str, net: Network, level: int) -> dict[str, str | None]:
+    """Each per-level algorithm of `op` -> None when it can run at `level` of the slice, else why not."""
+    return {name: PER_LEVEL[name].unavailable(net, level) for name in per_level_for(op)}
 
 
 def expand(algorithm: str, job: Job) -> None:
-    {"ring": ring, "tree": tree, "halving_doubling": halving_doubling, "hierarchical": hierarchical,
-     "torus": torus, "nvls": lambda j: hierarchical(j, in_network=True), "direct": direct}[algorithm](job)
+    """Write the transfers of `algorithm`: a slice-wide name, or per-level names joined by SEPARATOR."""
+    if SEPARATOR in algorithm:
+        levels.compose(job, algorithm.split(SEPARATOR))
+    else:
+        SLICE_WIDE[algorithm].expand(job)
 
 
+def _not_on_a_torus(net: Network) -> str | None:
+    return "a tree needs switched levels, not a torus" if net.dims else None
+
+
+@slice_wide("tree", rank=20, ops=("allreduce",), unavailable=_not_on_a_torus)
 def tree(job: Job) -> None:
     """Allreduce up and down a tree, pipelined in pieces. Per piece, every member of a level sends the piece once
     up and once down (a chain inside the innermost switched level; across a level above, the double binary
@@ -83,6 +87,7 @@ def _halving_unavailable(net: Network) -> str | None:
     return None
 
 
+@slice_wide("halving_doubling", rank=30, ops=REDUCING, unavailable=_halving_unavailable)
 def halving_doubling(job: Job) -> None:
     """Reduce-scatter by recursive halving (step i: exchange half of what is left with the partner 2^i away,
     nearest first), all-gather by recursive doubling in the reverse order. A partner across a torus dimension
@@ -120,6 +125,7 @@ def _partner(net: Network, distance: int) -> tuple[int, float, int]:
     raise AssertionError(f"no level holds a partner {distance} ranks away")
 
 
+@slice_wide("direct", rank=70, ops=("alltoall", "sendrecv"))
 def direct(job: Job) -> None:
     """All-to-all: S/n to every peer, each over the level that separates the pair (on a torus, along each
     dimension in turn, the busiest link's flows as the share, times the groups interleaved there). Through a

@@ -11,6 +11,7 @@ terms, and collectives run together (`concurrent`) share channels first come, fi
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
 import os
 
@@ -19,7 +20,8 @@ import numpy as np
 from accelsim.arch.system import Slice, System, parse_shape
 from accelsim.arch.system_load import load_system
 from accelsim.arch.units import UnitError, parse_size
-from accelsim.comm.algorithms import ALGORITHMS, BY_OP, OPS, available, expand
+from accelsim.comm.algorithms import SEPARATOR, available, available_at, expand
+from accelsim.comm.registry import AUTO, OPS, names, per_level_for, per_level_names, slice_wide_for
 from accelsim.comm.network import Network, Transfers, protocols
 from accelsim.comm.result import CollectiveResult
 from accelsim.comm.rings import Job
@@ -66,8 +68,8 @@ def concurrent(system, ops: list[tuple], devices: int | None = None, *, slice=No
                         f"latency_scale and efficiency)")
     if not plans:
         wanted = ", ".join(f"{op} by {algorithm or 'any usable algorithm'}" for op, _, algorithm in asked)
-        names = "; ".join(f"{p.name} runs {', '.join(p.algorithms)}" for p in protocols(base.system))
-        raise UserError(f"{base.system.name}: no protocol runs {wanted} ({names})")
+        runs = "; ".join(f"{p.name} runs {', '.join(_ranked(p.algorithms))}" for p in protocols(base.system))
+        raise UserError(f"{base.system.name}: no protocol runs {wanted} ({runs})")
     _, net, chosen = min(plans, key=lambda plan: plan[0])
     tb, spans = Transfers(), []
     for (op, nbytes, _), (name, _) in zip(asked, chosen):
@@ -102,7 +104,7 @@ def sweep(op: str, system, devices: int | None = None, size="1 GiB", algorithm: 
 def network(system, devices: int | None, slice_) -> Network:
     """The representative device of the slice: `devices`, a torus shape (`4x4x4` or a tuple), or a Slice as it is
     (one group of a parallel plan inside its run's slice: accelsim.parallel.groups)."""
-    system = load_system(system)
+    system = check_system(load_system(system))
     if isinstance(slice_, Slice):
         return Network(system, slice_)
     shape = parse_shape(slice_) if isinstance(slice_, str) else (tuple(slice_) if slice_ is not None else None)
@@ -114,16 +116,37 @@ def network(system, devices: int | None, slice_) -> Network:
 
 
 def check_algorithm(op: str, net: Network, algorithm: str | None) -> str | None:
-    """`algorithm` if it names one that can run `op` on the slice (None: the tuner chooses); UserError if not."""
-    if algorithm is None:
+    """`algorithm` if it names a slice-wide one that can run `op` on the slice, or one per level the slice crosses
+    (`ring,tree`: innermost first, `auto` where the tuner picks), each able to run there; None (or `auto`): the
+    tuner chooses; UserError if not."""
+    if algorithm is None or algorithm == AUTO:
         return None
+    if not isinstance(algorithm, str) or SEPARATOR not in algorithm:
+        return _check_slice_wide(op, net, algorithm)
+    chosen = algorithm.split(SEPARATOR)
+    levels = [net.system.levels[i].name for i in net.active]
+    if len(chosen) != len(levels):
+        raise UserError(f"algorithm {algorithm!r} names {len(chosen)} levels; the slice crosses {len(levels)} "
+                        f"({', '.join(levels)}): give one algorithm per level, innermost first, or one name")
+    for name, level in zip(chosen, net.active):
+        if name == AUTO:
+            continue
+        options = available_at(op, net, level)
+        _known(name, "per-level algorithm", (*per_level_names(), AUTO))
+        if name not in options:
+            raise UserError(f"algorithm {algorithm!r}: {op} has no per-level {name}; per level it has "
+                            f"{', '.join(per_level_for(op)) or 'none'}")
+        if options[name] is not None:
+            raise UserError(f"algorithm {algorithm!r}: {name} cannot run {op} at level "
+                            f"{net.system.levels[level].name}: {options[name]}")
+    return algorithm
+
+
+def _check_slice_wide(op: str, net: Network, algorithm: str) -> str:
+    _known(algorithm, "algorithm", names())
     options = available(op, net)
-    if algorithm not in ALGORITHMS:
-        close = difflib.get_close_matches(str(algorithm), ALGORITHMS, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise UserError(f"unknown algorithm {algorithm!r}; {hint}algorithms: {', '.join(ALGORITHMS)}")
     if algorithm not in options:
-        raise UserError(f"{op} has no {algorithm} algorithm; it has {', '.join(BY_OP[op])}")
+        raise UserError(f"{op} has no {algorithm} algorithm; it has {', '.join(slice_wide_for(op))}")
     if options[algorithm] is not None:
         usable = [name for name, why in options.items() if why is None]
         raise UserError(f"{algorithm} cannot run {op} on {net.system.name} with {net.slice.devices} devices: "
@@ -131,16 +154,53 @@ def check_algorithm(op: str, net: Network, algorithm: str | None) -> str | None:
     return algorithm
 
 
+def _known(name, what: str, known: tuple[str, ...], where: str = "") -> None:
+    if name not in known:
+        close = difflib.get_close_matches(str(name), known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UserError(f"{where}unknown {what} {name!r}; {hint}{what}s: {', '.join(known)}")
+
+
+def check_system(system: System) -> System:
+    """`system` if every algorithm its file names (`algorithms:`, each protocol's) is registered."""
+    lists = [("algorithms", system.algorithms)] + [(f"protocols[{i}].algorithms", p.algorithms)
+                                                    for i, p in enumerate(system.protocols)]
+    for key, given in lists:
+        for i, name in enumerate(given or ()):
+            _known(name, "algorithm", names(), f"{system.source_file}: {key}[{i}]: ")
+    return system
+
+
 def choose(op: str, net: Network, size: int, algorithm: str | None,
            chunk: int) -> tuple[str, dict[str, float]] | None:
     """In `net`'s protocol: the forced algorithm (None if the protocol does not run it), or, among those the
     system's library chooses from (any usable one when none of those can run), the candidate with the smallest
-    alpha-beta estimate (an earlier-listed one unless a later one is TIE_MARGIN faster)."""
-    runs = net.protocol.algorithms
+    alpha-beta estimate (an earlier-listed one unless a later one is TIE_MARGIN faster). A per-level list is
+    forced where it names an algorithm and chosen so where it says `auto`, among the lists the protocol runs."""
+    runs = net.protocol.algorithms or names()
+    if algorithm is not None and SEPARATOR in algorithm:
+        return _best(op, net, size, chunk, _lists(op, net, algorithm.split(SEPARATOR), runs))
     if algorithm is not None:
         return (algorithm, {algorithm: estimate(op, net, size, algorithm, chunk)}) if algorithm in runs else None
     usable = [name for name, why in available(op, net).items() if why is None and name in runs]
-    usable = [name for name in usable if name in net.system.algorithms] or usable
+    return _best(op, net, size, chunk, [name for name in usable if name in (net.system.algorithms or names())]
+                 or usable)
+
+
+def _lists(op: str, net: Network, chosen: list[str], runs: tuple[str, ...]) -> list[str]:
+    """Every per-level list `chosen` stands for in the protocol: each `auto` level takes each algorithm usable
+    there (those the system's library chooses from, if any can), simplest first."""
+    per_level = []
+    for name, level in zip(chosen, net.active):
+        if name != AUTO:
+            per_level.append([name] if name in runs else [])
+            continue
+        usable = [n for n, why in available_at(op, net, level).items() if why is None and n in runs]
+        per_level.append([n for n in usable if n in (net.system.algorithms or names())] or usable)
+    return [SEPARATOR.join(combination) for combination in itertools.product(*per_level)]
+
+
+def _best(op: str, net: Network, size: int, chunk: int, usable: list[str]) -> tuple[str, dict[str, float]] | None:
     if not usable:
         return None
     estimates = {name: estimate(op, net, size, name, chunk) for name in usable}
@@ -163,6 +223,11 @@ def estimate(op: str, net: Network, size: int, algorithm: str, chunk: int) -> fl
     bandwidth, latency = net.arrays()
     chain, load = bounds(bandwidth, latency, rows["path"], rows["share"], rows["hops"], rows["nbytes"], rows["dep"])
     return net.protocol.overhead_s + chain + float(load.max(initial=0.0))
+
+
+def _ranked(given: tuple[str, ...] | None) -> list[str]:
+    """`given` (None: all) in the registry's order, simplest first."""
+    return [name for name in names() if given is None or name in given]
 
 
 def check_op(op: str) -> str:

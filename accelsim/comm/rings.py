@@ -6,10 +6,8 @@ A ring step of a piece waits for the previous step of the same piece: by symmetr
 (whose data this step forwards) ends when the representative's own previous send ends.
   ring          flat ring over every device; across nodes, one ring per local rank (NCCL's rails), ring r
                 leaving the node at local rank r: the representative's lane 0 crosses the network
-  hierarchical  reduce-scatter inside each level, inner to outer, then all-gather back out (the top level's
-                reduce-scatter + all-gather is its allreduce); `nvls` does the levels that reduce in the
-                switch with NVLink SHARP instead of a ring, and an allreduce's switched levels above them with
-                a tree (NCCL's NVLSTree)
+  ring (a level) one level's reduce-scatter or all-gather in a per-level list (accelsim.comm.levels): a ring
+                through its switch, or dimension by dimension on a torus
   torus         TPU-style dimension-ordered rings: the buffer split into one part per dimension, part q
                 reducing along x, y, z rotated by q, so all six links of a chip are busy at once
 A ring of more than MAX_STEPS steps (2(n-1) for an allreduce of n devices) is written as MAX_STEPS rows per piece
@@ -27,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelsim.comm.network import Dim, Network, Transfers
+from accelsim.comm.registry import per_level, slice_wide
 
 MAX_PIECES = 64     # pieces per collective: past it pieces grow, so a 64 GiB allreduce stays a few thousand rows
 MAX_STEPS = 1024    # ring steps written one row each: past it a row stands for a run of steps
@@ -128,6 +127,8 @@ def flat_ring_unavailable(net: Network) -> str | None:
     return None
 
 
+@slice_wide("ring", rank=10, ops=("allreduce", "reducescatter", "allgather", "broadcast"),
+            unavailable=flat_ring_unavailable)
 def ring(job: Job) -> None:
     """nccl's ring: 2(n-1) steps of S/n for allreduce, n-1 for reduce-scatter and all-gather; a pipelined chain
     for broadcast."""
@@ -159,35 +160,8 @@ def _chain(job: Job) -> None:
                hops=(n - nodes, nodes - 1), stages=n - 1)
 
 
-def hierarchical(job: Job, in_network: bool = False) -> None:
-    """Reduce-scatter inside each level from the innermost out, all-gather back in; a level that reduces in the
-    network does its passes there when `in_network` (NVLS: each device pushes its data into the switch once and
-    the switch multicasts the reduced shards)."""
-    net = job.net
-    reducing = [level for level in net.active if level in net.ingress] if in_network else []
-    inner = net.active[0]     # its passes move the largest steps: the whole piece through a switch, else 1/n of it
-    pieces = job.pieces(job.size if inner in reducing else job.size / net.participants(inner))
-    full, buffer = {}, job.size / pieces
-    for level in net.active:
-        full[level] = buffer
-        buffer /= net.participants(level)
-    order = [("rs", level) for level in net.active] + [("ag", level) for level in reversed(net.active)]
-    after = None
-    if reducing:    # the switch's start-up (multicast group, flags), once, before any piece moves
-        start = job.tb.add((net.ingress[reducing[0]],), 0.0, hops=1)
-        after = np.full((pieces, 1), start[0], np.int64)
-    for kind, level in order:
-        if kind not in job.passes:
-            continue
-        if level in reducing:
-            after = _switch_pass(job, level, kind, full[level], after, pieces)
-        elif reducing and job.op == "allreduce" and level in net.egress:
-            after = _tree_pass(job, level, kind, full[level], after, pieces)
-        else:
-            after = _ring_pass(job, level, kind, full[level], after, pieces)
-
-
-def _ring_pass(job: Job, level: int, kind: str, full: float, after, pieces: int):
+@per_level("ring", rank=10, ops=("allreduce", "reducescatter", "allgather"))
+def ring_pass(job: Job, level: int, kind: str, full: float, after, pieces: int):
     """One reduce-scatter or all-gather over a level's members: a ring through a switch, dimension by dimension
     on a torus."""
     net = job.net
@@ -203,36 +177,6 @@ def _ring_pass(job: Job, level: int, kind: str, full: float, after, pieces: int)
     return after
 
 
-def _switch_pass(job: Job, level: int, kind: str, full: float, after, pieces: int):
-    """NVLS: reduce-scatter has the switch pull every device's copy of each shard (out: the whole buffer; in: the
-    device's reduced shard); all-gather stores a device's shard once and the switch multicasts it to all (out: one
-    shard; in: the whole buffer). Out and in are separate directions, so they overlap; both move at the level's
-    reduction efficiency. No hop latency: NCCL counts NVLS's latency as one figure, the level's reduction latency,
-    paid once at the start (tuning.cc: latency[NVLS] = hwLatencies[NVLINK][NVLS])."""
-    net = job.net
-    c, r = net.egress[level], net.ingress[level]
-    members = net.participants(level)
-    slow = 1.0 / net.system.levels[level].reduction_efficiency   # a byte through the adders holds a link this long
-    out, into = (full, full / members) if kind == "rs" else (full / members, full)
-    sent = job.tb.add((c,), np.full(pieces, out), after, share=net.flows(c) * slow, hops=0)
-    received = job.tb.add((r,), np.full(pieces, into), after, share=net.flows(r) * slow, hops=0)
-    return np.stack([sent, received], axis=1)
-
-
-def _tree_pass(job: Job, level: int, kind: str, full: float, after, pieces: int):
-    """NVLSTree across a switched level above an NVLS one: each device's reduced shard goes up a double binary
-    tree of the level's members (reduce-scatter) and its result comes down (all-gather). Per direction a member
-    sends its shard once (half as interior node of one tree, half as leaf of the other; with two members, half
-    in all); each piece crosses log2(members) hops, store and forward."""
-    net = job.net
-    c = net.egress[level]
-    members = net.participants(level)
-    depth = math.ceil(math.log2(members))
-    nbytes = full / 2 if members == 2 else full
-    ids = job.tb.add((c,), np.full(pieces, nbytes), after, share=net.flows(c), hops=depth, stages=depth)
-    return ids[:, None]
-
-
 def _dim_buffers(full: float, dims: list[Dim]) -> dict[int, float]:
     """Buffer a reduce-scatter along each dimension starts from (keyed by its + channel), taken in order."""
     sizes = {}
@@ -242,6 +186,12 @@ def _dim_buffers(full: float, dims: list[Dim]) -> dict[int, float]:
     return sizes
 
 
+def _one_torus_level(net: Network) -> str | None:
+    return None if len(net.active) == 1 and net.active[0] in net.dims else "needs a slice of one ring or torus level"
+
+
+@slice_wide("torus", rank=50, ops=("allreduce", "reducescatter", "allgather", "broadcast"),
+            unavailable=_one_torus_level)
 def torus(job: Job) -> None:
     """Dimension-ordered rings (TPU): reduce-scatter along x, y, z, all-gather back along z, y, x, with the
     buffer split into one part per dimension, each starting on another, so every link is busy from the start.

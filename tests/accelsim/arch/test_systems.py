@@ -142,8 +142,7 @@ def test_an_unknown_system_gets_a_suggestion_and_the_list():
     ("    latency: 3 us\n", "    latency: 3 us\n    devices: 12\n", r"levels\[1\].devices: 12 must be a multiple of "
                                                                      r"the 8"),
     ("name: nvlink", "name: ib", r"levels\[1\].name: 'ib' is used twice"),
-    ("levels:\n", "algorithms: [ring, butterfly]\nlevels:\n",
-     r"algorithms\[1\]: 'butterfly' is not an algorithm; algorithms: ring, tree"),
+    ("levels:\n", "algorithms: [ring, ring]\nlevels:\n", r"algorithms: \['ring', 'ring'\]: name each algorithm once"),
     ("levels:\n", "overhead: 5 us\nprotocols: [{name: ll, overhead: 6 us}]\nlevels:\n",
      r"overhead: give the overhead of each protocol under `protocols`, not both"),
     ("levels:\n", "protocols: [{name: ll, overhead: 6 us}, {name: ll, overhead: 8 us}]\nlevels:\n",
