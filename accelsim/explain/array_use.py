@@ -15,9 +15,10 @@ from compiler.dtypes import DType
 from compiler.ir import Einsum
 from compiler.mapping import Mapping
 from compiler.targeting import gemm_sizes, per_instance, units_spread
+from compiler.hardware import Arch
 
 
-def array_use(mapping: Mapping, op: Einsum, arch, estimate: float, pricing: Pricing = NATIVE) -> list[str]:
+def array_use(mapping: Mapping, op: Einsum, arch: Arch, estimate: float, pricing: Pricing = NATIVE) -> list[str]:
     """Comment lines (each starting '# ') that account for the mapping's utilisation on a PE array; none on a unit
     without one, or for an op without work."""
     unit = next(u for u in arch.compute if u.name == mapping.unit)

@@ -23,6 +23,7 @@ from compiler.graph import Graph
 from compiler.ops.interpret import run_graph
 from compiler.ops.room import Budget
 from compiler.ops.shapes import opdef
+from compiler.hardware import Arch
 
 PRODUCTS = ("MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum")
 # What PyTorch's autocast runs in fp32 whatever its inputs (its fp32 list, by ONNX names): the results stay fp32, and
@@ -72,8 +73,9 @@ def _counts(counter: Counter) -> str:
     return ", ".join(f"{op} {n}" for op, n in counter.most_common()) or "none"
 
 
-def evaluate_at(model: str | os.PathLike | Graph, at: str | DType | None = None, arch=None,
-                inputs: dict[str, np.ndarray] | None = None, seed: int = 0, batch: int | None = None,
+def evaluate_at(model: str | os.PathLike | Graph, at: str | DType | None = None,
+                arch: str | os.PathLike[str] | Arch | None = None, inputs: dict[str, np.ndarray] | None = None,
+                seed: int = 0, batch: int | None = None,
                 **model_options) -> Emulation:
     """`model`'s outputs at dtype `at` (by default `arch`'s native one; accumulated as `arch`'s matrix units do, if
     given) and in its own dtypes, on `inputs` (random, seeded, where none given); the scales int8 and fp8 need

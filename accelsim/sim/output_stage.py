@@ -10,9 +10,10 @@ import numpy as np
 
 from compiler.ir import Einsum, IR
 from compiler.program import LOAD, STORE
+from compiler.hardware import Arch
 
 
-def beside(ir: IR, arch, mappings: dict) -> np.ndarray:
+def beside(ir: IR, arch: Arch, mappings: dict) -> np.ndarray:
     """bool[ops]: True where op o is a fused member of the kernel of op o - 1's (the anchor, an Einsum, or a
     member before it), on a unit the YAML calls an `output_stage` (TPU v1's activation pipeline after the
     accumulators, Jouppi et al. 2017, Figure 1): it runs beside op o - 1 rather than after it. A GPU's or CPU's

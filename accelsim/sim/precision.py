@@ -11,6 +11,7 @@ import numpy as np
 
 from compiler.dtypes import DType
 from compiler.errors import UserError
+from compiler.hardware import Arch
 
 # --dtype values eval emulates, and the format a product's operands are rounded to
 OPERANDS = {DType.fp32: DType.fp32, DType.bf16: DType.bf16, DType.fp16: DType.fp16, DType.fp8: DType.fp8,
@@ -65,7 +66,7 @@ class Precision:
                 f"in fp32")
 
 
-def precision(dtype: str | DType, arch=None) -> Precision:
+def precision(dtype: str | DType, arch: Arch | None = None) -> Precision:
     """The Precision of `--dtype` (and `--arch`: its matrix unit's accumulator width for the dtype, where the YAML
     gives one, else 32 bits). A dtype eval does not emulate, or one the arch does not compute in, is a UserError."""
     chosen = _parse(dtype)
@@ -88,7 +89,7 @@ def precision(dtype: str | DType, arch=None) -> Precision:
     return Precision(chosen, OPERANDS[chosen], chosen in FP8_MAX or chosen == DType.int8, bits, outputs)
 
 
-def native(arch) -> DType:
+def native(arch: Arch) -> DType:
     """The first dtype `arch`'s matrix units compute in that eval emulates: the one `run` uses by default."""
     for dtype in arch.dtypes:
         if dtype in OPERANDS:

@@ -12,9 +12,10 @@ import numpy as np
 
 from compiler.errors import UserError
 from compiler.program import COMPUTE, LOAD, MAX_DEPS, MAX_ROWS
+from compiler.hardware import Arch
 
 
-def refill(arch, program: np.ndarray, dep: np.ndarray, occupancy: np.ndarray
+def refill(arch: Arch, program: np.ndarray, dep: np.ndarray, occupancy: np.ndarray
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(dep, on_release, share, lead) for `schedule`: `dep` with extra columns, and per dependency whether it waits
     only for the compute's release, the share of an outer load it waits for (0: all) and how many cycles early
@@ -71,7 +72,7 @@ def refill(arch, program: np.ndarray, dep: np.ndarray, occupancy: np.ndarray
 MAX_CELLS = MAX_ROWS * MAX_DEPS
 
 
-def _bounded(arch, rows: int, columns: int) -> None:
+def _bounded(arch: Arch, rows: int, columns: int) -> None:
     """Refuse, before allocating it, a dependency matrix past MAX_CELLS: a load refilled in thousands of parts waits
     on thousands of computes, and every row gets that many columns."""
     if rows * columns > MAX_CELLS:

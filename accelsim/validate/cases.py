@@ -6,13 +6,15 @@ accelsim predicts for it.
     scaledgemm 64 4096 7168 128 fp8         block-scaled: A scaled per row and BLOCK of K, B per BLOCK of K and
                                             column, bf16 out (DeepGEMM, vLLM)          (scaledgemm M N K BLOCK DTYPE)
     scaledbgemm 4 8192 4096 7168 128 fp8    B of them, each with its own weights (MoE experts, grouped GEMMs)
-    conv 1 64 56 56 64 3 3 1 1 1 fp32       NCHW conv, K filters of R x S              (conv N C H W K R S STRIDE PAD GROUPS DTYPE)
+    conv 1 64 56 56 64 3 3 1 1 1 fp32       NCHW conv, K filters of R x S
+                                            (conv N C H W K R S STRIDE PAD GROUPS DTYPE)
     attention 1 12 128 128 64 bf16          softmax(Q K^T / sqrt D) V per head         (attention B H SQ SKV D DTYPE)
     softmax 1536 128 bf16                   along the last axis of [ROWS, COLS]        (softmax ROWS COLS DTYPE)
     layernorm 128 768 bf16                  along the last axis, with scale and bias   (layernorm ROWS COLS DTYPE)
     gelu 128 3072 bf16                      element-wise over [ROWS, COLS]; also relu, sigmoid, tanh, add, mul
     addrow 128 768 bf16                     [ROWS, COLS] + a [COLS] row (a bias); mulrow scales by one
-    batchnorm 1 64 56 56 bf16               inference batch norm of NCHW, per-channel statistics (batchnorm N C H W DTYPE)
+    batchnorm 1 64 56 56 bf16               inference batch norm of NCHW, per-channel statistics
+                                            (batchnorm N C H W DTYPE)
     train mlp256 64 sgd fp32 forward        a phase of a small model's training step (accelsim.validate.train_cases)
 
 Invariant: the same key always builds the same small Graph, so a measured dataset can be re-predicted by any later
@@ -27,6 +29,7 @@ from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.graph import Graph
+from compiler.hardware import Arch
 
 # Element-wise kinds: frontend op and arity. Binary ones take two same-shaped inputs (a residual add).
 ELEMENTWISE = {"gelu": ("Gelu", 1), "relu": ("Relu", 1), "sigmoid": ("Sigmoid", 1), "tanh": ("Tanh", 1),
@@ -170,7 +173,7 @@ def parse(key: str):
     return case
 
 
-def predict(case, arch, fuse: str = "runtime", caches: str = "warm") -> float:
+def predict(case, arch: Arch, fuse: str = "runtime", caches: str = "warm") -> float:
     """Seconds accelsim's tile-level engine predicts for the case on `arch` (an Arch, preset name or YAML path), its
     ops formed into kernels as `fuse` says (compiler.passes.fuse.FUSIONS), its operands warm or cold as `caches`
     says (compiler.passes.boundary); for a TrainCase, its phase of the simulated training step."""

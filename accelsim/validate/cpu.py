@@ -23,6 +23,7 @@ from accelsim.validate.cases import Case, parse, predict
 from accelsim.validate.dataset import arch_text, git_commit, new_folder, write_arch
 from accelsim.validate.torch_train import WARMUP_STEPS
 from accelsim.validate.train_cases import TrainCase, step_cases
+from compiler.hardware import Arch
 
 ALEXNET_CONVS = [   # batch 1, 224 x 224 input; conv2, 4 and 5 are split in two groups as in the paper's two GPUs
     "conv 1 3 224 224 96 11 11 4 2 1 fp32",       # conv1 -> 55 x 55
@@ -222,7 +223,7 @@ def _print_row(row: Row, out) -> None:
           file=out, flush=True)
 
 
-def _train_rows(steps: list[str], arch, threads: int, repeats: int, out) -> list[Row]:
+def _train_rows(steps: list[str], arch: Arch, threads: int, repeats: int, out) -> list[Row]:
     """Every step timed in TRAIN_ROUNDS rounds over the whole list, so that a burst of load on a shared machine
     spoils one round of a step, not all of it; the median of the rounds' medians is kept. A row per phase, in suite
     train_<phase>."""
@@ -241,7 +242,7 @@ def _train_rows(steps: list[str], arch, threads: int, repeats: int, out) -> list
     return rows
 
 
-def run_suites(keys: dict[str, list[str]], arch, threads: int, repeats: int, out=sys.stdout) -> list[Row]:
+def run_suites(keys: dict[str, list[str]], arch: Arch, threads: int, repeats: int, out=sys.stdout) -> list[Row]:
     rows = []
     for suite, cases in keys.items():
         if suite in ("conv", "train") and torch_version() is None:

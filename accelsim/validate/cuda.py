@@ -19,6 +19,7 @@ from pathlib import Path
 from compiler.errors import UserError
 from accelsim.validate.cases import Case, parse, predict
 from accelsim.validate.torch_ops import TOLERANCE, precision, relative_error, torch_dtype, vendor
+from compiler.hardware import Arch
 
 COLD = "cold"     # where a case's operands are when timed: the clock flushes L2 first (cuda_device)
 COLUMNS = ("suite", "case", "count", "measured_s", "predicted_s", "triton_s", "triton_error", "triton_kernel",
@@ -47,7 +48,7 @@ class TritonCase:
     """The case's IR, one generated kernel per kernel the fusion pass formed for an attention (FlashAttention) and
     per op otherwise, launched in order on the vendor's very input tensors."""
 
-    def __init__(self, case: Case, arch, inputs: dict, folder: Path):
+    def __init__(self, case: Case, arch: Arch, inputs: dict, folder: Path):
         import torch
 
         from accelsim.sim.build import build
@@ -95,7 +96,7 @@ class TritonCase:
         return tensors[self.output]
 
 
-def measure(suite: str, case: Case, count: int, arch, clock, folder: Path) -> Row:
+def measure(suite: str, case: Case, count: int, arch: Arch, clock, folder: Path) -> Row:
     """Vendor and Triton times for one case (a UserError from the vendor side propagates: the row has no truth)."""
     predicted = predict(case, arch, caches=COLD)    # the clock flushes L2 before each run
     with precision(case.dtype):
@@ -149,7 +150,7 @@ def _seconds(s: float | None) -> str:
     return f"{s * 1e3:7.3f} ms" if s >= 1e-3 else f"{s * 1e6:7.1f} us"
 
 
-def run_cases(work: list[tuple[str, str, int]], arch, clock, out: CsvOut, budget_s: float,
+def run_cases(work: list[tuple[str, str, int]], arch: Arch, clock, out: CsvOut, budget_s: float,
               stream=sys.stdout) -> tuple[list[Row], list[str]]:
     """Measure (suite, key, count) in order until the budget is spent (checked between cases: the first always
     runs); returns (rows, keys not reached)."""

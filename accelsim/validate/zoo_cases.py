@@ -14,6 +14,7 @@ from compiler.dtypes import DType
 from compiler.ir import Einsum, IROp, OpKind
 from compiler.mapping import gemm_view
 from accelsim.validate.cases import ELEMENTWISE, ROW_BROADCAST
+from compiler.hardware import Arch
 
 _MAP_KINDS = {op: kind for kind, (op, _) in ELEMENTWISE.items()}
 _ROW_KINDS = {op: kind for kind, op in ROW_BROADCAST.items()}
@@ -78,7 +79,7 @@ def _conv_key(op: Einsum, tail: str) -> tuple[str | None, str]:
     return f"conv {n} {c} {h} {wd} {k} {r} {s} {coeff.get('p', 1)} {-h_axis.offset} {extents.get('g', 1)} {tail}", ""
 
 
-def model_cases(model: str, dtype: DType, arch, **options) -> ModelCases:
+def model_cases(model: str, dtype: DType, arch: Arch, **options) -> ModelCases:
     """The cases of zoo `model` (built with `options`) at `dtype`, and how much of it they cover on `arch`."""
     from accelsim.sim.build import build, simulate
 

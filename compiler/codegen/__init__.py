@@ -19,6 +19,7 @@ from compiler.errors import UserError
 from compiler.ir import IR, Einsum, Move
 from compiler.mapping import Mapping, op_signature
 from compiler.program import MAX_ROWS, empty
+from compiler.hardware import Arch
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class Code:
     folds: dict[str, tuple[Fold, ...]] = field(default_factory=dict)   # ops whose rows keep part of folded loops
 
 
-def _rows(op, arch, mapping: Mapping, folds: tuple[Fold, ...] = ()) -> tuple:
+def _rows(op, arch: Arch, mapping: Mapping, folds: tuple[Fold, ...] = ()) -> tuple:
     """(rows with deps local to the op, compute rows, dims, tile start, extent, inputs cut, axis)."""
     unit = unit_index(arch, mapping.unit)
     if isinstance(op, Einsum):
@@ -52,14 +53,15 @@ def _rows(op, arch, mapping: Mapping, folds: tuple[Fold, ...] = ()) -> tuple:
     return rows, computes, dims, start, extent, cut, chunk_axis(op, mapping)[0]
 
 
-def unit_index(arch, name: str) -> int:
+def unit_index(arch: Arch, name: str) -> int:
     for i, unit in enumerate(arch.compute):
         if unit.name == name:
             return i
     raise UserError(f"{arch.name}: a mapping names compute unit {name!r}, which the arch does not have")
 
 
-def generate(ir: IR, arch, mappings: dict[str, Mapping], folds: dict[str, tuple[Fold, ...]] | None = None) -> Code:
+def generate(ir: IR, arch: Arch, mappings: dict[str, Mapping],
+             folds: dict[str, tuple[Fold, ...]] | None = None) -> Code:
     """The Program of `ir`; an op named in `folds` keeps only the iterations of its folded loops that its Folds keep
     (compiler.codegen.fold), which `Code.folds` records. Refused before the rows of an op that would take the
     Program past compiler.program.MAX_ROWS are built."""

@@ -14,6 +14,7 @@ from compiler.hardware.profiles import profile
 from compiler.ir import Axis, Einsum
 from compiler.mapping import Mapping, gemm_view
 from compiler.targeting import k_split, op_home, operand_path, separable
+from compiler.hardware import Arch
 
 
 def footprint(axes: tuple[Axis, ...], shape: tuple[int, ...], dims: tuple[str, ...], start: np.ndarray,
@@ -44,7 +45,7 @@ def nbytes(elements: np.ndarray, bits: int) -> np.ndarray:
     return (elements * bits + 7) // 8
 
 
-def destination(nest: Nest, arch, path: list[int], j: int) -> int:
+def destination(nest: Nest, arch: Arch, path: list[int], j: int) -> int:
     """Mapping level whose tile the transfer at path[j] carries: the one holding the next level on the path,
     or the compute step's tile after the innermost. A level the mapping skips streams the next inner tile."""
     last = len(nest.tiles) - 1
@@ -56,7 +57,7 @@ def destination(nest: Nest, arch, path: list[int], j: int) -> int:
     return nest.level_of(arch.memory[target].name, inner[0] if inner else last)
 
 
-def einsum_streams(op: Einsum, mapping: Mapping, arch, nest: Nest) -> list[Stream]:
+def einsum_streams(op: Einsum, mapping: Mapping, arch: Arch, nest: Nest) -> list[Stream]:
     home = op_home(arch, op)
     extents = dict(op.loops)
     streams = []
@@ -86,7 +87,7 @@ def einsum_streams(op: Einsum, mapping: Mapping, arch, nest: Nest) -> list[Strea
     return streams
 
 
-def einsum_rows(op: Einsum, mapping: Mapping, arch, op_index: int, unit: int, folds: tuple[Fold, ...] = ()):
+def einsum_rows(op: Einsum, mapping: Mapping, arch: Arch, op_index: int, unit: int, folds: tuple[Fold, ...] = ()):
     """(rows, compute row indices within them, step tile start and extent per dim: shape (steps, dims)); with
     `folds`, the rows of the iterations they keep (compiler.codegen.fold)."""
     nest = Nest(mapping, folds)

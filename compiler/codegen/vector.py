@@ -14,6 +14,7 @@ from compiler.hardware.profiles import profile
 from compiler.ir import IROp, OpKind, Move
 from compiler.mapping import Mapping
 from compiler.targeting import sliced, vector_paths
+from compiler.hardware import Arch
 
 
 def chunk_axis(op: IROp, mapping: Mapping) -> tuple[int, list[bool]]:
@@ -26,7 +27,7 @@ def chunk_axis(op: IROp, mapping: Mapping) -> tuple[int, list[bool]]:
     return axis, sliced(op, axis)
 
 
-def vector_rows(op: IROp, arch, mapping: Mapping, op_index: int, unit: int, folds: tuple[Fold, ...] = ()):
+def vector_rows(op: IROp, arch: Arch, mapping: Mapping, op_index: int, unit: int, folds: tuple[Fold, ...] = ()):
     """(rows, compute rows, dims, chunk start and extent per output axis: shape (chunks, axes), which inputs are
     cut along the chunk axis) of the chunk plan `mapping` (compiler.map.vector.plan); with `folds`, the rows of the
     chunks they keep (compiler.codegen.fold)."""

@@ -14,11 +14,12 @@ from compiler.targeting.identity import arch_key
 from compiler.map.space import candidates, smaller_buffers
 from compiler.map.vector import plan
 from compiler.mapping import Mapping, op_signature
+from compiler.hardware import Arch
 
 __all__ = ["map_op", "map_ir", "MappingError", "CACHE", "DEFAULT_BUDGET", "Cache"]
 
 
-def map_op(op: IROp, arch, report: Report, budget: int = DEFAULT_BUDGET, cache: Cache | None = CACHE) -> Mapping:
+def map_op(op: IROp, arch: Arch, report: Report, budget: int = DEFAULT_BUDGET, cache: Cache | None = CACHE) -> Mapping:
     """The best of `budget` candidates for an Einsum on `arch` by `report` (`cache=None` always searches; the
     process-wide CACHE also keeps searches on disk, a Cache of the caller's own only in memory); a vector op's one
     chunk plan, which needs no search (cached too: a decoder repeats its norms 32 times)."""
@@ -43,7 +44,7 @@ def map_op(op: IROp, arch, report: Report, budget: int = DEFAULT_BUDGET, cache: 
     return best
 
 
-def map_ir(ir: IR, arch, report: Report, budget: int = DEFAULT_BUDGET, cache: Cache | None = CACHE
+def map_ir(ir: IR, arch: Arch, report: Report, budget: int = DEFAULT_BUDGET, cache: Cache | None = CACHE
            ) -> dict[str, Mapping]:
     """A Mapping per op name, in IR order."""
     return {op.name: map_op(op, arch, report, budget, cache) for op in ir.ops}

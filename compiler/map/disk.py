@@ -23,6 +23,7 @@ from compiler.map import entry
 from compiler.map.legal import check
 from compiler.mapping import LevelTile, Mapping, Spatial
 from compiler.memo import Memo, memo
+from compiler.hardware import Arch
 
 FORMAT = 2          # the file layout below; a change bumps it, and old files are never read again
 MAPPING_BYTES = 1 << 20      # a mapping's file is a few KiB; a larger one is refused before it is read
@@ -49,7 +50,7 @@ def folder() -> Path | None:
     return entry.folder(root(), "mappings")
 
 
-def key(signature: str, arch, budget: int, report) -> list | None:
+def key(signature: str, arch: Arch, budget: int, report) -> list | None:
     """What the search of one op depends on, as JSON-able values; None when the arch or the report has no content
     that another process could recognise, or the cache is off (then nothing is read or written)."""
     if folder() is None:
@@ -67,7 +68,7 @@ def path(entry_key: list, under: Path | None = None) -> Path:
     return (under or folder()) / name[:2] / f"{name[2:]}.json"       # 256 subfolders: a sweep leaves many files
 
 
-def load(entry_key: list, op, arch) -> Mapping | None:
+def load(entry_key: list, op, arch: Arch) -> Mapping | None:
     """The mapping stored under `entry_key` for `op` on `arch`, renamed to the op's name; None if absent or (warned
     about, removed) not a mapping of this op that is legal on `arch`."""
     where = path(entry_key)
@@ -86,7 +87,7 @@ def load(entry_key: list, op, arch) -> Mapping | None:
     return mapping if mapping.op == op.name else dataclasses.replace(mapping, op=op.name)
 
 
-def store(entry_key: list, mapping: Mapping, op, arch) -> None:
+def store(entry_key: list, mapping: Mapping, op, arch: Arch) -> None:
     """Writes the file aside and renames it into place; a folder that cannot be written is no error. A mapping
     `load` would refuse is not kept (it would be searched again each time, with a warning)."""
     if fault(mapping, entry_key[1], op, arch) is None:
@@ -94,7 +95,7 @@ def store(entry_key: list, mapping: Mapping, op, arch) -> None:
                     MAPPING_BYTES)
 
 
-def fault(mapping: Mapping, signature: str, op, arch) -> str | None:
+def fault(mapping: Mapping, signature: str, op, arch: Arch) -> str | None:
     """Why `mapping` cannot be `op`'s mapping of `signature` on `arch`, or None: the op's signature and loops, every
     level's tile of every loop between 1 and the enclosing level's, loop orders over those dims, spatial loops that
     split a dim's innermost tile at most its extent ways (compiler.mapping.Spatial), each dim's GEMM role, then
@@ -179,7 +180,7 @@ def _extents(pairs) -> tuple[tuple[str, int], ...]:
 _DIGESTS: Memo[int, tuple[object, str | None]] = Memo("compiler.map.disk.arch_digest", 1024)
 
 
-def arch_digest(arch) -> str | None:
+def arch_digest(arch: Arch) -> str | None:
     """A hash of the arch as loaded (every field but the file it came from, so a copy elsewhere shares entries);
     None if its text names objects by address. Worked out once per object: Archs are frozen."""
     known = _DIGESTS.get(id(arch))

@@ -11,9 +11,10 @@ from compiler.errors import MappingError
 from compiler.ir import Einsum, IROp
 from compiler.mapping import Mapping, gemm_view
 from compiler.targeting import Footprints, Overflow, per_instance, units_spread
+from compiler.hardware import Arch
 
 
-def check(mapping: Mapping, op: IROp, arch) -> Overflow | str | None:
+def check(mapping: Mapping, op: IROp, arch: Arch) -> Overflow | str | None:
     """None if an Einsum's mapping is legal; else an Overflow or a sentence saying what the unit cannot do."""
     unit = next((u for u in arch.compute if u.name == mapping.unit), None)
     if unit is None:
@@ -40,7 +41,7 @@ def check(mapping: Mapping, op: IROp, arch) -> Overflow | str | None:
     return None
 
 
-def nothing_fits(op: IROp, arch, problem: Overflow | str) -> MappingError:
+def nothing_fits(op: IROp, arch: Arch, problem: Overflow | str) -> MappingError:
     if isinstance(problem, str):
         return MappingError(f"{arch.name}: op {op.name!r} cannot be mapped: {problem}")
     return MappingError(f"{arch.name}: op {op.name!r} does not fit even at its smallest tile: operand "

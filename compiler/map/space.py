@@ -14,6 +14,7 @@ from compiler.map.targets import SYSTOLIC, Targets, targets
 from compiler.targeting import Footprints, Overflow, op_levels, per_instance, pick_unit
 from compiler.mapping import LevelTile, Mapping, Spatial, gemm_view, op_signature
 from compiler.memo import Memo
+from compiler.hardware import Arch
 
 POLICIES = ("kmn", "mnk", "nmk")     # which group an outer level tiles first when it must shrink
 MIN_K_STEPS = 2     # split-K leaves each instance two steps of k at least: one loads while one computes
@@ -27,7 +28,7 @@ RUNG_TILES = 64
 INNER_RUNG_TILES = 2
 
 
-def candidates(op: Einsum, arch) -> Iterator[Mapping]:
+def candidates(op: Einsum, arch: Arch) -> Iterator[Mapping]:
     """Legal Mappings of an Einsum; a MappingError naming operand, level and bytes if none fits."""
     unit, dtype = pick_unit(op, arch)
     view = gemm_view(op)
@@ -254,7 +255,7 @@ def _level_tile(sizes, level, outer, step, spread, groups, policy) -> dict[str, 
     return sizes.overflow(level, tile, True, spread) or tile
 
 
-def smaller_buffers(op, arch) -> bool:
+def smaller_buffers(op, arch: Arch) -> bool:
     """Whether the space of `op` also holds the tilings smaller buffers give: on a PE array, whose SRAMs a DMA
     fills tile by tile (compiler.map.targets). A GPU's L2 streams instead (`_streamed`), and the GPU and CPU cost
     models are held to published and measured timings (validation/) that these tilings have not been checked

@@ -13,6 +13,7 @@ from compiler.map.legal import nothing_fits
 from compiler.map.space import shrink_dim
 from compiler.mapping import LevelTile, Mapping
 from compiler.targeting import Footprints, op_levels, pick_unit, sliced, vector_extent, vector_paths
+from compiler.hardware import Arch
 
 MIN_CHUNKS = 4      # enough to overlap loading chunk i+1 with computing chunk i and storing chunk i-1
 
@@ -33,7 +34,7 @@ def chunk_plan(op: IROp, capacity: int) -> tuple[int, int, list[bool] | None]:
     return axis, math.ceil(shape[axis] / chunks), cut
 
 
-def plan(op: IROp, arch) -> Mapping:
+def plan(op: IROp, arch: Arch) -> Mapping:
     """The chunk plan of a vector op on `arch` (a view's moves nothing: no levels)."""
     unit = next(u for u in arch.compute if u.role.value == "vector")
     if getattr(op, "view", False):
@@ -51,7 +52,7 @@ def plan(op: IROp, arch) -> Mapping:
                    levels=(LevelTile(arch.memory[0].name, full, ()), LevelTile(arch.memory[inner].name, tile, order)))
 
 
-def _check_fits(op: IROp, arch) -> None:
+def _check_fits(op: IROp, arch: Arch) -> None:
     """Every on-chip level the op's operands cross holds a chunk of them, the op split over the unit's instances
     (the flat walk over its elements the capacity check sees)."""
     unit, dtype = pick_unit(op, arch)

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from compiler.errors import UserError
 from compiler.ir import IR, Move, Role
+from compiler.hardware import Arch
 
 CACHES = ("warm", "cold")
 
@@ -43,7 +44,7 @@ def boundary(ir: IR, options) -> IR:
     return replace(ir, ops=ops)
 
 
-def resident(buffers: dict[str, int], arch) -> set[str]:
+def resident(buffers: dict[str, int], arch: Arch) -> set[str]:
     """The buffers (name -> bytes, in the order the program first touches them) a repeated call finds on chip:
     smallest first while their sum fits the largest shared level inside DRAM that activations may live in (a
     CPU's last-level cache, not its 32 KiB L1; a GPU's L2), all of them without an arch or such a level."""
@@ -59,7 +60,7 @@ def resident(buffers: dict[str, int], arch) -> set[str]:
     return kept
 
 
-def last_level(arch) -> int | None:
+def last_level(arch: Arch) -> int | None:
     """The outermost shared level inside the outermost one (DRAM) that holds inputs and outputs: where a repeated
     call's data stays warm. activation_home(arch, 0) is the innermost such level, a CPU's L1, too small to say."""
     shared = [i for i, lv in enumerate(arch.memory) if i > 0 and Role.input in lv.holds and Role.output in lv.holds

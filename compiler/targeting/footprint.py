@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from compiler.ir import Axis, Einsum, IROp, OpKind, Operand, Role
 from compiler.targeting.placement import op_home, operand_path
 from compiler.targeting.spread import per_instance
+from compiler.hardware import Arch
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ def operands(op: IROp) -> tuple[Operand, ...]:
     return (*op.inputs, op.output)
 
 
-def operand_paths(op: IROp, arch) -> list[list[int]]:
+def operand_paths(op: IROp, arch: Arch) -> list[list[int]]:
     """Per operand (inputs, then output), the arch level indices it crosses, its source first."""
     home = op_home(arch, op)
     if getattr(op, "view", False):
@@ -78,7 +79,7 @@ def vector_extent(op: IROp) -> int:
 class Footprints:
     """Tile sizes of one op's operands on one arch, precomputed: the search asks thousands of times."""
 
-    def __init__(self, op: IROp, arch):
+    def __init__(self, op: IROp, arch: Arch):
         self.op, self.arch = op, arch
         self.operands = operands(op)
         self.paths = operand_paths(op, arch)

@@ -6,11 +6,12 @@ import hashlib
 from pathlib import Path
 
 from compiler.memo import Memo
+from compiler.hardware import Arch
 
 _HASHES: Memo[tuple, str] = Memo("compiler.targeting.identity: arch files' hashes", 1024)
 
 
-def arch_key(arch) -> str:
+def arch_key(arch: Arch) -> str:
     """The arch's name and a hash of its file (an edited preset is searched afresh), and of the loaded
     object (an Arch changed in Python, say for a sweep, too); worked out once per object, which is frozen (a
     planner maps a hundred thousand ops on one Arch, and hashing it each time took a tenth of its time)."""
@@ -25,7 +26,7 @@ def arch_key(arch) -> str:
 _KEYS: Memo[int, tuple[object, str]] = Memo("compiler.targeting.identity.arch_key", 1024)
 
 
-def _arch_key(arch) -> str:
+def _arch_key(arch: Arch) -> str:
     path = getattr(arch, "source_file", None)
     digest = "-"
     if path is not None and Path(path).is_file():

@@ -12,15 +12,16 @@ tiles accumulate (the innermost level on its path: accumulators, registers) for 
 from __future__ import annotations
 
 from compiler.ir import Einsum, IROp, Move, Role
+from compiler.hardware import Arch
 
 
-def activation_home(arch, activation_bytes: int) -> int | None:
+def activation_home(arch: Arch, activation_bytes: int) -> int | None:
     both = [i for i, lv in enumerate(arch.memory) if Role.input in lv.holds and Role.output in lv.holds]
     fits = [i for i in both if arch.memory[i].instances == 1 and arch.memory[i].capacity_total >= activation_bytes]
     return fits[-1] if fits else both[0] if both else None
 
 
-def role_path(arch, role: Role, home: int | None) -> list[int]:
+def role_path(arch: Arch, role: Role, home: int | None) -> list[int]:
     """Indices of the levels an operand of `role` crosses, from where it is served inward."""
     holding = [i for i, lv in enumerate(arch.memory) if role in lv.holds]
     if not holding:
@@ -29,7 +30,7 @@ def role_path(arch, role: Role, home: int | None) -> list[int]:
     return [i for i in holding if i >= source]
 
 
-def operand_path(arch, op: IROp, index: int, home: int | None) -> list[int]:
+def operand_path(arch: Arch, op: IROp, index: int, home: int | None) -> list[int]:
     """The levels operand `index` of `op` (its inputs, then the output) crosses, from where it is served inward."""
     operand = op.output if index == len(op.inputs) else op.inputs[index]
     copied = isinstance(op, Move) and index < len(op.inputs)
@@ -43,7 +44,7 @@ def operand_path(arch, op: IROp, index: int, home: int | None) -> list[int]:
     return path[-1:] if isinstance(op, Einsum) and index == len(op.inputs) else []
 
 
-def op_home(arch, op: IROp) -> int | None:
+def op_home(arch: Arch, op: IROp) -> int | None:
     # All of the op's bytes must fit: a LayerNorm's gamma and beta pass through the same L2 as its
     # activations (BERT's embeddings on a GTX 580's 768 KiB L2 missed by 16 bytes). So must every activation
     # it reads, whole: it lives there, and the footprints count it whole where it is served from. A gather
@@ -53,7 +54,7 @@ def op_home(arch, op: IROp) -> int | None:
     return activation_home(arch, max(whole, sum(op.bytes_by_role().values())))
 
 
-def vector_paths(arch, op: IROp) -> list[list[int]]:
+def vector_paths(arch: Arch, op: IROp) -> list[list[int]]:
     """Per operand of a Map, Reduce or Move (inputs, then the output), the levels it crosses: a copy (Move) reads
     even a weight as an activation, from where activations live."""
     home = op_home(arch, op)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from compiler.dtypes import DType
 from compiler.errors import MappingError
 from compiler.ir import Einsum, IROp, OpKind
+from compiler.hardware import Arch
 
 
 def compute_dtype(op: IROp) -> DType:
@@ -44,7 +45,7 @@ def widen(unit, dtype: DType) -> DType:
     return min(wider, key=lambda d: d.bits)
 
 
-def pick_unit(op: IROp, arch):
+def pick_unit(op: IROp, arch: Arch):
     """(unit, rate dtype): the unit an op runs on and the dtype whose rate applies; the roofline, the
     mapper and the engine all use this one rule.
 

@@ -17,6 +17,7 @@ from compiler.errors import UserError
 from compiler.hardware.profiles import profile
 from compiler.ir import Einsum, IROp, Map, Reduce
 from compiler.mapping import Mapping
+from compiler.hardware import Arch
 
 __all__ = ["triton_kernel", "triton_gemm", "load", "TritonKernel", "NoTritonKernel", "SUPPORTED", "TORCH_DTYPES"]
 
@@ -24,7 +25,7 @@ SUPPORTED = {"einsum": ("any 2-operand Einsum: MatMul, Gemm, batched MatMul, Con
                         "dilations)",), "map": MAP_OPS, "reduce": REDUCE_OPS}
 
 
-def triton_kernel(op: IROp, arch, mapping: Mapping | None = None, report=None) -> TritonKernel:
+def triton_kernel(op: IROp, arch: Arch, mapping: Mapping | None = None, report=None) -> TritonKernel:
     """The Triton kernel of `op` on SIMT `arch` from its mapping (accelsim.sim.build maps every op); without
     one, an Einsum is mapped by compiler.map.map_op with `report` (the cost model, which the caller hands in:
     the compiler never imports it) and a vector op gets the mapper's chunk plan."""

@@ -11,12 +11,13 @@ import math
 
 from compiler.codegen.triton.kernel import PRELUDE, NoTritonKernel, TritonKernel, pow2, torch_names
 from compiler.ir import Einsum, IROp
+from compiler.hardware import Arch
 
 SIDES = {"Mul": "s * {side}", "Div": "s / {side}", "Add": "s + {side}", "Sub": "s - {side}"}
 SIDES_FIRST = {"Sub": "{side} - s", "Div": "{side} / s"}     # the side operand on the left
 
 
-def attention_kernel(ops: list[IROp], arch=None, block: tuple[int, int] = (64, 64)) -> TritonKernel:
+def attention_kernel(ops: list[IROp], arch: Arch | None = None, block: tuple[int, int] = (64, 64)) -> TritonKernel:
     """The kernel of one attention group: [scores, *maps, softmax, weighted] as compiler.passes.attention finds
     them, `block` query rows by key columns per step (each at least 16, as tl.dot needs)."""
     scores, *maps, softmax, weighted = ops
@@ -102,7 +103,8 @@ def attention_kernel(q_ptr, kt_ptr, v_ptr, {side_args}o_ptr, BM: tl.constexpr, B
     names = ["q", "kt", "v"] + [f"side{i}" for i in range(len(sides))]
     shapes = [scores.inputs[0].shape, scores.inputs[1].shape, weighted.inputs[1].shape] + [s.shape for s in sides]
     checks = "".join(f"    _expect({a}, {tuple(s)!r}, {a!r})\n" for a, s in zip(names[:3], shapes[:3]))
-    flat = "".join(f"    side{i} = side{i}.expand({tuple(scores.output.shape)!r}).reshape({heads}, {m}, {n}).contiguous()\n"
+    flat = "".join(f"    side{i} = side{i}.expand({tuple(scores.output.shape)!r})"
+                   f".reshape({heads}, {m}, {n}).contiguous()\n"
                    for i in range(len(sides)))
     launch = f'''
 

@@ -17,6 +17,7 @@ from compiler.errors import UserError
 from compiler.ir import Axis, Einsum
 from compiler.mapping import Mapping, gemm_view
 from compiler.targeting import per_instance, units_spread
+from compiler.hardware import Arch
 
 # As accelsim.price.simt prices a block: 64 accumulators per thread, whole warps, at most 1,024 threads.
 # Without an arch: 32-thread warps and Triton's default of 3 stages.
@@ -33,7 +34,7 @@ ROLES = {"x": ("m", "k"), "w": ("k", "n"), "y": ("m", "n")}   # each operand's (
 RANGES = {"m": "rm", "n": "rn", "k": "rk"}                     # the tl.arange each group's offsets start from
 
 
-def triton_gemm(op: Einsum, mapping: Mapping, arch=None) -> TritonKernel:
+def triton_gemm(op: Einsum, mapping: Mapping, arch: Arch | None = None) -> TritonKernel:
     """The Triton kernel of Einsum `op` (a GEMM, a batched GEMM or a convolution) as `mapping`, a SIMT mapping
     of it, blocks it. With `arch`, warps and stages follow the arch's unit as accelsim.price.simt prices them;
     without, 32-thread warps and 3 stages. UserError for non-SIMT mappings and operands no MMA takes."""
@@ -111,7 +112,7 @@ def _acc(dot: DType) -> DType:
     return DType.int32 if dot == DType.int8 else DType.fp64 if dot == DType.fp64 else DType.fp32
 
 
-def _stages(mapping: Mapping, arch, unit, tile, op, block, storage) -> int:
+def _stages(mapping: Mapping, arch: Arch, unit, tile, op, block, storage) -> int:
     """The unit's pipeline_stages if the mapping double-buffers shared memory (the outermost per-SM level), cut
     to how many (BM + BN) x BK operand stages fit in it (accelsim.price.simt's rule), then to how many of the
     padded power-of-two blocks do: more would not launch on a real GPU."""

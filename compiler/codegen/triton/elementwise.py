@@ -11,6 +11,7 @@ import math
 from compiler.codegen.triton.kernel import PRELUDE, TL_TYPES, NoTritonKernel, TritonKernel, captured, torch_names
 from compiler.codegen.triton.vector import map_launch
 from compiler.dtypes import DType
+from compiler.hardware import Arch
 
 # Frontend op -> lines computing y from x0, x1, ... (already in the compute type); {name} is a constant the
 # op's fn captured (captured()).
@@ -44,7 +45,7 @@ EPILOGUES = ("Conv", "Gemm", "BatchNormalization")    # Maps the Conv and Gemm l
 SUPPORTED = tuple(UNARY) + ("Gelu",) + tuple(BINARY) + tuple(COMPARE) + VARIADIC + ("Where", "Cast") + EPILOGUES
 
 
-def map_kernel(op, arch, mapping=None) -> TritonKernel:
+def map_kernel(op, arch: Arch, mapping=None) -> TritonKernel:
     """The Triton kernel of Map `op`, blocked by its vector chunk plan (`mapping`, computed when None)."""
     if op.op not in SUPPORTED:
         raise NoTritonKernel(f"{op.name!r}: Map ops of type {op.op} have no triton kernel; supported: "

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from compiler.dtypes import DType
 from compiler.errors import UserError
+from compiler.hardware import Arch
 
 DEFAULT_WARP = 32
 
@@ -45,9 +46,9 @@ class TritonKernel:
     op: str                            # the IR op's name
     kind: str                          # gemm | batched_gemm | conv | map | reduce
     source: str                        # a complete Python module: the @triton.jit kernel and launch(*inputs, out)
-    tile: tuple[int, ...]              # what the mapping gave one program: Einsums (BM, BN, BK) as accelsim.price.compute
-    #                                    .simt prices the block (batch folded into BM); map (elements,); reduce
-    #                                    (rows, row length)
+    tile: tuple[int, ...]              # what the mapping gave one program: Einsums (BM, BN, BK) as
+    #                                    accelsim.price.compute.simt prices the block (batch folded into BM); map
+    #                                    (elements,); reduce (rows, row length)
     block: tuple[int, ...]             # the constexpr block shape it runs: the tile rounded up to powers of two
     num_warps: int
     num_stages: int
@@ -70,7 +71,7 @@ def pow2(n: int) -> int:
     return 1 << (max(1, int(n)) - 1).bit_length()
 
 
-def warp_size(arch) -> int:
+def warp_size(arch: Arch | None) -> int:
     """Threads per warp of the arch's SIMT units (vector units carry no limits of their own)."""
     limits = [u.limits for u in getattr(arch, "compute", ()) if u.limits is not None]
     return limits[0].warp if limits else DEFAULT_WARP

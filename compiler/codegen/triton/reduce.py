@@ -13,6 +13,7 @@ import math
 from compiler.codegen.triton.kernel import PRELUDE, TL_TYPES, NoTritonKernel, TritonKernel, captured, torch_names
 from compiler.codegen.triton.vector import reduce_launch
 from compiler.dtypes import DType
+from compiler.hardware import Arch
 
 ROW_OPS = ("Softmax", "LogSoftmax", "LayerNormalization")     # out has x's shape
 TO_ONE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min",
@@ -20,7 +21,7 @@ TO_ONE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceM
 SUPPORTED = ROW_OPS + tuple(TO_ONE)
 
 
-def reduce_kernel(op, arch, mapping=None) -> TritonKernel:
+def reduce_kernel(op, arch: Arch, mapping=None) -> TritonKernel:
     """The Triton kernel of Reduce `op` over trailing axes, blocked by its vector chunk plan."""
     x = op.inputs[0]
     if op.op not in SUPPORTED:

@@ -15,6 +15,7 @@ from compiler.codegen.triton.kernel import NoTritonKernel, pow2, warp_size
 from compiler.map.vector import plan
 from compiler.targeting import pick_unit
 from compiler.mapping import Mapping
+from compiler.hardware import Arch
 
 VALUES_PER_THREAD = 16     # registers a thread gives to its values, as 64 accumulators are a GEMM thread's
 MAX_WARPS = 32             # 1,024 threads: CUDA's block limit
@@ -29,12 +30,12 @@ class Launch:
     programs: int
 
 
-def chunk_mapping(op, arch) -> Mapping:
+def chunk_mapping(op, arch: Arch) -> Mapping:
     """The mapper's chunk plan of a vector op, which compiler.codegen.generate executes."""
     return plan(op, arch)
 
 
-def _chunk(op, arch, mapping: Mapping | None) -> tuple[int, int, int]:
+def _chunk(op, arch: Arch, mapping: Mapping | None) -> tuple[int, int, int]:
     """(output elements per chunk, SMs sharing a chunk, warps from the unit's lanes)."""
     mapping = mapping if mapping is not None else chunk_mapping(op, arch)
     shape = op.output.shape or (1,)       # ops alike share one plan (compiler.codegen.generate): shapes must match
@@ -47,7 +48,7 @@ def _chunk(op, arch, mapping: Mapping | None) -> tuple[int, int, int]:
     return math.prod(e for _, e in mapping.levels[1].tile), unit.count, warps
 
 
-def map_launch(op, arch, mapping: Mapping | None) -> Launch:
+def map_launch(op, arch: Arch, mapping: Mapping | None) -> Launch:
     chunk, sms, warps = _chunk(op, arch, mapping)
     elements = max(1, op.output.elements)
     share = -(-chunk // sms)
@@ -56,7 +57,7 @@ def map_launch(op, arch, mapping: Mapping | None) -> Launch:
     return Launch(share, block, warps, -(-elements // block))
 
 
-def reduce_launch(op, arch, mapping: Mapping | None, rows: int, length: int) -> Launch:
+def reduce_launch(op, arch: Arch, mapping: Mapping | None, rows: int, length: int) -> Launch:
     """Rows of `length` elements each (the reduced trailing axes): a program holds BLOCK rows of pow2(length)."""
     if length > MAX_ROW:
         raise NoTritonKernel(f"{op.name!r} ({op.op}): rows of {length} elements; one program reduces at most "
