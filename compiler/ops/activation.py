@@ -5,6 +5,8 @@ The output has the input's shape and dtype (Not: bool); attributes (alpha, beta.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 
@@ -21,11 +23,11 @@ def _work(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float64 if x.dtype == np.float64 else np.float32)
 
 
-def _erf(x):
-    return _ERF(np.asarray(x, dtype=np.float64)).astype(np.float64)
+def _erf(x: np.ndarray) -> np.ndarray:
+    return cast(np.ndarray, _ERF(np.asarray(x, dtype=np.float64))).astype(np.float64)
 
 
-def _gelu(x, node):
+def _gelu(x: np.ndarray, node: Node) -> np.ndarray:
     w = _work(x)
     if node.attr("approximate", "none") == "tanh":
         inner = math.sqrt(2.0 / math.pi) * (w + 0.044715 * w ** 3)
@@ -33,31 +35,35 @@ def _gelu(x, node):
     return 0.5 * w * (1.0 + _erf(w / math.sqrt(2.0)))
 
 
-def _hard_sigmoid(x, node):
-    return np.clip(node.attr("alpha", 0.2) * _work(x) + node.attr("beta", 0.5), 0.0, 1.0)
+def _hard_sigmoid(x: np.ndarray, node: Node) -> np.ndarray:
+    y: np.ndarray = np.clip(node.attr("alpha", 0.2) * _work(x) + node.attr("beta", 0.5), 0.0, 1.0)
+    return y
 
 
-def _elu(x, node):
+def _elu(x: np.ndarray, node: Node) -> np.ndarray:
     w = _work(x)
     return np.where(w > 0, w, node.attr("alpha", 1.0) * np.expm1(np.minimum(w, 0)))
 
 
-def _selu(x, node):
+def _selu(x: np.ndarray, node: Node) -> np.ndarray:
     w = _work(x)
     alpha, gamma = node.attr("alpha", 1.67326319217681884765625), node.attr("gamma", 1.05070102214813232421875)
-    return gamma * np.where(w > 0, w, alpha * np.expm1(np.minimum(w, 0)))
+    y: np.ndarray = gamma * np.where(w > 0, w, alpha * np.expm1(np.minimum(w, 0)))
+    return y
 
 
-def _celu(x, node):
+def _celu(x: np.ndarray, node: Node) -> np.ndarray:
     w = _work(x)
     alpha = w.dtype.type(node.attr("alpha", 1.0))
-    return np.maximum(w, 0) + np.minimum(0, alpha * np.expm1(w / alpha))
+    y: np.ndarray = np.maximum(w, 0) + np.minimum(0, alpha * np.expm1(w / alpha))
+    return y
 
 
-def _shrink(x, node):
+def _shrink(x: np.ndarray, node: Node) -> np.ndarray:
     """ORT computes in x's own type: an int x meets integer-cast lambd and bias."""
     lambd, bias = x.dtype.type(node.attr("lambd", 0.5)), x.dtype.type(node.attr("bias", 0.0))
-    return np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, x.dtype.type(0)))
+    y: np.ndarray = np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, x.dtype.type(0)))
+    return y
 
 
 FLOAT, NUMERIC, BOOL = "float", "numeric", "bool"
@@ -80,7 +86,8 @@ FLOAT, NUMERIC, BOOL = "float", "numeric", "bool"
 #   Mish        x tanh(softplus(x))                        softplus 3 + tanh 5 + mul   = 9
 #   Swish       x sigmoid(a x)                             mul + sigmoid 4 + mul       = 6
 #   Shrink      x < -l ? x + b : x > l ? x - b : 0         2 compares, add, sub, 2 selects = 6
-_UNARY = {
+Activation = Callable[[np.ndarray, Node], np.ndarray]
+_UNARY: dict[str, tuple[Activation, int, str]] = {
     "Relu": (lambda x, n: np.maximum(x, x.dtype.type(0)), 1, NUMERIC),
     "Sigmoid": (lambda x, n: 1.0 / (1.0 + np.exp(-_work(x))), 4, FLOAT),
     "Tanh": (lambda x, n: np.tanh(_work(x)), 5, FLOAT),
@@ -173,9 +180,10 @@ class Clip(OpDef):
         return map_reference(self, node, graph, 2)
 
     @staticmethod
-    def _bounds(node: Node, dtype: np.dtype, extra: list) -> tuple:
+    def _bounds(node: Node, dtype: np.dtype[Any], extra: list[np.ndarray | None]) -> tuple[Any, Any]:
         if "min" in node.attrs or "max" in node.attrs:   # opset < 11
             return dtype.type(node.attr("min", -np.inf)), dtype.type(node.attr("max", np.inf))
+        info: np.iinfo[Any] | np.finfo[Any]
         if np.issubdtype(dtype, np.integer):
             info = np.iinfo(dtype)
         else:

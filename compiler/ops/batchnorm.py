@@ -10,12 +10,15 @@ variance instead: compiler/train/modes.py adds that correction where a training 
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map, Move, Operand, Reduce, Role
-from compiler.ops.base import OpDef, fail, map_op, operand, out, output_operand, register, require
+from compiler.ops.base import OpDef, fail, given, map_op, operand, out, output_operand, register, require
 
 PARAMETERS = ("scale", "B", "input_mean", "input_var")
 TRAINING_OPSET = 14      # training_mode and the three-output training form (opsets 9-13 marked it by five outputs)
@@ -24,25 +27,25 @@ TRAINING_OPSET = 14      # training_mode and the three-output training form (ops
 @register("BatchNormalization")
 class BatchNormalization(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        x = require(node, ins, 5)[0]
+        x, *parameters = require(node, ins, 5)
         training = _check_mode(node, graph)
         if len(x.shape) < 2 or not x.dtype.is_float:
             raise fail(node, f"input is {x.dtype.value} {list(x.shape)}; expected a float N x C x ... tensor")
         expected = _parameter_shape(node, x.shape)
-        for name, t in zip(PARAMETERS, ins[1:]):
+        for name, t in zip(PARAMETERS, parameters):
             if t.shape != expected:
                 per = "one per channel" if len(expected) == 1 else "spatial=0: one per activation"
                 raise fail(node, f"{name} has shape {list(t.shape)}, expected {list(expected)} ({per})")
         outs = [out(node, x.shape, x.dtype)]
         if training:    # running_mean and running_var take the type of input_mean and input_var
-            outs += [out(node, ins[2 + i].shape, ins[2 + i].dtype, i) for i in (1, 2)
+            outs += [out(node, parameters[1 + i].shape, parameters[1 + i].dtype, i) for i in (1, 2)
                      if i < len(node.outputs) and node.outputs[i]]
         return outs
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         if not node.attr("training_mode", 0):
-            return [_normalize(node, *args[:5])]
-        x, scale, bias, mean, var = args[:5]
+            return [_normalize(node, *given(node, args, 5))]
+        x, scale, bias, mean, var = given(node, args, 5)
         batch_mean, batch_var = (s.reshape(-1) for s in moments(x, statistic_axes(x.ndim)))
         momentum = float(node.attr("momentum", 0.9))
         return [_normalize(node, x, scale, bias, batch_mean, batch_var),
@@ -79,14 +82,16 @@ def _parameter_shape(node: Node, shape: tuple[int, ...]) -> tuple[int, ...]:
     return shape[1:] if node.attr("spatial", 1) == 0 else shape[1:2]
 
 
-def _normalize(node: Node, x, scale, bias, mean, var) -> np.ndarray:
-    work = np.float64 if x.dtype == np.float64 else np.float32
+def _normalize(node: Node, x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray,
+               var: np.ndarray) -> np.ndarray:
+    work: type[np.floating[Any]] = np.float64 if x.dtype == np.float64 else np.float32
     epsilon = float(node.attr("epsilon", 1e-5))
     # (C,) parameters line up with axis 1; spatial=0 parameters already have x's trailing shape
     lead = (-1,) + (1,) * (x.ndim - 2) if len(_parameter_shape(node, x.shape)) == 1 else scale.shape
     scale, bias, mean, var = (np.asarray(p).astype(work).reshape(lead) for p in (scale, bias, mean, var))
     y = (x.astype(work) - mean) * (scale / np.sqrt(var + work(epsilon))) + bias
-    return y.astype(x.dtype)
+    normalized: np.ndarray = y.astype(x.dtype)
+    return normalized
 
 
 # -- the batch's statistics (shared with NormStats, compiler/ops/train/norm.py, so both give the same numbers) ----
@@ -101,17 +106,17 @@ def work_dtype(dtype: DType) -> DType:
     return DType.fp64 if dtype == DType.fp64 else DType.fp32
 
 
-def in_work(x) -> np.ndarray:
+def in_work(x: ArrayLike) -> np.ndarray:
     """x as the statistics read it: fp64 for fp64 data, fp32 otherwise (work_dtype)."""
-    x = np.asarray(x)
-    return x.astype(np.float64 if x.dtype == np.float64 else np.float32)
+    array = np.asarray(x)
+    return array.astype(np.float64 if array.dtype == np.float64 else np.float32)
 
 
-def moments(x, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+def moments(x: ArrayLike, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """(mean, population variance) of x over `axes`, kept as size-1 axes; two passes, in the work precision."""
-    x = in_work(x)
-    mean = x.mean(axis=axes, keepdims=True)
-    return mean, np.square(x - mean).mean(axis=axes, keepdims=True)
+    wide = in_work(x)
+    mean = wide.mean(axis=axes, keepdims=True)
+    return mean, np.square(wide - mean).mean(axis=axes, keepdims=True)
 
 
 def _lower_training(node: Node, graph: Graph) -> list[IROp]:
@@ -150,9 +155,10 @@ def _lower_training(node: Node, graph: Graph) -> list[IROp]:
     return ops
 
 
-def _variance(x, mean, axes) -> np.ndarray:
-    x = in_work(x)
-    return np.square(x - np.asarray(mean, x.dtype)).mean(axis=axes).reshape(-1)
+def _variance(x: ArrayLike, mean: ArrayLike, axes: tuple[int, ...]) -> np.ndarray:
+    wide = in_work(x)
+    variance: np.ndarray = np.square(wide - np.asarray(mean, wide.dtype)).mean(axis=axes).reshape(-1)
+    return variance
 
 
 def read(o: Operand) -> Operand:

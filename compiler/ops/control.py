@@ -9,6 +9,7 @@ control known only at run time evaluates (accelsim eval) and refuses simulation,
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,7 +19,7 @@ from compiler.errors import ModelError
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Move, Operand, Role
 from compiler.ops import room
-from compiler.ops.base import OpDef, fail, out, register
+from compiler.ops.base import OpDef, fail, given, out, register
 from compiler.ops.runtime import forget_stand_in, known_input, require_static, stand_in
 
 if TYPE_CHECKING:      # onnx (~1 s with ml_dtypes) is imported where a body is read: a built-in model has none
@@ -72,7 +73,7 @@ class If(OpDef):
         bodies = node.resolved["bodies"]
         key = "then_branch" if bool(np.asarray(args[0]).reshape(-1)[0]) else "else_branch"
         body = bodies.get(key) or next(iter(bodies.values()))
-        results = run_graph(body, dict(zip(body.inputs, args[1:])))
+        results = run_graph(body, dict(zip(body.inputs, given(node, args, len(args))[1:])))
         return [results[name] for name in body.outputs]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
@@ -98,8 +99,8 @@ class Loop(OpDef):
         if not isinstance(body_proto, onnx.GraphProto):
             raise fail(node, "attribute body must be a graph")
         own = node.resolved.get("own_inputs", len(node.inputs))
-        carried = [t for t in ins[2:own]]
-        if any(t is None for t in carried):
+        carried = [t for t in ins[2:own] if t is not None]
+        if len(carried) != len(ins[2:own]):
             raise fail(node, "a loop-carried initial value (inputs 2 on) may not be omitted")
         if len(body_proto.input) != 2 + len(carried):
             raise fail(node, f"the body has {len(body_proto.input)} inputs; it needs 2 + {len(carried)} (iteration "
@@ -111,7 +112,9 @@ class Loop(OpDef):
         proto = _with_inputs(body_proto, captured)
         scalar = [Tensor("i", (), DType.int64), Tensor("cond", (), DType.bool)]
         extra = [graph.tensor(n) for n in captured]
-        if static:
+        bodies: list[Graph] | None
+        generic: Graph | None
+        if static and trips is not None:        # static needs a known trip count
             count = int(trips.reshape(-1)[0])
             if count > MAX_UNROLL:
                 raise fail(node, f"trip count {count} is more than the {MAX_UNROLL} iterations unrolled for "
@@ -147,7 +150,7 @@ class Loop(OpDef):
         if len(node.outputs) != len(carried) + len(scans):
             raise fail(node, f"the node has {len(node.outputs)} outputs for {len(carried)} loop-carried values "
                              f"and {len(scans)} scan outputs")
-        count = len(bodies) if static else int(trips.reshape(-1)[0]) if trips is not None else 1
+        count = len(bodies) if bodies is not None else int(trips.reshape(-1)[0]) if trips is not None else 1
         if not static:
             stand_in(node, (count,), f"how many iterations run (trip count {node.inputs[0] or '(none)'!r}, "
                                      f"condition {node.inputs[1] or '(none)'!r} and the body's condition output)")
@@ -158,8 +161,9 @@ class Loop(OpDef):
         from compiler.ops.interpret import run_graph
 
         n = node.resolved["carried"]
-        captured = list(args[2 + n:])
-        state, stacks = list(args[2:2 + n]), []
+        values = given(node, args[2:], len(args) - 2)     # the loop-carried values and the captured tensors
+        captured = values[n:]
+        state, stacks = values[:n], []
         bodies, generic = node.resolved["bodies"], node.resolved["generic"]
         trips = None if args[0] is None else int(np.asarray(args[0]).reshape(-1)[0])
         go = True if args[1] is None else bool(np.asarray(args[1]).reshape(-1)[0])
@@ -172,9 +176,9 @@ class Loop(OpDef):
                                  f"unrolls")
             room.iterate(node)
             body = bodies[t] if bodies is not None else generic or _iteration(node, t, state)
-            given = state + captured if bodies is not None or generic is None else \
+            feeds = state + captured if bodies is not None or generic is None else \
                 [np.array(t, np.int64), np.array(go)] + state + captured
-            results = run_graph(body, dict(zip(body.inputs, given)))
+            results = run_graph(body, dict(zip(body.inputs, feeds)))
             go = bool(np.asarray(results[body.outputs[0]]).reshape(-1)[0])
             state = [results[name] for name in body.outputs[1:1 + n]]
             stacks.append([results[name] for name in body.outputs[1 + n:]])
@@ -197,7 +201,7 @@ class Loop(OpDef):
         current = list(node.inputs[2:2 + n])
         captured = {name: name for name in node.resolved["captured"]}
         ops: list[IROp] = []
-        per_step: list[list[str]] = []
+        per_step: list[list[Operand]] = []
         for t, body in enumerate(bodies):
             bound = dict(zip(body.inputs, current)) | captured
             body_ops, names = _inline(graph, body, f"{node.name}/{t}/", bound)
@@ -250,7 +254,8 @@ def _capture(node: Node, graph: Graph, own: int, bodies: list[onnx.GraphProto]) 
 def _import(node: Node, graph: Graph, proto: onnx.GraphProto, feeds: list[Tensor], where: str) -> Graph:
     if graph.import_body is None:
         raise fail(node, "its body is an ONNX graph, and this graph was not imported from ONNX")
-    return graph.import_body(proto, graph, feeds, where)
+    body: Graph = graph.import_body(proto, graph, feeds, where)
+    return body
 
 
 def _with_inputs(body: onnx.GraphProto, names: list[str]) -> onnx.GraphProto:
@@ -294,7 +299,8 @@ def _condition_passes_through(body: onnx.GraphProto) -> bool:
     name = body.output[0].name
     while name in source:
         name = source[name]
-    return name == body.input[1].name
+    passes: bool = name == body.input[1].name
+    return passes
 
 
 def _register(graph: Graph, body: Graph, prefix: str) -> None:
@@ -305,7 +311,8 @@ def _register(graph: Graph, body: Graph, prefix: str) -> None:
             graph.tensors[prefix + name] = Tensor(prefix + name, body.tensor(name).shape, body.tensor(name).dtype)
 
 
-def _inline(graph: Graph, body: Graph, prefix: str, bound: dict[str, str]):
+def _inline(graph: Graph, body: Graph, prefix: str, bound: dict[str, str]
+            ) -> tuple[list[IROp], Callable[[str], str]]:
     """The body's IR ops with its tensors renamed: bound inputs to outer names, the enclosing graph's weights and
     constants kept, everything else under `prefix`. Returns (ops, the renaming)."""
     from compiler.ops.lower import lower

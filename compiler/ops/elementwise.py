@@ -5,6 +5,9 @@ and (except Pow's exponent and Where's condition) every input has the same dtype
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from compiler.dtypes import DType
@@ -20,37 +23,44 @@ def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     with np.errstate(divide="ignore"):  # x / 0 is undefined in ONNX; numpy gives 0, ORT may trap
         q = a // b
-    return q + ((q < 0) & (q * b != a))
+    result: np.ndarray = q + ((q < 0) & (q * b != a))
+    return result
 
 
-def _div(a, b):
+Fn = Callable[..., Any]
+
+
+def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if np.issubdtype(np.result_type(a, b), np.integer):
         return _int_div(a, b)
-    return np.divide(a, b)
+    result: np.ndarray = np.divide(a, b)
+    return result
 
 
-def _pow(a, b):
+def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # The result keeps the base's dtype (ONNX T); an int base computes exactly in int64.
     if np.issubdtype(a.dtype, np.integer):
         return np.power(a.astype(np.int64), b.astype(np.int64)).astype(a.dtype)
-    return np.power(a, b.astype(a.dtype)).astype(a.dtype)
+    result: np.ndarray = np.power(a, b.astype(a.dtype)).astype(a.dtype)
+    return result
 
 
 FLOAT_MOD_OPSET = 28    # from opset 28 float Mod takes fmod=0 too (floored, the sign of the divisor)
 
 
-def _mod(node: Node):
+def _mod(node: Node) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     fmod = int(node.attr("fmod", 0))
 
-    def mod(a, b):
+    def mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         # fmod=1: C fmod, the sign of the dividend; fmod=0: Python %, the sign of the divisor.
         with np.errstate(divide="ignore", invalid="ignore"):   # x mod 0 and inf mod y are NaN, as ONNX asks
-            return np.fmod(a, b) if fmod else np.mod(a, b)
+            result: np.ndarray = np.fmod(a, b) if fmod else np.mod(a, b)
+            return result
     return mod
 
 
-def _variadic(fn):
-    def fold(*arrays):
+def _variadic(fn: Fn) -> Callable[..., np.ndarray]:
+    def fold(*arrays: np.ndarray) -> np.ndarray:
         result = arrays[0]
         for a in arrays[1:]:
             result = fn(result, a)
@@ -58,7 +68,7 @@ def _variadic(fn):
     return fold
 
 
-def _mean(*arrays):
+def _mean(*arrays: np.ndarray) -> np.ndarray:
     return (_variadic(np.add)(*arrays) / len(arrays)).astype(arrays[0].dtype)
 
 
@@ -66,7 +76,7 @@ def _mean(*arrays):
 # Costs: one ALU op per add/sub/mul/compare/select; Div counts 1 (a divide unit, or reciprocal+mul
 # fused on GPUs); Pow = exp(b * log a) = 3; Mod = divide, floor, multiply-subtract = 3.
 # Variadic ops (Sum, Max, Min, Mean) cost one op per extra input (Mean adds one multiply).
-_BINARY = {
+_BINARY: dict[str, tuple[Fn, int]] = {
     "Add": (np.add, 1), "Sub": (np.subtract, 1), "Mul": (np.multiply, 1), "Div": (_div, 1),
     "Pow": (_pow, 3),
     "Equal": (np.equal, 1), "Less": (np.less, 1), "Greater": (np.greater, 1),
@@ -76,7 +86,7 @@ _BINARY = {
 }
 _COMPARE = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}
 _LOGIC = {"And", "Or", "Xor"}
-_VARIADIC = {"Sum": np.add, "Max": np.maximum, "Min": np.minimum}
+_VARIADIC: dict[str, Fn] = {"Sum": np.add, "Max": np.maximum, "Min": np.minimum}
 # ops whose inputs ONNX types as one T: their references assume inputs of one dtype (a float 127.0 over an int8
 # 0 is a float division giving inf, where int8 / int8 is an integer one)
 ONE_INPUT_DTYPE = frozenset(set(_BINARY) - {"Pow"} | {"Mod", "Mean"} | set(_VARIADIC))
@@ -98,7 +108,7 @@ class Binary(OpDef):
         if node.op == "Pow":
             dtype = a.dtype  # the exponent may have another numeric type
         else:
-            dtype = _same_dtype(node, ins)
+            dtype = _same_dtype(node, [a, b])
         if node.op in _LOGIC and dtype != DType.bool:
             raise fail(node, f"inputs must be bool, got {dtype.value}")
         if node.op.startswith("Bitwise") and (dtype.is_float or dtype == DType.bool):
@@ -121,7 +131,7 @@ class Mod(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         a, b = require(node, ins, 2)
         shape = broadcast(node, a.shape, b.shape)
-        dtype = _same_dtype(node, ins)
+        dtype = _same_dtype(node, [a, b])
         fmod = node.attr("fmod", 0)
         if fmod not in (0, 1):
             raise fail(node, f"attribute fmod={fmod} is not allowed (0 or 1)")
@@ -140,9 +150,10 @@ class Mod(OpDef):
 @register("Sum", "Max", "Min", "Mean")
 class Variadic(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        if not ins or any(t is None for t in ins):
+        tensors = [t for t in ins if t is not None]
+        if not ins or len(tensors) != len(ins):
             raise fail(node, f"expects 1 or more inputs, got {len(ins)} (omitted inputs are not allowed)")
-        return [out(node, broadcast(node, *(t.shape for t in ins)), _same_dtype(node, ins))]
+        return [out(node, broadcast(node, *(t.shape for t in tensors)), _same_dtype(node, tensors))]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         return [self._fn(node)(*(np.asarray(a) for a in args))]
@@ -152,7 +163,7 @@ class Variadic(OpDef):
         return map_op(node, graph, self._fn(node), max(len(node.inputs) - 1, 0) + extra)
 
     @staticmethod
-    def _fn(node: Node):
+    def _fn(node: Node) -> Callable[..., np.ndarray]:
         return _mean if node.op == "Mean" else _variadic(_VARIADIC[node.op])
 
 

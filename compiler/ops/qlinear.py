@@ -10,6 +10,7 @@ matches onnxruntime's: q = saturate(round_half_even(float32(acc + bias) * (sx * 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import Axis, Einsum, IROp, Map, Move, Operand, Role
-from compiler.ops.base import OpDef, fail, operand, out, output_operand, register
+from compiler.ops.base import OpDef, fail, given, operand, optional, out, output_operand, register
 from compiler.ops.conv import conv_einsum, conv_shape, convolve
 from compiler.ops.matmul import matmul_einsum, matmul_shape
 from compiler.ops.quantize import NARROW_FLOATS, RANGES, Quantize, saturate
@@ -69,7 +70,8 @@ class Requantize:
             return saturate(np.maximum(y, 0) if self.relu else y, self.dtype)
         zero = int(np.asarray(given.get("y_zero_point", 0)).reshape(-1)[0])
         lo, hi = RANGES[self.dtype]
-        return np.clip(np.rint(y) + zero, max(lo, zero) if self.relu else lo, hi).astype(self.dtype.numpy)
+        quantized: np.ndarray = np.clip(np.rint(y) + zero, max(lo, zero) if self.relu else lo, hi)
+        return quantized.astype(self.dtype.numpy)
 
     @property
     def ops_per_element(self) -> int:
@@ -100,9 +102,10 @@ def centered(name: str, node: str, op: str, source: Operand, zero_point: Operand
     result = Operand(name, source.shape, DType.int16, Role.output)
     rank = len(source.shape)
 
-    def subtract(x, zp):
+    def subtract(x: np.ndarray, zp: np.ndarray) -> np.ndarray:
         zp = np.asarray(zp).astype(np.int32)
-        return x.astype(np.int32) - (along(zp, axis, rank) if axis is not None else zp.reshape(()))
+        centred: np.ndarray = x.astype(np.int32) - (along(zp, axis, rank) if axis is not None else zp.reshape(()))
+        return centred
     return Map(name=name, node=node, op=op, inputs=(source, zero_point), output=result, fn=subtract,
                ops_per_element=1)
 
@@ -170,7 +173,7 @@ def integer_product(node: Node, graph: Graph, x: int, x_zp: int, w: int, w_zp: i
     if conv:
         product = conv_einsum(node, x_op, w_op, acc, DType.int32)
         if corrected:
-            padding, product[0] = pad_with_zero_point(product[0], operand(graph, x_zp_name))
+            padding, product[0] = pad_with_zero_point(cast(Einsum, product[0]), operand(graph, x_zp_name))
             ops += padding
         ops += product
     else:
@@ -183,22 +186,26 @@ def weight_sums(weights: np.ndarray, conv: bool, rank: int, k_axis: int = -2) ->
     conv weights [K, C, R, S] -> [K, 1, 1]; matmul B [..., k, n] -> [..., 1, n] (`k_axis`: where k is)."""
     weights = weights.astype(np.int64)
     if conv:
-        return weights.sum(axis=tuple(range(1, weights.ndim))).reshape((-1,) + (1,) * (rank - 2))
+        per_channel: np.ndarray = weights.sum(axis=tuple(range(1, weights.ndim))).reshape((-1,) + (1,) * (rank - 2))
+        return per_channel
     if weights.ndim == 1:
-        return weights.sum()
+        total: np.ndarray = weights.sum()
+        return total
     sums = weights.sum(axis=k_axis)
     return np.expand_dims(sums, -2) if weights.ndim > 2 else sums
 
 
-def _check_data(node: Node, ins: list[Tensor | None], *indices: int) -> None:
+def _check_data(node: Node, ins: list[Tensor], *indices: int) -> None:
     for i in indices:
         if ins[i].dtype not in DATA:
             raise fail(node, f"input {i} ({node.inputs[i]!r}) is {ins[i].dtype.value}; allowed: int8, uint8")
 
 
-def _present(node: Node, ins: list[Tensor | None], required: int, total: int) -> None:
+def _present(node: Node, ins: list[Tensor | None], required: int, total: int) -> list[Tensor]:
+    """The `required` inputs, typed, after checking there are `required` to `total`."""
     if len(ins) < required or len(ins) > total or any(ins[i] is None for i in range(required)):
         raise fail(node, f"expects {required} to {total} inputs, got {len(ins)}")
+    return [t for t in ins[:required] if t is not None]
 
 
 # QLinearConv / QLinearMatMul inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point
@@ -215,10 +222,10 @@ def _requantize(node: Node, graph: Graph, product: Product, acc: Operand, channe
 
 
 def _reference(node: Node, args: list[np.ndarray | None], acc: np.ndarray, channel: int) -> np.ndarray:
-    roles = tuple(_QROLES[i] for i in sorted(_QROLES) if i < len(args) and args[i] is not None and i != 2)
+    present = {i: a for i, a in enumerate(args) if i in _QROLES and a is not None and i != 2}
+    roles = tuple(_QROLES[i] for i in sorted(present))
     dtype = DType.from_numpy(np.asarray(args[7]).dtype) if len(args) > 7 and args[7] is not None else DType.uint8
-    values = [args[i] for i in sorted(_QROLES) if i < len(args) and args[i] is not None and i != 2]
-    return Requantize(roles, dtype, channel)(acc, *values)
+    return Requantize(roles, dtype, channel)(acc, *(present[i] for i in sorted(present)))
 
 
 def _minus(x: np.ndarray, zp: np.ndarray | None, axis: int | None) -> np.ndarray:
@@ -231,14 +238,16 @@ def _minus(x: np.ndarray, zp: np.ndarray | None, axis: int | None) -> np.ndarray
 @register("QLinearConv")
 class QLinearConv(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        _present(node, ins, 8, 9)
-        _check_data(node, ins, 0, 3, 7)
-        if len(ins) > 8 and ins[8] is not None and ins[8].dtype != DType.int32:
-            raise fail(node, f"bias is {ins[8].dtype.value}; QLinearConv's bias is int32")
-        return [out(node, conv_shape(node, ins[0], ins[3]), ins[7].dtype)]
+        tensors = _present(node, ins, 8, 9)
+        _check_data(node, tensors, 0, 3, 7)
+        bias = optional(ins, 8)
+        if bias is not None and bias.dtype != DType.int32:
+            raise fail(node, f"bias is {bias.dtype.value}; QLinearConv's bias is int32")
+        return [out(node, conv_shape(node, tensors[0], tensors[3]), tensors[7].dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        acc = convolve(node, _minus(args[0], args[2], None), _minus(args[3], args[5], 0), np.int64)
+        x, _, x_zp, w, _, w_zp = given(node, args, 6)
+        acc = convolve(node, _minus(x, x_zp, None), _minus(w, w_zp, 0), np.int64)
         return [_reference(node, args, acc, 1)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
@@ -251,13 +260,14 @@ class QLinearConv(OpDef):
 @register("QLinearMatMul")
 class QLinearMatMul(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        _present(node, ins, 8, 8)
-        _check_data(node, ins, 0, 3, 7)
-        return [out(node, matmul_shape(node, ins[0].shape, ins[3].shape), ins[7].dtype)]
+        tensors = _present(node, ins, 8, 8)
+        _check_data(node, tensors, 0, 3, 7)
+        return [out(node, matmul_shape(node, tensors[0].shape, tensors[3].shape), tensors[7].dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        a = _minus(args[0], args[2], args[0].ndim - 2 if args[0].ndim > 1 else None)
-        b = _minus(args[3], args[5], args[3].ndim - 1)
+        x, _, x_zp, w, _, w_zp = given(node, args, 6)
+        a = _minus(x, x_zp, x.ndim - 2 if x.ndim > 1 else None)
+        b = _minus(w, w_zp, w.ndim - 1)
         return [_reference(node, args, np.matmul(a, b), -1)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
@@ -272,13 +282,14 @@ class ConvInteger(OpDef):
     """y (int32) = conv(x - x_zero_point, w - w_zero_point); the weight zero point may be per output channel."""
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        _present(node, ins, 2, 4)
-        _check_data(node, ins, 0, 1)
-        return [out(node, conv_shape(node, ins[0], ins[1]), DType.int32)]
+        x, w = _present(node, ins, 2, 4)
+        _check_data(node, [x, w], 0, 1)
+        return [out(node, conv_shape(node, x, w), DType.int32)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        x = _minus(args[0], args[2] if len(args) > 2 else None, None)
-        w = _minus(args[1], args[3] if len(args) > 3 else None, 0)
+        x_raw, w_raw = given(node, args, 2)
+        x = _minus(x_raw, optional(args, 2), None)
+        w = _minus(w_raw, optional(args, 3), 0)
         return [convolve(node, x, w, np.int64).astype(np.int32)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:

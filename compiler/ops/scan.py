@@ -12,7 +12,7 @@ import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map, Role
-from compiler.ops.base import (OpDef, fail, input_operands, normalize_axis, operand, out, output_operand,
+from compiler.ops.base import (OpDef, fail, given, input_operands, normalize_axis, operand, out, output_operand,
                                register)
 
 
@@ -30,10 +30,11 @@ class _Plan:
 class Scan(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         m = int(node.attr("num_scan_inputs", 0))
-        if not 1 <= m <= len(ins) or any(t is None for t in ins):
+        tensors = [t for t in ins if t is not None]
+        if not 1 <= m <= len(ins) or len(tensors) != len(ins):
             raise fail(node, f"num_scan_inputs is {m}; it must be between 1 and the {len(ins)} inputs")
         n = len(ins) - m
-        states, scans = ins[:n], ins[n:]
+        states, scans = tensors[:n], tensors[n:]
         in_axes = _axes(node, "scan_input_axes", [len(t.shape) for t in scans])
         lengths = {t.shape[a] for t, a in zip(scans, in_axes)}
         if len(lengths) != 1:
@@ -61,7 +62,7 @@ class Scan(OpDef):
         return outs
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return _run(node, args)
+        return _run(node, given(node, args, len(args)))
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         from compiler.ops.lower import lower
@@ -103,7 +104,8 @@ def _import_body(node: Node, graph: Graph, feeds: list[Tensor]) -> Graph:
         raise fail(node, "attribute body must be a graph")
     if graph.import_body is None:
         raise fail(node, "its body is an ONNX graph, and this graph was not imported from ONNX")
-    return graph.import_body(body, graph, feeds, f"{node.where()}")
+    imported: Graph = graph.import_body(body, graph, feeds, f"{node.where()}")
+    return imported
 
 
 def _axes(node: Node, key: str, ranks: list[int]) -> tuple[int, ...]:
