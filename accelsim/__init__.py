@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from accelsim.sim.model import load_arch, load_model
     from accelsim.sim.train import train
 
-__all__ = ["run", "evaluate", "evaluate_step", "compare", "train", "collective", "build", "simulate", "load_arch", "load_model",
-           "Result"]
+__all__ = ["run", "evaluate", "evaluate_step", "compare", "train", "collective", "build", "simulate", "load_arch",
+           "load_model", "Result"]
 __version__ = "0.1.0"
 
 

@@ -277,7 +277,8 @@ def on_many_devices(args, alone: dict) -> bool:
         return False
     if not args.system:
         raise UserError("--devices, --slice and --parallel need --system (a system of devices; see `accelsim archs`)")
-    given = [f"--{k.replace('_', '-')}" for k, default in alone.items() if getattr(args, k) not in (default, None, False)]
+    given = [f"--{k.replace('_', '-')}" for k, default in alone.items()
+             if getattr(args, k) not in (default, None, False)]
     if given:
         raise UserError(f"{', '.join(given)} do(es) not apply with --system: the system names the device, and "
                         f"micro-batches are the plan's mb=")

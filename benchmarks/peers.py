@@ -277,7 +277,8 @@ def main() -> None:
                        + (ratio(r["core"], ours["core"]) if r.get("core") else "-") + f" vs {versus.split()[-1]}")
         wall = ("> " if r["over"] else "") + f"{r['wall']:.2f}"
         print(f"{workload:21} {tool:15} {wall:>8} {number('core', 8, '.3f')} {number('again', 6, '.3f')} "
-              f"{r['peak']:8.0f} {number('cycles', 11, ',.0f')} {number('compute', 11, ',.0f')} {speedup}".rstrip(), flush=True)
+              f"{r['peak']:8.0f} {number('cycles', 11, ',.0f')} {number('compute', 11, ',.0f')} {speedup}".rstrip(),
+              flush=True)
     print()
     for (workload, tool), theirs in results.items():
         ours = results.get((workload, "accelsim compat"))

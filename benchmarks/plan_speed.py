@@ -3,7 +3,8 @@ hidden 12,288, 96 heads, sequence 2,048, the vocabulary padded to 51,200 as Mega
 builder) on 1,024 A100s of DGX A100 nodes, batch 1,536, AdamW.
 
 1. One step under tp=8, pp=16, dp=8, mb=192, ZeRO 1, full recomputation (train_parallel, warm, in this process):
-   target under 2 s; then the same step again, its stage programs cached (accelsim.parallel.train.simulate_stage), as a planner meets it.
+   target under 2 s; then the same step again, its stage programs cached (accelsim.parallel.train.simulate_stage),
+   as a planner meets it.
 2. `accelsim plan` over every candidate plan (8,940: dp x tp x pp, micro-batches, 1F1B or interleaved, three
    recomputation modes, ZeRO 0-3) with --workers (default 2): target under 60 s; its CPU seconds, workers included;
    with --exhaustive, every plan that fits simulated too (none pruned by its lower bound), for comparison.
@@ -30,7 +31,8 @@ from accelsim.parallel import train as parallel_train  # noqa: E402
 from accelsim.parallel.search import search  # noqa: E402
 from accelsim.parallel.train import train_parallel  # noqa: E402
 
-GPT3 = dict(layers=96, hidden=12288, heads=96, mlp=49152, vocab=51200, max_positions=2048, seq=2048)   # vocabulary padded
+# vocabulary padded
+GPT3 = dict(layers=96, hidden=12288, heads=96, mlp=49152, vocab=51200, max_positions=2048, seq=2048)
 PLAN = "dp=8,tp=8,pp=16,mb=192,zero=1"                  # as docs/multidevice.md, section 2
 
 
@@ -59,7 +61,8 @@ def plan(workers: int, exhaustive: bool) -> None:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     used = time.process_time() - cpu + children.ru_utime + children.ru_stime
     best = found.best
-    print(f"plan: {found.candidates:,} candidates, {len(found.ranked) + len(found.pruned):,} fit ({len(found.ranked):,} "
+    print(f"plan: {found.candidates:,} candidates, {len(found.ranked) + len(found.pruned):,} fit "
+          f"({len(found.ranked):,} "
           f"simulated, {len(found.pruned):,} pruned by their bound), {len(found.discarded):,} discarded "
           f"{found.reasons()}; {wall:.1f} s on {found.workers} workers (target 60 s), {used:.0f} CPU s; largest "
           f"worker {children.ru_maxrss / 1024:,.0f} MB")

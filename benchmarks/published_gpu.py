@@ -83,16 +83,19 @@ def main() -> int:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(folder)], check=True)
     now = {p.row.case: p for p in published_gpu.predictions(CSV)}
     print(f"{len(rows)} published rows; before = {args.before}, kernels alone; now with each suite's harness last")
-    print(f"{'suite':<22} {'n':>3}  {'before: MAPE  median  rho  meas/pred':>38}  {'now: MAPE  median  rho  meas/pred':>35}"
+    print(f"{'suite':<22} {'n':>3}  {'before: MAPE  median  rho  meas/pred':>38}"
+          f"  {'now: MAPE  median  rho  meas/pred':>35}"
           f"  {'now + harness: MAPE  meas/pred':>31}")
     for suite in dict.fromkeys(r.suite for r in rows):
         mine = [r for r in rows if r.suite == suite]
         b = stats([(r.case, r.measured_s, before[r.case]) for r in mine])
         k = stats([(r.case, r.measured_s, now[r.case].kernel_s) for r in mine])
         h = stats([(r.case, r.measured_s, now[r.case].seconds) for r in mine])
-        print(f"{suite:<22} {len(mine):>3}  {b['mape']:>14.1%} {b['median']:>7.1%} {b['spearman']:>5.3f} {b['geomean']:>9.3f}"
+        print(f"{suite:<22} {len(mine):>3}  {b['mape']:>14.1%} {b['median']:>7.1%} {b['spearman']:>5.3f}"
+              f" {b['geomean']:>9.3f}"
               f"  {k['mape']:>11.1%} {k['median']:>7.1%} {k['spearman']:>5.3f} {k['geomean']:>9.3f}"
-              f"  {h['mape']:>20.1%} {h['geomean']:>10.3f}  {'(harness ' + format(host[suite] * 1e6, 'g') + ' us)' if suite in host else ''}")
+              f"  {h['mape']:>20.1%} {h['geomean']:>10.3f}"
+              f"  {'(harness ' + format(host[suite] * 1e6, 'g') + ' us)' if suite in host else ''}")
     return 0
 
 

@@ -1,7 +1,8 @@
 """Run SCALE-Sim v3 beside accelsim: regenerate the golden compute-cycle table, or time both on one GEMM.
 
 SCALE-Sim lives in its own throwaway venv (it pins numpy < 2.4); this script drives it in a child process
-and never imports it. Setup: python3 -m venv /tmp/scalesim-venv && /tmp/scalesim-venv/bin/pip install scalesim 'numpy<2.4'
+and never imports it. Setup:
+  python3 -m venv /tmp/scalesim-venv && /tmp/scalesim-venv/bin/pip install scalesim 'numpy<2.4'
   .venv/bin/python benchmarks/scalesim_compare.py golden   # rewrites tests/golden/scalesim_v3*.csv
   .venv/bin/python benchmarks/scalesim_compare.py files    # only scalesim_v3_files.csv (SCALE-Sim's files)
   .venv/bin/python benchmarks/scalesim_compare.py check    # our compat cycles against that table
@@ -22,7 +23,8 @@ GOLDEN = ROOT / "tests" / "golden" / "scalesim_v3.csv"
 # SCALE-Sim's own files as users hand them over: topologies (conv with a depthwise "DP" row, a `#dw`
 # comment and a stride that does not divide; GEMM) on .cfg files, one per dataflow. Its per-layer report
 # lands in FILES_GOLDEN, a depthwise layer as one row per channel (`<name>Channel_<i>`), as SCALE-Sim names them.
-FILES = [(topo, f"scalesim_16x8_{df}.cfg") for df in ("os", "ws", "is") for topo in ("scalesim_conv.csv", "scalesim_gemm.csv")]
+FILES = [(topo, f"scalesim_16x8_{df}.cfg") for df in ("os", "ws", "is")
+         for topo in ("scalesim_conv.csv", "scalesim_gemm.csv")]
 FILES_GOLDEN = ROOT / "tests" / "golden" / "scalesim_v3_files.csv"
 COLUMNS = ["form", "name", "ifmap_h", "ifmap_w", "filter_h", "filter_w", "channels", "num_filter", "stride",
            "rows", "cols", "dataflow", "bandwidth", "total_cycles", "stall_cycles", "compute_cycles"]

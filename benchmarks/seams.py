@@ -63,7 +63,8 @@ def memo_sites(tree: ast.Module) -> list[int]:
                 if name in ("cache", "lru_cache", "cached_property") or name.startswith("memo"):
                     lines.append(node.lineno)
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (node.targets if isinstance(node, ast.Assign) else
+                   [node.target] if isinstance(node, ast.AnnAssign) else [])
         value = getattr(node, "value", None)
         for target in targets:
             name = getattr(target, "id", "").lower()

@@ -34,9 +34,11 @@ BF16_RTOL = 2.0 ** -6         # onnx's runner: two bfloat16 ulps, whatever the c
 # side with onnx's data: accelsim follows onnxruntime. Case name -> why.
 DISPUTED = {
     "test_resize_downsample_scales_linear_align_corners":
-        "align_corners divides by the output length (the spec's length_resized, onnxruntime); onnx's data by scale*length",
+        "align_corners divides by the output length (the spec's length_resized, onnxruntime); "
+        "onnx's data by scale*length",
     "test_resize_downsample_scales_cubic_align_corners":
-        "align_corners divides by the output length (the spec's length_resized, onnxruntime); onnx's data by scale*length",
+        "align_corners divides by the output length (the spec's length_resized, onnxruntime); "
+        "onnx's data by scale*length",
     "test_maxunpool_export_with_output_shape":
         "indices index the output_shape tensor, as MaxPool of it records them (onnxruntime); onnx's data indexes the "
         "4x4 it computes and pads that to 5x5; the spec leaves it open",
@@ -332,7 +334,8 @@ def check(ops: list[str] | None = None, every_case: bool = False, all_ops: bool 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--op", action="append", default=[], help="only the cases of this op (repeatable)")
-    parser.add_argument("--list", action="store_true", help="also print every case that does not pass, one a line (disputed cases are listed anyway)")
+    parser.add_argument("--list", action="store_true",
+                        help="also print every case that does not pass, one a line (disputed cases are listed anyway)")
     parser.add_argument("--all-ops", action="store_true", help="the failure table lists every op, not the first 40")
 
 

@@ -301,7 +301,8 @@ class _OperandPlan:
     """How to turn one operand into an array indexed by plain loop dims."""
 
     dims: list[str]                         # loop dim of each axis of the final view
-    steps: list[tuple]                      # per original axis: ("dim",) ("split", dims, sizes) ("fix", i) ("window", ...)
+    # per original axis: ("dim",) ("split", dims, sizes) ("fix", i) ("window", ...)
+    steps: list[tuple]
     iterated: set[str]
 
     def prepare(self, array: np.ndarray) -> np.ndarray:

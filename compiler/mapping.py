@@ -97,7 +97,8 @@ class Mapping:
                 lines.append("  " * depth + f"for {s[0]} in range({s[1]}):" + (f"  # {s[2]}" if s[2] else ""))
             depth += 1
         # Vector ops (Map/Reduce/Move) walk one flat element dim `e`; Einsums multiply-accumulate.
-        lines.append("  " * depth + ("mac()" if self.parts else "vector_op()  # element-wise or reduction work of one chunk"))
+        lines.append("  " * depth
+                     + ("mac()" if self.parts else "vector_op()  # element-wise or reduction work of one chunk"))
         lines += [f"# note: {n}" for n in self.notes]
         if vector:
             lines.append("# vector op: chunks along one output axis, as simulated")

@@ -42,7 +42,8 @@ def write_html(film: Film, path) -> None:
     output.write_file(path, page)
 
 
-LEGEND = """<b style="color:#1f5fa8">S</b> the stationary operand (grey, in brackets: the other bank of its double buffer),
+LEGEND = """<b style="color:#1f5fa8">S</b> the stationary operand (grey, in brackets: the other bank of its \
+double buffer),
 <b style="color:#c0600a">&rarr;</b> the value passing east through the PE,
 <b style="color:#2a7a2a">&Sigma;</b> the partial sum it registered (flowing south). Yellow: written this cycle.
 C fills in as the model's output rows appear (grey: partial, over the k folds so far)."""

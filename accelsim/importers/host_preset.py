@@ -1,5 +1,5 @@
-"""The simd preset `accelsim arch detect-host` writes from what accelsim.importers.host read: compute units, cache levels
-and DRAM in the archs/*.yaml format, every figure tagged with its source ([M] measured, [A] assumed, or the
+"""The simd preset `accelsim arch detect-host` writes from what accelsim.importers.host read: compute units, cache
+levels and DRAM in the archs/*.yaml format, every figure tagged with its source ([M] measured, [A] assumed, or the
 file it came from). Invariant: the text loads through accelsim.arch like any hand-written preset (it is built as
 data and checked by the arch schema as it is written: accelsim.arch.write)."""
 from __future__ import annotations

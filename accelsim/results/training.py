@@ -3,7 +3,8 @@ throughput, model FLOPs and MFU, the time to train, and the per-layer view; with
 
 Invariant: step seconds = microsteps x (forward + recompute + backward) + optimizer, where forward includes the
 loss and backward the gradient accumulation; model FLOPs count the multiply-adds the step needs (2 per MAC),
-recomputation excluded (MFU, not hardware FLOPs utilisation). The JSON layout is versioned (TRAIN_SCHEMA_VERSION) and documented in docs/training.md.
+recomputation excluded (MFU, not hardware FLOPs utilisation). The JSON layout is versioned (TRAIN_SCHEMA_VERSION)
+and documented in docs/training.md.
 """
 from __future__ import annotations
 
@@ -115,7 +116,8 @@ class TrainResult:
             per += f", {rate['tokens_per_second']:,.0f} tokens/s"
         lines.append(f"{per}; model {si(self.model_flops, 'FLOP')} per step, MFU {self.mfu:.1%}")
         m = self.memory
-        split = ", ".join(f"{k} {binary(m[k])}" for k in ("weights", "gradients", "optimizer", "activations", "workspace"))
+        split = ", ".join(f"{k} {binary(m[k])}"
+                          for k in ("weights", "gradients", "optimizer", "activations", "workspace"))
         lines.append(f"memory {binary(m['peak'])} of {binary(m['capacity'])} ({split})"
                      + ("" if self.fits else "  DOES NOT FIT"))
         if self.steps is not None:

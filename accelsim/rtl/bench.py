@@ -18,7 +18,8 @@ from accelsim.sim.stimulus import CLOCK_NS, RESET_CYCLES, Outcome, Stimulus, exp
 
 
 class Queue:
-    """One of the driver's two row queues: row i is offered from cycle max(accept[i-1] + 1, after its wait) + delay[i]."""
+    """One of the driver's two row queues: row i is offered from cycle max(accept[i-1] + 1, after its wait) +
+    delay[i]."""
 
     def __init__(self, words, delay, wait=None):
         self.words, self.delay = words, delay
@@ -90,7 +91,8 @@ async def run_stimulus(dut):
     outcome.save(os.environ["ACCELSIM_OUTCOME"])
     if check:
         assert np.array_equal(outcome.w_accept, model.w_accept), "weight rows accepted in other cycles than the model's"
-        assert np.array_equal(outcome.x_accept, model.x_accept), "activation rows accepted in other cycles than the model's"
+        assert np.array_equal(outcome.x_accept, model.x_accept), \
+            "activation rows accepted in other cycles than the model's"
 
 
 def _drive(dut, weights: Queue, acts: Queue, stim: Stimulus, cycle: int, y_cycle: list[int]) -> None:

@@ -188,7 +188,8 @@ def _os(a, b, rows: int, cols: int, banks: int, probe_cycles: int):
     cycles, s_accept, y_cycle, y_data = os_kernel.step_grid(rows, cols, banks, np.ascontiguousarray(a_steps),
                                                            np.ascontiguousarray(b_steps), s_last, record)
     if cycles < 0:
-        raise RuntimeError("the OS model lost an output row (a handshake defect in accelsim/engine/cycle/systolic_os.py)")
+        raise RuntimeError("the OS model lost an output row "
+                           "(a handshake defect in accelsim/engine/cycle/systolic_os.py)")
     run = OsRun(rows, cols, banks, k, folds, s_accept, y_cycle, y_data, int(cycles))
     if not probe_cycles:
         return run, None

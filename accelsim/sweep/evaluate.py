@@ -80,7 +80,8 @@ def code_fingerprint() -> str:
     and data; not the CLI, sweeps, reports or validation), so the store can tell rows another version computed."""
     root = Path(__file__).resolve().parents[2]
     deciding = ("arch", "price", "engine", "sim", "out")
-    files = sorted([*(root / "compiler").rglob("*.py"), *(p for d in deciding for p in (root / "accelsim" / d).rglob("*.py")),
+    files = sorted([*(root / "compiler").rglob("*.py"),
+                    *(p for d in deciding for p in (root / "accelsim" / d).rglob("*.py")),
                     *(root / "accelsim" / "data").glob("*.json")])
     digest = hashlib.sha256()
     for path in files:

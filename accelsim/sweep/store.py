@@ -1,9 +1,9 @@
 """The results store: one SQLite file, one row per (point, model), keyed by the task's content hash.
 
-Invariant: a row, once `ok` or `invalid`, is never written again (primary key; inserting it again changes nothing) and is on disk
-when put() returns (committed per row, WAL journal), so a sweep killed at any moment keeps every finished row
-and a rerun skips them. Only rows with status `error` (a bug) or `crashed` (its worker kept dying) are replaced
-by a later evaluation. Only the process driving the sweep writes; workers return rows to it.
+Invariant: a row, once `ok` or `invalid`, is never written again (primary key; inserting it again changes nothing)
+and is on disk when put() returns (committed per row, WAL journal), so a sweep killed at any moment keeps every
+finished row and a rerun skips them. Only rows with status `error` (a bug) or `crashed` (its worker kept dying) are
+replaced by a later evaluation. Only the process driving the sweep writes; workers return rows to it.
 """
 from __future__ import annotations
 

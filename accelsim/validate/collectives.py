@@ -99,7 +99,8 @@ def read(path: str | os.PathLike = DATA / "published.csv") -> list[Measurement]:
 
 def predict(row: Measurement, source: str | os.PathLike = DATA / "published.csv") -> Prediction:
     """The row's collective on the system it names inside `source` (a preset, or a file beside it)."""
-    r = collective(row.op, named_system(row.system, source), row.devices, row.size, row.accelsim_algorithm if row.forced else None)
+    r = collective(row.op, named_system(row.system, source), row.devices, row.size,
+                   row.accelsim_algorithm if row.forced else None)
     return Prediction(row, r.busbw, r.seconds, r.algorithm)
 
 

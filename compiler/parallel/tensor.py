@@ -24,9 +24,9 @@ cache): a rank keeps its own heads, as Megatron's inference keeps its cache, and
 (the past keys and values) is given to each rank as its own heads, never whole. A head or classifier whose outputs tp
 does not divide stays whole; heads or an MLP width it does not divide are an error that names them.
 Invariant: the tp ranks' graphs (the same nodes, weights sliced by rank, the lookup's first row the rank's own), run
-together on the model's inputs (a per-head input sliced by rank), compute the model's outputs, and their training steps compute its gradients, each parameter's sliced as
-the parameter is (with `groups`, those of the model with each LRN applied to each rank's channels alone, as
-cuda-convnet ran AlexNet).
+together on the model's inputs (a per-head input sliced by rank), compute the model's outputs, and their training
+steps compute its gradients, each parameter's sliced as the parameter is (with `groups`, those of the model with
+each LRN applied to each rank's channels alone, as cuda-convnet ran AlexNet).
 """
 from __future__ import annotations
 

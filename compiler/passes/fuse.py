@@ -4,8 +4,9 @@ A kernel is an anchor (an Einsum, a Map or a row-wise Reduce) and the element-wi
 output shape: a GEMM or convolution with its bias, activation, normalising scale and shift and requantisation
 (the epilogue; on a systolic array, its output stage), or a chain of element-wise ops (GeLU's five Maps, a
 residual add and its ReLU); or, where the target runs it so, a whole attention (compiler.passes.attention:
-scores, masks, softmax and weighted sum, FlashAttention's kernel). A tensor made and read only inside one kernel (and not a model output) is fused: it
-never leaves the chip. Every op stays in the IR with its own work and numerics; only bytes and launches change.
+scores, masks, softmax and weighted sum, FlashAttention's kernel). A tensor made and read only inside one kernel
+(and not a model output) is fused: it never leaves the chip. Every op stays in the IR with its own work and
+numerics; only bytes and launches change.
 Invariant: no kernel reads what depends on its own tensors, so kernels run in IR order with no cycle (an
 element-wise member reads nothing made after its anchor; an attention's V may be, but never from its scores);
 on a captured graph (`launch="graph"`) one launch is paid for the whole model, else one per kernel.

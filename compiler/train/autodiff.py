@@ -107,7 +107,8 @@ class Tape:
         return self.node("ReduceSum", [x], axes=list(axes), keepdims=keepdims)
 
 
-def differentiate(graph: Graph, loss: str, params: list[str], seed: float = 1.0, tape: Tape | None = None) -> dict[str, str]:
+def differentiate(graph: Graph, loss: str, params: list[str], seed: float = 1.0,
+                  tape: Tape | None = None) -> dict[str, str]:
     """Add to `graph` the nodes that compute d loss / d p for every p in params; returns p -> gradient tensor.
     `seed`: the loss's own gradient (a loss scale multiplies every gradient by it)."""
     if graph.tensor(loss).elements != 1:

@@ -41,8 +41,8 @@ class Memory:
                 "largest": [{"tensor": t, "category": c, "bytes": b} for t, c, b in self.largest]}
 
 
-def liveness(graph: Graph, phase: dict[str, str], grads: set[str], state: set[str], accumulators: set[str] = frozenset(),
-             top: int = 5, in_place: dict[str, str] | None = None) -> Memory:
+def liveness(graph: Graph, phase: dict[str, str], grads: set[str], state: set[str],
+             accumulators: set[str] = frozenset(), top: int = 5, in_place: dict[str, str] | None = None) -> Memory:
     """The step's peak memory. `phase`: node -> phase (TrainingStep.phase); `grads`: the parameters' gradient
     tensors; `state`: the optimizer's state weights (with an fp32 master copy, as ZeRO counts it);
     `accumulators`: gradient accumulation buffers (gradients, the whole step); `in_place`: output -> the weight

@@ -11,7 +11,8 @@ import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Operand, Reduce, Role
-from compiler.ops.base import TRAINING_DOMAIN, OpDef, fail, input_operands, operand, out, output_operand, register, require
+from compiler.ops.base import (TRAINING_DOMAIN, OpDef, fail, input_operands, operand, out, output_operand, register,
+                               require)
 from compiler.ops.loss import REDUCTIONS, picked, with_class_axis
 
 

@@ -21,7 +21,8 @@ def conv(t: Tape, node, dys, wants):
     x, w = node.inputs[:2]
     dy = dys[0]
     data = t.node("ConvGradData", [dy, w], training=True, shape=list(t.shape(x)), **node.attrs) if wants[0] else None
-    weight = t.node("ConvGradFilter", [x, dy], training=True, shape=list(t.shape(w)), **node.attrs) if wants[1] else None
+    weight = (t.node("ConvGradFilter", [x, dy], training=True, shape=list(t.shape(w)), **node.attrs) if wants[1]
+              else None)
     if len(node.inputs) < 3:
         return [data, weight]
     spread = [0] + list(range(2, len(t.shape(dy))))      # N and the spatial axes
