@@ -8,12 +8,14 @@ unless a later one is clearly faster, and errors list them in that order.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, TypeAlias
 
-if TYPE_CHECKING:
-    from accelsim.comm.network import Network
-    from accelsim.comm.rings import Job
+# The algorithms' modules import this one to register: the Job (accelsim.comm.rings) and Network
+# (accelsim.comm.network) an algorithm is handed are named here in words, not imported, so no cycle forms.
+Job: TypeAlias = Any
+Network: TypeAlias = Any
 
 OPS = ("allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "sendrecv")
 AUTO = "auto"     # a per-level list's entry that lets the tuner pick that level's algorithm
