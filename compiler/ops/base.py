@@ -167,7 +167,7 @@ def map_reference(definition: OpDef, node: Node, graph: Graph, ops_per_element: 
 
 
 def move_op(node: Node, graph: Graph, fn: Callable[..., np.ndarray], view: bool = False,
-            index: int = 0, inputs: tuple[Operand, ...] | None = None) -> IROp:
+            index: int = 0, inputs: tuple[Operand, ...] | None = None) -> Move:
     suffix = f":{index}" if len(node.outputs) > 1 else ""
     return Move(name=node.name + suffix, node=node.name, op=node.op,
                 inputs=input_operands(node, graph) if inputs is None else inputs,

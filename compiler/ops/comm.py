@@ -12,6 +12,7 @@ when `op in COLLECTIVES` (the ops that move data between ranks).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,9 +52,9 @@ def group_of(node: Node) -> tuple[str, int]:
     return group, int(size)
 
 
-def refuse(node: Node):
+def refuse(node: Node) -> Callable[..., np.ndarray]:
     """What a comm node computes on one graph alone: nothing; the error says where its value comes from."""
-    def run(*_arrays):
+    def run(*_arrays: np.ndarray) -> np.ndarray:
         group, size = node.attr("group"), node.attr("size")
         raise ModelError(f"{node.where()} combines the {size} ranks of group {group!r}: a single rank's graph "
                          f"cannot compute it; run all ranks' graphs together (compiler.parallel.group.run_ranks)")
@@ -111,13 +112,13 @@ def _total(arrays: list[np.ndarray]) -> np.ndarray:
 class AllReduce(CommOp):
     """Every rank gets the sum (reduction="max": the element-wise maximum) of every rank's tensor."""
 
-    def infer(self, node, ins, graph):
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         reduction = node.attr("reduction", REDUCTIONS[0])
         if reduction not in REDUCTIONS:
             raise fail(node, f"attribute reduction {reduction!r} must be one of {', '.join(REDUCTIONS)}")
         return super().infer(node, ins, graph)
 
-    def combine(self, node, args):
+    def combine(self, node: Node, args: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
         arrays = [a[0] for a in args]
         total = _total(arrays) if node.attr("reduction", REDUCTIONS[0]) == "sum" else np.maximum.reduce(arrays)
         return [[total.copy()] for _ in args]
@@ -129,16 +130,16 @@ class AllGather(CommOp):
 
     has_axis = True
 
-    def infer(self, node, ins, graph):
+    def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         grad = node.attr("grad", GATHER_GRADS[0])
         if grad not in GATHER_GRADS:
             raise fail(node, f"attribute grad {grad!r} must be one of {', '.join(GATHER_GRADS)}")
         return super().infer(node, ins, graph)
 
-    def local(self, length, size):
+    def local(self, length: int, size: int) -> int:
         return length * size
 
-    def combine(self, node, args):
+    def combine(self, node: Node, args: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
         whole = np.concatenate([a[0] for a in args], axis=self.axis(node, args[0][0]))
         return [[whole.copy()] for _ in args]
 
@@ -149,10 +150,10 @@ class ReduceScatter(CommOp):
 
     has_axis = sized = True
 
-    def local(self, length, size):
+    def local(self, length: int, size: int) -> int:
         return length // size
 
-    def combine(self, node, args):
+    def combine(self, node: Node, args: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
         total = _total([a[0] for a in args])
         return [[part] for part in np.split(total, len(args), axis=self.axis(node, total))]
 
@@ -162,7 +163,7 @@ class ParallelEnter(CommOp):
     """The identity on every rank; its gradient is all-reduced (the tensor feeds computations split over ranks,
     each of which contributes part of its gradient)."""
 
-    def combine(self, node, args):
+    def combine(self, node: Node, args: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
         return [[a[0]] for a in args]
 
 
@@ -172,8 +173,8 @@ class Shard(CommOp):
 
     has_axis = sized = True
 
-    def local(self, length, size):
+    def local(self, length: int, size: int) -> int:
         return length // size
 
-    def combine(self, node, args):
+    def combine(self, node: Node, args: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
         return [[np.split(a[0], len(args), axis=self.axis(node, a[0]))[r]] for r, a in enumerate(args)]

@@ -14,14 +14,15 @@ from compiler.ops.base import OpDef, fail, move_op, normalize_axis, out, registe
 @register("Concat")
 class Concat(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        if not ins or any(t is None for t in ins):
+        tensors = [t for t in ins if t is not None]
+        if not ins or len(tensors) != len(ins):
             raise fail(node, f"expects 1 or more inputs, got {len(ins)} (omitted inputs are not allowed)")
         if "axis" not in node.attrs:
             raise fail(node, "attribute 'axis' is missing")
-        first = ins[0]
+        first = tensors[0]
         rank = len(first.shape)
         axis = normalize_axis(node, int(node.attrs["axis"]), rank)
-        for t in ins[1:]:
+        for t in tensors[1:]:
             if t.dtype != first.dtype:
                 raise fail(node, f"input {t.name!r} is {t.dtype.value}, but {first.name!r} is {first.dtype.value}")
             same = len(t.shape) == rank and all(a == b for i, (a, b) in enumerate(zip(t.shape, first.shape))
@@ -30,7 +31,7 @@ class Concat(OpDef):
                 raise fail(node, f"input {t.name!r} has shape {list(t.shape)}, which does not match "
                                  f"{list(first.shape)} outside axis {axis}")
         shape = list(first.shape)
-        shape[axis] = sum(t.shape[axis] for t in ins)
+        shape[axis] = sum(t.shape[axis] for t in tensors)
         return [out(node, shape, first.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:

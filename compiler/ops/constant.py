@@ -5,16 +5,26 @@ They fold to constants; only a fill too large to fold (ConstantOfShape, Range) l
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, cast, overload
 
 import numpy as np
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map
-from compiler.ops.base import OpDef, const_input, fail, out, output_operand, register, require, unknown
+from compiler.ops.base import OpDef, const_input, fail, given, out, output_operand, register, require, unknown
 
 _SCALAR_ATTRS = {"value_float": np.float32, "value_floats": np.float32,
                  "value_int": np.int64, "value_ints": np.int64}
+
+
+@overload
+def tensor_attr(node: Node, key: str, default: np.ndarray) -> tuple[np.ndarray, DType]: ...
+
+
+@overload
+def tensor_attr(node: Node, key: str, default: None) -> tuple[np.ndarray, DType] | None: ...
 
 
 def tensor_attr(node: Node, key: str, default: np.ndarray | None) -> tuple[np.ndarray, DType] | None:
@@ -33,7 +43,7 @@ def tensor_attr(node: Node, key: str, default: np.ndarray | None) -> tuple[np.nd
     return array, DType.from_numpy(array.dtype)
 
 
-def _fill(node: Node, graph: Graph, make) -> list[IROp]:
+def _fill(node: Node, graph: Graph, make: Callable[[], np.ndarray]) -> list[IROp]:
     # Too large to fold: the hardware writes the output, reading nothing and computing nothing.
     return [Map(name=node.name, node=node.name, op=node.op, inputs=(), output=output_operand(node, graph),
                 fn=make, ops_per_element=0)]
@@ -63,7 +73,8 @@ class Constant(OpDef):
                              f"got {given or 'none'}")
         key = given[0]
         if key == "value":
-            return tensor_attr(node, "value", None)
+            # the attribute is there (key == "value"): never the missing-attribute None
+            return cast(tuple[np.ndarray, DType], tensor_attr(node, "value", None))
         if key in _SCALAR_ATTRS:
             array = np.asarray(node.attrs[key], dtype=_SCALAR_ATTRS[key])
             return array, DType.from_numpy(array.dtype)
@@ -108,10 +119,10 @@ class Shape(OpDef):
         return [out(node, self._value(node, x.shape).shape, DType.int64)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [self._value(node, np.shape(args[0]))]
+        return [self._value(node, np.shape(given(node, args, 1)[0]))]
 
     def fold_from_shapes(self, node: Node, ins: list[Tensor | None]) -> list[np.ndarray] | None:
-        return [self._value(node, ins[0].shape)]
+        return [self._value(node, require(node, ins, 1)[0].shape)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         return []  # always folded from shapes
@@ -161,18 +172,20 @@ class Range(OpDef):
         return _fill(node, graph, lambda: self._range(*values))
 
     @staticmethod
-    def _count(start, limit, delta) -> int | None:
+    def _count(start: Any, limit: Any, delta: Any) -> int | None:
         """The output's length, without making it (Range(0, 1e15, 1) is 7 PiB of float64); None if not finite."""
         start, limit, delta = (np.asarray(v).reshape(()).item() for v in (start, limit, delta))
         if isinstance(start, int):
-            return max(-((start - limit) // delta), 0)   # exact ceil((limit - start) / delta) for ints
+            count: int = max(-((start - limit) // delta), 0)   # exact ceil((limit - start) / delta) for ints
+            return count
         span = (limit - start) / delta
         return max(math.ceil(span), 0) if math.isfinite(span) else None
 
     @staticmethod
-    def _range(start, limit, delta) -> np.ndarray:
+    def _range(start: Any, limit: Any, delta: Any) -> np.ndarray:
         dtype = np.asarray(start).dtype
         count = Range._count(start, limit, delta)
         start, delta = (np.asarray(v).reshape(()).item() for v in (start, delta))
         wide = np.int64 if isinstance(start, int) else np.float64
-        return (start + np.arange(count, dtype=wide) * delta).astype(dtype)
+        values: np.ndarray = start + np.arange(cast(int, count), dtype=wide) * delta   # finite: infer checked
+        return values.astype(dtype)

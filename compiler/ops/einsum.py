@@ -13,32 +13,37 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import Axis, Einsum as IREinsum, IROp, Move, Operand, Reduce, Role
-from compiler.ops.base import OpDef, fail, operand, out, output_operand, register
+from compiler.ops.base import OpDef, fail, given, operand, out, output_operand, register
 from compiler.ops.matmul import accumulator
 
 
 @register("Einsum")
 class Einsum(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        if not ins or any(t is None for t in ins):
+        tensors = [t for t in ins if t is not None]
+        if not ins or len(tensors) != len(ins):
             raise fail(node, f"expects 1 or more inputs, got {len(ins)} (omitted inputs are not allowed)")
-        if len({t.dtype for t in ins}) > 1:
+        if len({t.dtype for t in tensors}) > 1:
             raise fail(node, "inputs must share one dtype, but " + ", ".join(f"{t.name!r} is {t.dtype.value}"
-                                                                             for t in ins))
-        equation = parse_general(node, [t.shape for t in ins])
-        return [out(node, equation.output_shape, ins[0].dtype)]
+                                                                             for t in tensors))
+        equation = parse_general(node, [t.shape for t in tensors])
+        return [out(node, equation.output_shape, tensors[0].dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        equation = parse_general(node, [a.shape for a in args])
-        work = np.float64 if args[0].dtype == np.float64 else np.float32 if args[0].dtype.kind == "f" else np.int64
-        y = np.einsum(",".join(equation.terms) + "->" + equation.result, *(a.astype(work) for a in args),
-                      optimize=len(args) > 2)
-        return [np.asarray(y).astype(args[0].dtype)]
+        arrays = given(node, args, len(args))
+        equation = parse_general(node, [a.shape for a in arrays])
+        first = arrays[0].dtype
+        work: type[np.number[Any]] = np.float64 if first == np.float64 else np.float32 if first.kind == "f" \
+            else np.int64
+        y = np.einsum(",".join(equation.terms) + "->" + equation.result, *(a.astype(work) for a in arrays),
+                      optimize=len(arrays) > 2)
+        return [np.asarray(y).astype(first)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         equation = parse_general(node, [graph.tensor(name).shape for name in node.inputs])
@@ -154,8 +159,9 @@ def _plain_operand(node: Node, graph: Graph, equation: Equation, i: int) -> tupl
     squeeze = tuple(a for a, (c, d) in enumerate(zip(term, shape)) if d != equation.extents[c])
     subscripts = "".join(c for a, c in enumerate(term) if a not in squeeze) + "->" + letters
 
-    def take(a):
-        return np.einsum(subscripts, np.asarray(a).squeeze(axis=squeeze)).copy()
+    def take(a: np.ndarray) -> np.ndarray:
+        taken: np.ndarray = np.einsum(subscripts, np.asarray(a).squeeze(axis=squeeze)).copy()
+        return taken
     op = Move(name=made.tensor, node=node.name, op=node.op, inputs=(source,), output=made, view=not diagonal,
               fn=take)
     # a weight seen through a view is still a weight; a diagonal's copy is an intermediate

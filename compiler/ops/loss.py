@@ -12,13 +12,14 @@ import numpy as np
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Move, Operand, Reduce, Role
-from compiler.ops.base import OpDef, fail, input_operands, operand, out, output_operand, register, require
+from compiler.ops.base import OpDef, fail, given, input_operands, operand, out, output_operand, register, require
 
 REDUCTIONS = ("none", "sum", "mean")
 
 
-def check(node: Node, ins: list[Tensor | None]) -> None:
-    """Scores [N, C, d...], labels [N, d...] (int32/int64), weights [C]: the shapes both losses share."""
+def check(node: Node, ins: list[Tensor | None]) -> Tensor:
+    """Scores [N, C, d...], labels [N, d...] (int32/int64), weights [C]: the shapes both losses share. Returns
+    the scores."""
     scores, labels = require(node, ins, 2, 3)
     if len(scores.shape) < 2 or not scores.dtype.is_float:
         raise fail(node, f"scores {scores.name!r} are {scores.dtype.value} {list(scores.shape)}; expected float "
@@ -32,9 +33,10 @@ def check(node: Node, ins: list[Tensor | None]) -> None:
         raise fail(node, f"weights have shape {list(ins[2].shape)}, expected [{scores.shape[1]}] (one per class)")
     if node.attr("reduction", "mean") not in REDUCTIONS:
         raise fail(node, f"reduction {node.attr('reduction')!r} is not one of {', '.join(REDUCTIONS)}")
+    return scores
 
 
-def picked(node: Node, labels: np.ndarray, classes: int, weights) -> tuple[np.ndarray, np.ndarray]:
+def picked(node: Node, labels: np.ndarray, classes: int, weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """(labels with ignored ones set to 0, the weight each position counts with: 0 where ignored)."""
     labels = np.asarray(labels).astype(np.int64)
     ignore = node.attr("ignore_index")
@@ -52,10 +54,11 @@ def reduce_loss(node: Node, per: np.ndarray, weight: np.ndarray) -> np.ndarray:
     if reduction == "none":
         return per
     total = per.sum()
-    return total if reduction == "sum" else total / weight.sum()
+    result: np.ndarray = total if reduction == "sum" else total / weight.sum()
+    return result
 
 
-def nll(node: Node, log_prob: np.ndarray, labels, weights) -> np.ndarray:
+def nll(node: Node, log_prob: np.ndarray, labels: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
     safe, weight = picked(node, labels, log_prob.shape[1], weights)
     taken = np.take_along_axis(log_prob, np.expand_dims(safe, 1), axis=1).squeeze(1)
     return reduce_loss(node, -taken * weight, weight)
@@ -64,15 +67,15 @@ def nll(node: Node, log_prob: np.ndarray, labels, weights) -> np.ndarray:
 def log_softmax(scores: np.ndarray) -> np.ndarray:
     work = scores.astype(np.float64 if scores.dtype == np.float64 else np.float32)
     shifted = work - work.max(axis=1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    result: np.ndarray = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return result
 
 
 class _Loss(OpDef):
     softmax = True
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        check(node, ins)
-        scores = ins[0]
+        scores = check(node, ins)
         shape = scores.shape[:1] + scores.shape[2:] if node.attr("reduction", "mean") == "none" else ()
         outs = [out(node, shape, scores.dtype)]
         if self.softmax and len(node.outputs) > 1 and node.outputs[1]:
@@ -83,7 +86,7 @@ class _Loss(OpDef):
         scores = np.asarray(args[0])
         log_prob = log_softmax(scores) if self.softmax else scores
         weights = args[2] if len(args) > 2 else None
-        loss = np.asarray(nll(node, log_prob, args[1], weights)).astype(scores.dtype)
+        loss = np.asarray(nll(node, log_prob, given(node, args, 2)[1], weights)).astype(scores.dtype)
         return [loss, log_prob.astype(scores.dtype)] if self.softmax else [loss]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
@@ -113,15 +116,18 @@ class _Loss(OpDef):
                               fn=lambda s: log_softmax(np.asarray(s)).astype(s.dtype)))
         return ops
 
-    def _per_position(self, node: Node, scores, labels, weights) -> np.ndarray:
+    def _per_position(self, node: Node, scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | None
+                      ) -> np.ndarray:
         scores = np.asarray(scores)
         log_prob = log_softmax(scores) if self.softmax else scores
         safe, weight = picked(node, np.asarray(labels).squeeze(1), scores.shape[1], weights)
         taken = np.take_along_axis(log_prob, np.expand_dims(safe, 1), axis=1)
-        return (-taken * np.expand_dims(weight, 1)).astype(scores.dtype)
+        result: np.ndarray = (-taken * np.expand_dims(weight, 1)).astype(scores.dtype)
+        return result
 
     @staticmethod
-    def _total(node: Node, per, labels, weights, classes: int) -> np.ndarray:
+    def _total(node: Node, per: np.ndarray, labels: np.ndarray, weights: np.ndarray | None, classes: int
+               ) -> np.ndarray:
         _, weight = picked(node, np.asarray(labels).squeeze(1), classes, weights)
         return np.asarray(reduce_loss(node, np.asarray(per).squeeze(1), weight)).astype(per.dtype)
 

@@ -4,29 +4,34 @@ Pads arrive as attributes before opset 11 and as constant inputs from 11 (axes f
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Literal
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
 from compiler.ops.base import OpDef, const_input, fail, move_op, normalize_axis, operand, out, register, require
 
 _MODES = ("constant", "reflect", "edge", "wrap")
+_NUMPY_MODES: dict[str, Literal["reflect", "edge", "wrap"]] = {"reflect": "reflect", "edge": "edge", "wrap": "wrap"}
 
 
-def pad_widths(node: Node, rank: int, pads, axes) -> list[tuple[int, int]]:
+def pad_widths(node: Node, rank: int, pads: ArrayLike, axes: ArrayLike | None) -> list[tuple[int, int]]:
     """Per axis (before, after) from ONNX's [x1_begin, x2_begin, ..., x1_end, x2_end] over `axes`."""
-    pads = [int(p) for p in np.asarray(pads).reshape(-1)]
-    axes = list(range(rank)) if axes is None else [normalize_axis(node, int(a), rank)
-                                                    for a in np.asarray(axes).reshape(-1)]
-    if len(pads) != 2 * len(axes):
-        raise fail(node, f"pads {pads} must hold 2 x {len(axes)} values (begins, then ends)")
+    sizes = [int(p) for p in np.asarray(pads).reshape(-1)]
+    padded = list(range(rank)) if axes is None else [normalize_axis(node, int(a), rank)
+                                                      for a in np.asarray(axes).reshape(-1)]
+    if len(sizes) != 2 * len(padded):
+        raise fail(node, f"pads {sizes} must hold 2 x {len(padded)} values (begins, then ends)")
     widths = [(0, 0)] * rank
-    for i, axis in enumerate(axes):
-        widths[axis] = (pads[i], pads[i + len(axes)])
+    for i, axis in enumerate(padded):
+        widths[axis] = (sizes[i], sizes[i + len(padded)])
     return widths
 
 
-def pad(node: Node, x: np.ndarray, widths: list[tuple[int, int]], value) -> np.ndarray:
+def pad(node: Node, x: np.ndarray, widths: list[tuple[int, int]], value: ArrayLike) -> np.ndarray:
     mode = node.attr("mode", "constant")
     # Negative pads crop first; np.pad only grows.
     crop = tuple(slice(-min(b, 0), x.shape[i] + min(e, 0)) for i, (b, e) in enumerate(widths))
@@ -34,7 +39,7 @@ def pad(node: Node, x: np.ndarray, widths: list[tuple[int, int]], value) -> np.n
     grow = [(max(b, 0), max(e, 0)) for b, e in widths]
     if mode == "constant":
         return np.pad(x, grow, mode="constant", constant_values=np.asarray(value, dtype=x.dtype).reshape(()))
-    return np.pad(x, grow, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode])
+    return np.pad(x, grow, mode=_NUMPY_MODES[mode])
 
 
 @register("Pad")
@@ -43,13 +48,13 @@ class Pad(OpDef):
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         legacy = "pads" in node.attrs
-        require(node, ins, 1 if legacy else 2, 1 if legacy else 4)
+        x = require(node, ins, 1 if legacy else 2, 1 if legacy else 4)[0]
         mode = node.attr("mode", "constant")
         if mode not in _MODES:
             raise fail(node, f"mode {mode!r} is not allowed ({', '.join(_MODES)})")
         if len(node.inputs) > 2 and node.inputs[2]:
             const_input(node, graph, 2, "constant_value")
-        shape = ins[0].shape
+        shape = x.shape
         widths = self._widths(node, len(shape), lambda i, what: const_input(node, graph, i, what))
         result = [d + b + e for d, (b, e) in zip(shape, widths)]
         if any(d < 0 for d in result):
@@ -59,7 +64,7 @@ class Pad(OpDef):
                 raise fail(node, f"mode {mode!r} cannot pad axis {axis} of size 0")
             if mode == "reflect" and max(b, e) >= d:
                 raise fail(node, f"reflect pads {b}, {e} on axis {axis} must be smaller than its size {d}")
-        return [out(node, result, ins[0].dtype)]
+        return [out(node, result, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(args[0])
@@ -75,14 +80,14 @@ class Pad(OpDef):
         return [move_op(node, graph, lambda x: pad(node, np.asarray(x), widths, value), inputs=data)]
 
     @staticmethod
-    def _widths(node: Node, rank: int, value) -> list[tuple[int, int]]:
+    def _widths(node: Node, rank: int, value: Callable[[int, str], Any]) -> list[tuple[int, int]]:
         if "pads" in node.attrs:
             return pad_widths(node, rank, node.attrs["pads"], None)
         axes = value(3, "axes") if len(node.inputs) > 3 and node.inputs[3] else None
         return pad_widths(node, rank, value(1, "pads"), axes)
 
     @staticmethod
-    def _value(node: Node, value):
+    def _value(node: Node, value: Callable[[int], Any]) -> Any:
         if "pads" in node.attrs:
             return node.attr("value", 0.0)
         given = value(2)

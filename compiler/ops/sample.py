@@ -13,7 +13,7 @@ import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import OpDef, const_input, fail, map_reference, out, register, require
+from compiler.ops.base import OpDef, const_input, fail, given, map_reference, out, register, require
 
 GRID_MODES = {"nearest": 1, "linear": 2, "bilinear": 2, "cubic": 4, "bicubic": 4}   # taps per axis
 PADDINGS = ("zeros", "border", "reflection")
@@ -35,7 +35,8 @@ class GridSample(OpDef):
         return [out(node, (x.shape[0], x.shape[1], *grid.shape[1:-1]), x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [grid_sample(args[0], args[1], node.resolved["mode"], node.attr("padding_mode", "zeros"),
+        x, grid = given(node, args, 2)
+        return [grid_sample(x, grid, node.resolved["mode"], node.attr("padding_mode", "zeros"),
                             bool(node.attr("align_corners", 0)))]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
@@ -61,7 +62,8 @@ def grid_sample(x: np.ndarray, grid: np.ndarray, mode: str, padding: str, align:
     return y.reshape(n, c, *grid.shape[1:-1]).astype(x.dtype)
 
 
-def _grid_taps(g: np.ndarray, size: int, mode: str, padding: str, align: bool):
+def _grid_taps(g: np.ndarray, size: int, mode: str, padding: str, align: bool
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One axis: (index[points, taps], weight[points, taps], in_range[points, taps]) of normalized coords g."""
     length = np.float32(size)
     x = (g + 1) / 2 * (length - 1) if align else ((g + 1) * length - 1) / 2
@@ -112,7 +114,8 @@ def _keys(t: np.ndarray, a: float = -0.75) -> np.ndarray:
     d = np.stack([1 + t, t, 1 - t, 2 - t], axis=1)
     near = ((a + 2) * d - (a + 3)) * d * d + 1
     far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
-    return np.where(d <= 1, near, far)
+    weights: np.ndarray = np.where(d <= 1, near, far)
+    return weights
 
 
 @register("AffineGrid")
@@ -130,7 +133,7 @@ class AffineGrid(OpDef):
         return [out(node, (size[0], *size[2:], rank), theta.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        theta, size = args[0], node.resolved["size"]
+        (theta,), size = given(node, args, 1), node.resolved["size"]
         align = bool(node.attr("align_corners", 0))
         axes = [np.linspace(-1, 1, n) if align else (2 * np.arange(n) + 1) / n - 1 for n in size[2:]]
         mesh = np.meshgrid(*axes, indexing="ij")                      # data order (D,) H, W
@@ -162,7 +165,7 @@ class RoiAlign(OpDef):
                            int(node.attr("output_width", 1))), x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        x, rois, index = args
+        x, rois, index = given(node, args, 3)
         ph, pw = int(node.attr("output_height", 1)), int(node.attr("output_width", 1))
         y = np.zeros((rois.shape[0], x.shape[1], ph, pw), np.float64)
         for r in range(rois.shape[0]):
@@ -207,7 +210,8 @@ def _roi(node: Node, image: np.ndarray, box: np.ndarray, ph: int, pw: int) -> np
     return np.broadcast_to(pooled, (image.shape[0], ph, pw))
 
 
-def _samples(start: float, bin_size: float, bins: int, grid: int, length: int):
+def _samples(start: float, bin_size: float, bins: int, grid: int, length: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Sample rows along one axis per (bin, sample): low and high rows, the fraction, and whether in range."""
     pos = start + np.arange(bins)[:, None] * bin_size + (np.arange(grid)[None, :] + 0.5) * bin_size / max(grid, 1)
     ok = (pos >= -1.0) & (pos <= length)

@@ -11,13 +11,16 @@ Invariant: the output has data's shape and dtype; updates have data's dtype and 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import OpDef, fail, map_op, move_op, normalize_axis, out, register, require
+from compiler.ops.base import OpDef, fail, given, map_op, move_op, normalize_axis, out, register, require
 from compiler.ops.gathernd import check_index_dtype, element_index, element_shapes, nd_index, nd_shapes
 
 # reduction -> the numpy ufunc that combines an update into the element it lands on (unbuffered: repeats count)
@@ -31,7 +34,7 @@ def reduction(node: Node) -> str:
     return name
 
 
-def write(data: np.ndarray, index: tuple, updates: np.ndarray, how: str) -> np.ndarray:
+def write(data: np.ndarray, index: tuple[Any, ...], updates: np.ndarray, how: str) -> np.ndarray:
     result = np.array(data, copy=True)
     if how == "none":
         result[index] = updates   # repeated indices: the last update wins, as in onnxruntime
@@ -40,21 +43,21 @@ def write(data: np.ndarray, index: tuple, updates: np.ndarray, how: str) -> np.n
     return result
 
 
-def scatter_elements(node: Node, data: np.ndarray, indices, updates) -> np.ndarray:
+def scatter_elements(node: Node, data: np.ndarray, indices: ArrayLike, updates: ArrayLike) -> np.ndarray:
     axis = int(node.attr("axis", 0)) % data.ndim
     return write(data, element_index(node, data.shape, np.asarray(indices), axis), np.asarray(updates),
                  reduction(node))
 
 
-def scatter_nd(node: Node, data: np.ndarray, indices, updates) -> np.ndarray:
-    indices = np.asarray(indices)
-    depth = indices.shape[-1]
+def scatter_nd(node: Node, data: np.ndarray, indices: ArrayLike, updates: ArrayLike) -> np.ndarray:
+    index_array = np.asarray(indices)
+    depth = index_array.shape[-1]
     flat = np.asarray(updates).reshape((-1,) + data.shape[depth:])
-    columns = nd_index(node, data.shape, indices, 0)[1:]   # no batch dims: one batch of every index tuple
+    columns = nd_index(node, data.shape, index_array, 0)[1:]   # no batch dims: one batch of every index tuple
     return write(data, tuple(c[0] for c in columns), flat, reduction(node))
 
 
-def lower_scatter(node: Node, graph: Graph, fn) -> list[IROp]:
+def lower_scatter(node: Node, graph: Graph, fn: Callable[..., np.ndarray]) -> list[IROp]:
     if reduction(node) == "none":
         return [move_op(node, graph, fn)]
     # one combine per update; a Map counts work per output element, so spread the updates over the output
@@ -78,7 +81,8 @@ class ScatterElements(OpDef):
         return [out(node, data.shape, data.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [scatter_elements(node, np.asarray(args[0]), args[1], args[2])]
+        data, indices, updates = given(node, args, 3)
+        return [scatter_elements(node, np.asarray(data), indices, updates)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         return lower_scatter(node, graph, lambda d, i, u: scatter_elements(node, np.asarray(d), i, u))
@@ -102,33 +106,36 @@ class ScatterND(OpDef):
         return [out(node, data.shape, data.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [scatter_nd(node, np.asarray(args[0]), args[1], args[2])]
+        data, indices, updates = given(node, args, 3)
+        return [scatter_nd(node, np.asarray(data), indices, updates)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         return lower_scatter(node, graph, lambda d, i, u: scatter_nd(node, np.asarray(d), i, u))
 
 
-def cache_positions(node: Node, cache: tuple[int, ...], update: tuple[int, ...], starts) -> np.ndarray:
+def cache_positions(node: Node, cache: tuple[int, ...], update: tuple[int, ...], starts: ArrayLike | None
+                    ) -> np.ndarray:
     """Cache positions [batch, step] each update step goes to, checked against the cache's length."""
     axis = int(node.attr("axis", -2)) % len(cache)
     length, steps = cache[axis], update[axis]
-    starts = np.zeros(cache[0], np.int64) if starts is None else np.asarray(starts).astype(np.int64).reshape(-1)
-    if starts.size != cache[0] or np.any(starts < 0):
-        raise fail(node, f"write_indices {starts.tolist()} must give one start >= 0 for each of the {cache[0]} "
+    offsets = np.zeros(cache[0], np.int64) if starts is None else np.asarray(starts).astype(np.int64).reshape(-1)
+    if offsets.size != cache[0] or np.any(offsets < 0):
+        raise fail(node, f"write_indices {offsets.tolist()} must give one start >= 0 for each of the {cache[0]} "
                          f"batch entries")
-    positions = starts[:, None] + np.arange(steps)[None, :]
+    positions: np.ndarray = offsets[:, None] + np.arange(steps)[None, :]
     if str(node.attr("mode", "linear")) == "circular":
-        return positions % length
+        wrapped: np.ndarray = positions % length
+        return wrapped
     if positions.size and positions.max() >= length:
-        raise fail(node, f"write_indices {starts.tolist()} plus {steps} steps run past the cache length {length} "
+        raise fail(node, f"write_indices {offsets.tolist()} plus {steps} steps run past the cache length {length} "
                          f"(mode linear; circular wraps)")
     return positions
 
 
-def tensor_scatter(node: Node, cache: np.ndarray, update: np.ndarray, starts) -> np.ndarray:
+def tensor_scatter(node: Node, cache: np.ndarray, update: np.ndarray, starts: ArrayLike | None) -> np.ndarray:
     axis = int(node.attr("axis", -2)) % cache.ndim
     positions = cache_positions(node, cache.shape, update.shape, starts)
-    grid = list(np.indices(update.shape, sparse=True))
+    grid: list[np.ndarray] = list(np.indices(update.shape, sparse=True))
     grid[axis] = positions.reshape((cache.shape[0],) + (1,) * (axis - 1) + (update.shape[axis],)
                                    + (1,) * (cache.ndim - axis - 1))
     result = np.array(cache, copy=True)
