@@ -6,7 +6,7 @@ which is how exported shape arithmetic (Shape -> Gather -> Concat -> Reshape) re
 import numpy as np
 
 from compiler.errors import ModelError
-from compiler.graph import Graph
+from compiler.graph import Graph, Tensor
 from compiler.ops.base import COMM, COMM_DOMAIN, REGISTRY, TRAINING, TRAINING_DOMAIN
 
 FOLD_LIMIT_ELEMENTS = 1 << 16   # fold only small tensors: shape arithmetic, not whole layers
@@ -47,17 +47,30 @@ def finalize(graph: Graph) -> Graph:
 
 
 def infer_shapes(graph: Graph) -> None:
+    inferred: dict = {}     # a node's signature -> its outputs' (shape, dtype): a chain of Relus is inferred once
     for node in graph.nodes:
-        infer_node(graph, node)
+        infer_node(graph, node, inferred)
 
 
-def infer_node(graph: Graph, node) -> None:
-    """Infer one node's output shapes (its inputs already known) and fold it if it can be."""
+def infer_node(graph: Graph, node, inferred: dict | None = None) -> None:
+    """Infer one node's output shapes (its inputs already known) and fold it if it can be. `inferred` holds the
+    outputs of nodes inferred before by signature (compiler.ops.shapes.signature): a twin's are taken from there."""
     definition = opdef(graph, node)
     ins = [graph.tensors.get(name) if name else None for name in node.inputs]
     for name, tensor in zip(node.inputs, ins):
         if name and tensor is None:
             raise ModelError(f"{graph.source}: {node.where()}: input {name!r} has no known shape")
+    key = signature(graph, node, ins) if inferred is not None else None
+    try:
+        known = inferred.get(key) if key is not None else None   # type: ignore[union-attr]
+    except TypeError:           # an attribute that is no plain value (a list, a tensor, a body)
+        key = known = None
+    if known is not None:
+        outs = [Tensor(name, shape, dtype) for name, (shape, dtype) in zip(node.outputs, known)]
+        for tensor in outs:
+            graph.tensors[tensor.name] = tensor
+        _fold(graph, node, definition, ins, outs)
+        return
     try:
         outs = definition.infer(node, ins, graph)
     except ModelError as error:
@@ -65,6 +78,30 @@ def infer_node(graph: Graph, node) -> None:
             raise
         error.args = (f"{graph.source}: {error}",)     # its class kept: UnknownValueError names what to bind
         raise error from None
+    _check(graph, node, outs)
+    if key is not None and not node.resolved and [t.name for t in outs] == list(node.outputs):
+        inferred[key] = [(t.shape, t.dtype) for t in outs]   # type: ignore[index]
+    for tensor in outs:
+        graph.tensors[tensor.name] = tensor
+    _fold(graph, node, definition, ins, outs)
+
+
+def signature(graph: Graph, node, ins: list) -> tuple | None:
+    """What a node's output shapes and dtypes follow from where its op's rule reads nothing else: the op, its
+    attributes and its inputs' shapes and dtypes (an attribute's type too: 1 and 1.0 are equal keys, not equal
+    values). None where they may follow from more: an input's value (a weight or a constant: Reshape's shape) or
+    what import set on the node for its op (node.resolved). Unhashable where an attribute is no plain value."""
+    if node.resolved:
+        return None
+    for name in node.inputs:
+        if name in graph.weights or name in graph.constants:
+            return None
+    attrs = tuple([(k, type(v), v) for k, v in node.attrs.items()]) if node.attrs else ()
+    # a dtype by its id: members are singletons, and an Enum's own hash is a Python call per input
+    return node.op, node.domain, attrs, tuple([(t.shape, id(t.dtype)) if t is not None else None for t in ins])
+
+
+def _check(graph: Graph, node, outs: list[Tensor]) -> None:
     for tensor in outs:
         if tensor.shape and min(tensor.shape) < 0:
             raise ModelError(f"{graph.source}: {node.where()}: output {tensor.name!r} has negative "
@@ -73,8 +110,6 @@ def infer_node(graph: Graph, node) -> None:
             raise ModelError(f"{graph.source}: {node.where()}: output {tensor.name!r} of shape {list(tensor.shape)} "
                              f"holds {tensor.elements:,} {tensor.dtype.value} elements, {tensor.nbytes / 2 ** 50:.3g}"
                              f" PiB; accelsim takes tensors of at most 2^62 bits (512 PiB), more than any device holds")
-        graph.tensors[tensor.name] = tensor
-    _fold(graph, node, definition, ins, outs)
 
 
 def _fold(graph: Graph, node, definition, ins, outs) -> None:
