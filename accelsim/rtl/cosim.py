@@ -20,7 +20,9 @@ from accelsim.price.systolic import native_cycles, steady_and_tail
 from accelsim.rtl import runner
 from accelsim.sim.stimulus import Outcome, Stimulus, assemble, chain, expected_outputs, gemm
 from compiler import output
+from compiler.dtypes import DType
 from compiler.errors import UserError
+from compiler.hardware.profiles import profile
 from compiler.ir import Einsum
 from compiler.mapping import gemm_view
 
@@ -81,7 +83,7 @@ def cosim(model, layer: str, arch, sim: str = "icarus", batch: int | None = None
     hw = load_arch(arch)
     unit = _matching_unit(hw)
     rows, cols, depth = unit.array.rows, unit.array.cols, unit.array.accumulator_rows
-    ternary = hw.kind.value == "ternary"
+    ternary = profile(hw.kind).matrix_dtype is DType.ternary
     compiled = build(model, hw, batch=batch, mapped=False, **model_options)
     op = _find(compiled.ir, layer)
     alone = narrow(compiled, [op])

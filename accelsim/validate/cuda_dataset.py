@@ -16,6 +16,7 @@ from pathlib import Path
 from compiler import output
 from compiler.dtypes import DType
 from compiler.errors import UserError
+from compiler.hardware.profiles import profile
 from accelsim.validate.cases import parse
 from accelsim.validate.dataset import arch_text, git_commit, new_folder, write_arch
 from accelsim.validate.cuda_suites import TARGETS, ZOO, suite_keys
@@ -77,7 +78,7 @@ def validate_cuda(suite: str, arch: str, out_dir: str, repeats: int, budget_s: f
     text, source = arch_text(arch, 1)
     folder = new_folder(out_dir, f"cuda-{Path(str(arch)).stem}")
     priced = write_arch(folder, text)
-    if priced.kind.value != "simt" and device == "cuda":
+    if not profile(priced.kind).cuda and device == "cuda":
         raise UserError(f"--arch {arch}: a {priced.kind.value} preset; a GPU is validated against a simt one "
                         f"(h200, h100, a100, v100, gtx580)")
     work = work_list(suite, has_fp8(clock), priced, keys)
