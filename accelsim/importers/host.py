@@ -3,7 +3,6 @@ accelsim.importers.host_preset writes the simd preset from it. Reads (lscpu, /pr
 sysfs has no cpufreq) are kept apart from parsing, so tests feed recorded texts; every figure keeps its source."""
 from __future__ import annotations
 
-import functools
 import json
 import re
 import subprocess

@@ -40,6 +40,7 @@ from accelsim.sim.model import load_model
 from accelsim.sim.train import STORED, _compute_dtype, _zoo_model, training_form
 from compiler.dtypes import DType
 from compiler.errors import ModelError, UserError
+from compiler.memo import Memo
 from compiler.parallel.pipeline import blocks
 from compiler.compile import Options, compile_graph
 from compiler.train import Optimizer, training_graph
@@ -183,7 +184,7 @@ def _state(question: Question, count: int) -> tuple[int, int]:
 
 
 # -- evaluation: in this process or a pool; each worker keeps its caches -------------------------------------------
-_BLOCKS: dict[Question, Blocks] = {}
+_BLOCKS: Memo[Question, Blocks] = Memo("accelsim.parallel.search: blocks per question", 8)
 
 
 def _blocks(question: Question, cached: bool = True) -> Blocks:
@@ -394,7 +395,7 @@ def measure(question: Question, task: list[Candidate], until: float | None = Non
     return out
 
 
-_SPLITS: dict[tuple, ModelError | None] = {}
+_SPLITS: Memo[tuple, ModelError | None] = Memo("accelsim.parallel.search: tensor splits", 4096)
 
 
 def _check_split(question: Question, plan: Plan) -> None:

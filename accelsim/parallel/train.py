@@ -10,7 +10,6 @@ slowest stage; nothing a device computes is priced outside the pipeline.
 """
 from __future__ import annotations
 
-import functools
 import math
 import os
 from dataclasses import replace

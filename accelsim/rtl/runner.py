@@ -5,7 +5,6 @@ ccache when it is installed. A simulator or tool that is missing is a RTLError t
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import shutil

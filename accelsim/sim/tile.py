@@ -25,6 +25,7 @@ from compiler.codegen import Code, Fold, generate
 from compiler.frozen import but
 from compiler.ir import IR, IROp, Move
 from compiler.mapping import Mapping, op_signature
+from compiler.memo import Memo
 from compiler.program import COMPUTE, LOAD, STORE
 from compiler.targeting import compute_dtype
 
@@ -48,9 +49,9 @@ def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pric
     across them, so an op simulated alone takes what it takes in sequence, and
     ops with the same signature and mapping (a decoder's 32 identical layers) are simulated once, in this
     process: a planner's stage programs share most of their ops."""
-    done = _SIMULATED.setdefault((arch, pricing), {})
-    if len(done) > OP_CACHE:
-        done.clear()
+    done = _SIMULATED.get((arch, pricing))
+    if done is None:
+        done = _SIMULATED[arch, pricing] = Memo(f"accelsim.sim.tile.simulate_ops: {arch.name}", OP_CACHE)
     results, clock = [], 0
     sides = np.asarray(output_stage.beside(ir, arch, mappings), bool)
     anchors = np.flatnonzero(~sides)          # an op that runs beside one is simulated with its kernel's anchor
@@ -87,7 +88,8 @@ def _mapping_key(mapping: Mapping) -> tuple:
 
 
 OP_CACHE = 100_000                                       # ops kept per (arch, pricing): a few hundred bytes each
-_SIMULATED: dict[tuple, dict[tuple, OpResult]] = {}
+# per (arch, pricing), of the last 8 (a sweep's points are new Archs): each op's results by what decides them
+_SIMULATED: Memo[tuple, Memo[tuple, list[OpResult]]] = Memo("accelsim.sim.tile.simulate_ops", 8)
 
 
 def run_tiles(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pricing = NATIVE,

@@ -13,7 +13,6 @@ MODELS only ever grows (a changed model is a new name).
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Callable
 

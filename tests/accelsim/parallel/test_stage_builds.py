@@ -17,11 +17,13 @@ def test_a_stage_priced_at_roofline_then_tile_is_built_once_and_simulates_as_a_f
                            for fidelity in ("roofline", "tile"))
     built, real = [], parallel_train.step_program
     monkeypatch.setattr(parallel_train, "step_program", lambda *args: built.append(args) or real(*args))
-    monkeypatch.setattr(parallel_train, "_STAGES", {})
-    monkeypatch.setattr(parallel_train, "_BUILDS", {})
+    parallel_train._STAGES.clear()
+    parallel_train._BUILDS.clear()
     bound, _ = simulate_stage(bound_key, graph)
+    assert len(parallel_train._BUILDS) == 1
     tiled, _ = simulate_stage(tile_key, graph)
-    assert len(built) == 1 and parallel_train._BUILDS == {}         # handed on, not kept twice
+    assert len(built) == 1 and len(parallel_train._BUILDS) == 0       # handed on, not kept twice
+    assert simulate_stage(tile_key, graph)[0] is tiled and len(parallel_train._STAGES) == 2
     fresh, _ = simulate_step(graph, hw, DType.bf16, 2, 1, update, "cross_entropy", "none", "tile")
     assert tiled.result.fidelity == "tile" and bound.result.fidelity == "roofline"
     assert tiled.result.ops == fresh.result.ops and tiled.result.mappings == fresh.result.mappings
