@@ -7,15 +7,18 @@ the layer (tests/golden/scalesim_v3.csv), whatever tiles the mapper chose.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
 from accelsim.arch import Arch, ArchError
 from accelsim.results.result import OpResult
 from accelsim.price import compute, systolic
+from compiler.dtypes import DType
 from compiler.errors import UserError
+from compiler.hardware import ComputeUnit
 from compiler.ir import IR, Einsum
-from compiler.mapping import gemm_view
+from compiler.mapping import Mapping, gemm_view
 
 
 class Pricing:
@@ -23,7 +26,8 @@ class Pricing:
 
     name: str | None = None
 
-    def matrix_split(self, m, n, k, unit, arch, mapping, dtype) -> tuple[np.ndarray, np.ndarray]:
+    def matrix_split(self, m: np.ndarray, n: np.ndarray, k: np.ndarray, unit: ComputeUnit, arch: Arch,
+                     mapping: Mapping | None, dtype: DType) -> tuple[np.ndarray, np.ndarray]:
         """(cycles, tail) of compute rows (m, n, k) of a matrix unit: accelsim.price.compute.matrix_split."""
         return compute.matrix_split(m, n, k, unit, arch, mapping, dtype)
 
@@ -38,7 +42,8 @@ class ScaleSim(Pricing):
 
     name = "scalesim"
 
-    def matrix_split(self, m, n, k, unit, arch, mapping, dtype) -> tuple[np.ndarray, np.ndarray]:
+    def matrix_split(self, m: np.ndarray, n: np.ndarray, k: np.ndarray, unit: ComputeUnit, arch: Arch,
+                     mapping: Mapping | None, dtype: DType) -> tuple[np.ndarray, np.ndarray]:
         if unit.array is None:     # a SIMT or SIMD unit: its own model; `finish` refuses the arch
             return super().matrix_split(m, n, k, unit, arch, mapping, dtype)
         return systolic.scalesim_split(np.asarray(m, np.int64), np.asarray(n, np.int64), np.asarray(k, np.int64),
@@ -90,7 +95,7 @@ def compat_layer_cycles(ifmap_h: int, ifmap_w: int, filter_h: int, filter_w: int
     return int(systolic.compat_cycles(m, n, k, rows, cols, dataflow))
 
 
-def layer_cycles(ir: IR, arch: Arch) -> list[dict]:
+def layer_cycles(ir: IR, arch: Arch) -> list[dict[str, Any]]:
     """Per Einsum (one per SCALE-Sim layer): its GEMM view and SCALE-Sim v3's compute cycles on `arch`'s array,
     whole.
 

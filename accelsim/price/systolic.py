@@ -7,18 +7,23 @@ from __future__ import annotations
 import numpy as np
 
 from accelsim.price.clock import to_arch_cycles
+from compiler.dtypes import DType
+from compiler.hardware import Arch, ComputeUnit
+from compiler.mapping import Mapping
 from compiler.targeting import instance_tile
 
 DATAFLOWS = ("ws", "is", "os")
 
 
-def matrix_cycles(m, n, k, unit, arch, mapping, dtype) -> np.ndarray:
+def matrix_cycles(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit: ComputeUnit, arch: Arch, mapping: Mapping | None,
+                  dtype: DType | None) -> np.ndarray:
     """Cycles of tile GEMMs (numpy arrays m, n, k), each from an idle array to its last output (the
     `matrix_split` docstring has the model)."""
     return matrix_split(m, n, k, unit, arch, mapping, dtype)[0]
 
 
-def matrix_split(m, n, k, unit, arch, mapping, dtype) -> tuple[np.ndarray, np.ndarray]:
+def matrix_split(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit: ComputeUnit, arch: Arch, mapping: Mapping | None,
+                 dtype: DType | None) -> tuple[np.ndarray, np.ndarray]:
     """(cycles, tail) of tile GEMMs (numpy arrays m, n, k) on `unit.array` under `mapping.dataflow`, in arch cycles.
 
     The dataflow decides which operand stays in the PEs (the stationary tile, mapped rows x cols) and which
@@ -61,6 +66,7 @@ def matrix_split(m, n, k, unit, arch, mapping, dtype) -> tuple[np.ndarray, np.nd
     engine charges as latency (it delays this GEMM's end, not the array); 0 the SCALE-Sim way.
     """
     array = unit.array
+    assert array is not None, f"{unit.name}: a systolic unit has an array (the schema requires one)"
     dataflow = _dataflow(unit, mapping)
     share = instance_tile(mapping, m, n, k) if getattr(mapping, "spatial", ()) else None
     if share is not None:
@@ -72,21 +78,25 @@ def matrix_split(m, n, k, unit, arch, mapping, dtype) -> tuple[np.ndarray, np.nd
     return _at_arch_clock(steady + tail, tail, unit, arch)
 
 
-def scalesim_split(m, n, k, unit, arch, mapping) -> tuple[np.ndarray, np.ndarray]:
+def scalesim_split(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit: ComputeUnit, arch: Arch,
+                   mapping: Mapping | None) -> tuple[np.ndarray, np.ndarray]:
     """(cycles, tail) of tile GEMMs as SCALE-Sim v3 counts them (`compat_cycles`): each row whole on one array,
     its folds and rows overlapping nothing (tail 0)."""
+    assert unit.array is not None, f"{unit.name}: SCALE-Sim prices systolic arrays only"
     cycles = compat_cycles(m, n, k, unit.array.rows, unit.array.cols, _dataflow(unit, mapping))
     return _at_arch_clock(cycles, np.zeros_like(cycles), unit, arch)
 
 
-def _at_arch_clock(cycles, tail, unit, arch) -> tuple[np.ndarray, np.ndarray]:
+def _at_arch_clock(cycles: np.ndarray, tail: np.ndarray, unit: ComputeUnit,
+                   arch: Arch) -> tuple[np.ndarray, np.ndarray]:
     if unit.clock_hz == arch.clock_hz:
         return cycles, tail
     whole = to_arch_cycles(cycles, unit, arch)
     return whole, whole - np.minimum(to_arch_cycles(cycles - tail, unit, arch), whole)
 
 
-def folds_and_stream(m, n, k, rows: int, cols: int, dataflow: str):
+def folds_and_stream(m: np.ndarray | int, n: np.ndarray | int, k: np.ndarray | int, rows: int, cols: int,
+                     dataflow: str) -> tuple[np.ndarray, np.ndarray]:
     """(folds, T): how many stationary tiles the GEMM takes and the streamed length per fold (table above)."""
     m, n, k = (np.asarray(x, np.int64) for x in (m, n, k))
     if dataflow == "ws":
@@ -98,8 +108,8 @@ def folds_and_stream(m, n, k, rows: int, cols: int, dataflow: str):
     raise ValueError(f"unknown dataflow {dataflow!r}; known: {', '.join(DATAFLOWS)}")
 
 
-def native_cycles(m, n, k, rows: int, cols: int, dataflow: str, weight_buffers: int = 1, slow: int = 1,
-                  io_registers: int = 0) -> np.ndarray:
+def native_cycles(m: np.ndarray | int, n: np.ndarray | int, k: np.ndarray | int, rows: int, cols: int, dataflow: str,
+                  weight_buffers: int = 1, slow: int | np.ndarray = 1, io_registers: int = 0) -> np.ndarray:
     """accelsim's model: load, skew, stream, drain per fold; loads under streams when double-buffered.
 
     `io_registers` adds the pipeline registers a real core has beyond the PE grid. For rtl/systolic_core.v
@@ -119,7 +129,8 @@ def native_cycles(m, n, k, rows: int, cols: int, dataflow: str, weight_buffers: 
     return np.where(empty, 0, cycles).astype(np.int64)
 
 
-def steady_and_tail(m, n, k, rows: int, cols: int, dataflow: str, weight_buffers: int = 1, slow: int = 1,
+def steady_and_tail(m: np.ndarray | int, n: np.ndarray | int, k: np.ndarray | int, rows: int, cols: int, dataflow: str,
+                    weight_buffers: int = 1, slow: int | np.ndarray = 1,
                     io_registers: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """`native_cycles` split as a stream of GEMMs pays it: (steady, tail), steady + tail = native_cycles.
 
@@ -142,20 +153,22 @@ def steady_and_tail(m, n, k, rows: int, cols: int, dataflow: str, weight_buffers
     return steady, cycles - steady
 
 
-def compat_cycles(m, n, k, rows: int, cols: int, dataflow: str) -> np.ndarray:
+def compat_cycles(m: np.ndarray | int, n: np.ndarray | int, k: np.ndarray | int, rows: int, cols: int,
+                  dataflow: str) -> np.ndarray:
     """SCALE-Sim v3's "Total Cycles" - "Stall Cycles" for a layer it sees as this GEMM (module docstring)."""
     folds, stream = folds_and_stream(m, n, k, rows, cols, dataflow)
     per_fold = (rows if dataflow == "os" else 2 * rows) + cols + stream - 2
-    return np.maximum(folds * per_fold - 1, 0).astype(np.int64)
+    cycles: np.ndarray = np.maximum(folds * per_fold - 1, 0).astype(np.int64)
+    return cycles
 
 
 def _dataflow(unit, mapping) -> str:
     """The mapping's dataflow, else the unit's first listed one (a preset lists its native dataflow first)."""
-    chosen = getattr(mapping, "dataflow", None)
+    chosen: object = getattr(mapping, "dataflow", None)
     if chosen is None:
         chosen = unit.dataflows[0] if unit.dataflows else "ws"
-    return getattr(chosen, "value", chosen).lower()
+    return str(getattr(chosen, "value", chosen)).lower()
 
 
-def _ceil(a, b: int):
+def _ceil(a: np.ndarray, b: int) -> np.ndarray:
     return -(-a // b)
