@@ -11,6 +11,7 @@ the same operands.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +23,7 @@ from accelsim.sim.stimulus import Outcome, Stimulus, assemble, chain, expected_o
 from compiler import output
 from compiler.dtypes import DType
 from compiler.errors import UserError
+from compiler.hardware import Arch
 from compiler.hardware.profiles import profile
 from compiler.ir import Einsum
 from compiler.mapping import gemm_view
@@ -73,8 +75,8 @@ class Report:
         return "\n".join(lines)
 
 
-def cosim(model, layer: str, arch, sim: str = "icarus", batch: int | None = None, seed: int = 0,
-          rtl_vcd: str | None = None, model_vcd: str | None = None, workdir=None, **model_options) -> Report:
+def cosim(model, layer: str, arch: str | os.PathLike[str] | Arch, sim: str = "icarus", batch: int | None = None,
+          seed: int = 0, rtl_vcd: str | None = None, model_vcd: str | None = None, workdir=None, **model_options) -> Report:
     """`rtl_vcd`: where to write the RTL simulator's waveform; `model_vcd`: the cycle-level model's. Both on
     accelsim.results.vcd.TIMESCALE with each cycle's edges at the same times (accelsim.sim.stimulus.RESET_CYCLES)."""
     from accelsim.sim.build import build, narrow, simulate

@@ -25,6 +25,7 @@ from accelsim.price.program import launch_cycles
 from compiler.codegen import Fold, folds_for
 from compiler.dtypes import DType
 from compiler.errors import UserError
+from compiler.hardware import Arch
 
 PERIOD = 2        # iterations compared at a time: a double-buffered loop may settle into a period of two
 MAX_HEAD = 64     # past this many leading iterations a loop that has not settled is not folded
@@ -32,7 +33,7 @@ COUNTS = ("cycles", "compute_cycles", "stall_cycles", "work", "tiles")     # int
 BY_LEVEL = ("stall_cycles_by_level", "bytes_read_by_level", "bytes_written_by_level", "bytes_by_level")
 
 
-def simulate_folded(ir, arch, mappings, pricing, run_tiles, bound) -> list[OpResult] | None:
+def simulate_folded(ir, arch: Arch, mappings, pricing, run_tiles, bound) -> list[OpResult] | None:
     """The results of `ir`'s one op from its folded Programs, run by `run_tiles` (accelsim.sim.tile.run_tiles, taking
     `folds`), its bound named by `bound` (accelsim.sim.tile.bound_of); None if it does not fold or never settles."""
     if len(ir.ops) != 1 or mappings.get(ir.ops[0].name) is None:
@@ -83,7 +84,7 @@ def _extrapolated(folds: tuple[Fold, ...], kept: tuple[Fold, ...], counts) -> di
     return None
 
 
-def _integers(result: OpResult, arch) -> dict:
+def _integers(result: OpResult, arch: Arch) -> dict:
     """The integer counts of an op's result, additive over its tiles: those it holds, and those its seconds and
     utilisation were derived from (each level's busy cycles, the useful MACs)."""
     clock = arch.clock_hz
@@ -119,11 +120,11 @@ def _line(value, step, times: int):
     return value + times * step
 
 
-def _unit(result: OpResult, arch):
+def _unit(result: OpResult, arch: Arch):
     return next(u for u in arch.compute if u.name == result.unit)
 
 
-def _result(op, at: OpResult, whole: dict, arch, bound) -> OpResult:
+def _result(op, at: OpResult, whole: dict, arch: Arch, bound) -> OpResult:
     """The whole op's result from its integer counts, derived as accelsim.sim.tile derives an op's."""
     clock = arch.clock_hz
     unit, dtype = _unit(at, arch), DType(at.rate_dtype)

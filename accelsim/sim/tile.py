@@ -139,7 +139,7 @@ def run_tiles(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pricing
     return _results(ir, arch, code, prices, (cycles, span), busy, stall, start, end, sides)
 
 
-def _results(ir, arch, code, prices, spans, busy, stall, start, end, sides) -> tuple[list[OpResult], Timeline]:
+def _results(ir, arch: Arch, code, prices, spans, busy, stall, start, end, sides) -> tuple[list[OpResult], Timeline]:
     """Per-op results and the timeline from the schedule; spans: (cycles charged, cycles run) per op."""
     per_level = _per_op_level(code.program, len(ir.ops), len(arch.memory), prices.occupancy)
     results = [_op_result(i, op, arch, code, prices.rates[i], spans, busy, stall, per_level, start)

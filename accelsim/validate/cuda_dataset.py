@@ -10,12 +10,13 @@ import math
 import os
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from compiler import output
 from compiler.dtypes import DType
 from compiler.errors import UserError
+from compiler.hardware import Arch
 from compiler.hardware.profiles import profile
 from accelsim.validate.cases import parse
 from accelsim.validate.dataset import arch_text, git_commit, new_folder, write_arch
@@ -26,7 +27,8 @@ INTERPRETER_NOTE = ("note: --device cpu-interpreter times Triton's interpreter o
                     "numbers check the harness, never the model")
 
 
-def work_list(suite: str, fp8: bool, arch, keys: list[str] = (), stream=sys.stdout) -> list[tuple[str, str, int]]:
+def work_list(suite: str, fp8: bool, arch: Arch, keys: list[str] = (),
+              stream=sys.stdout) -> list[tuple[str, str, int]]:
     """(suite, case key, count) in run order; the zoo suite expands to zoo_<model> suites of distinct ops;
     `keys` given, just those (suite "custom")."""
     from accelsim.validate.cases import parse
@@ -84,7 +86,7 @@ def validate_cuda(suite: str, arch: str, out_dir: str, repeats: int, budget_s: f
     work = work_list(suite, has_fp8(clock), priced, keys)
     if device == "cpu-interpreter":
         print(INTERPRETER_NOTE)
-    meta = {"device": device_info(clock), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    meta = {"device": device_info(clock), "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "commit": git_commit(), "arch": "arch.yaml", "arch_source": source, "repeats": repeats,
             "timing": "CUDA events, median, L2 flushed before each run" if device == "cuda" else "perf_counter",
             "caches": COLD,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from accelsim.validate.sourced import agreeing, figures, is_published, settings, sourced_rows
 from compiler.errors import UserError
+from compiler.hardware import Arch
 
 DATA = Path(__file__).resolve().parents[2] / "validation" / "published"
 COLUMNS = ("case", "suite", "arch", "variant", "key", "reported", "reported_unit", "measured_s", "conversion",
@@ -144,7 +145,7 @@ def caches(path: Path) -> dict[str, str]:
     return dict(table)
 
 
-def _launch(arch) -> float:
+def _launch(arch: Arch) -> float:
     """The launch accelsim prices once per kernel on `arch` (every GPU preset gives its units the same)."""
     return max(u.launch_overhead_s for u in arch.compute)
 

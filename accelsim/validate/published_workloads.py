@@ -17,6 +17,7 @@ from accelsim.validate.published_gpu import Prediction, _every
 from accelsim.validate.sourced import agreeing, figures, is_published, settings, sourced_rows
 from compiler.dtypes import DType
 from compiler.errors import UserError
+from compiler.hardware import Arch
 
 DATA = Path(__file__).resolve().parents[2] / "validation" / "published"
 CSV = "workloads.csv"
@@ -131,7 +132,7 @@ def read(path: str | os.PathLike = DATA / CSV) -> list[Measurement]:
     return rows
 
 
-def predict(workload: Workload, arch, fuse: str = "runtime") -> float:
+def predict(workload: Workload, arch: Arch, fuse: str = "runtime") -> float:
     """Seconds accelsim predicts for `workload` on `arch` (an Arch) with ops formed into kernels as `fuse` says
     (compiler.passes.fuse.FUSIONS): an attention case's single graph; a zoo model built and simulated whole (a
     decode step is launched as one captured graph, by accelsim.sim.build.default_launch)."""

@@ -13,12 +13,14 @@ MODELS only ever grows (a changed model is a new name).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable
 
 from compiler.builder import Builder
 from compiler.dtypes import DType
 from compiler.errors import UserError
+from compiler.hardware import Arch
 from compiler.memo import memo
 from compiler.graph import Graph
 from compiler.train.step import DEFAULTS
@@ -136,13 +138,13 @@ def step_cases(step: str) -> list[TrainCase]:
     return [parse(f"{step} {phase}") for phase in PHASES]
 
 
-def predict(case: TrainCase, arch) -> float:
+def predict(case: TrainCase, arch: str | os.PathLike[str] | Arch) -> float:
     """Seconds accelsim.sim.train predicts for the case's phase on `arch` (an Arch, preset name or YAML path)."""
     return _phase_seconds(case.step, arch)[case.phase]
 
 
 @memo(size=32)
-def _phase_seconds(step: str, arch) -> dict[str, float]:
+def _phase_seconds(step: str, arch: str | os.PathLike[str] | Arch) -> dict[str, float]:
     # one simulated step answers its three phase rows (re-scoring predicts each row's key); an Arch is frozen,
     # so it is a cache key as it stands
     from accelsim.sim.train import train
