@@ -22,6 +22,7 @@ from accelsim.arch.reference import named_arch
 from accelsim.sweep.axes import Axis, check_dtype, check_values, fitted, parse_axes, parse_derived_keys
 from accelsim.sweep.derive import Derived
 from compiler.errors import UserError, read_text
+from compiler.hardware.profiles import profile
 
 SPEC_VERSION = 1
 OBJECTIVES = {   # name -> (unit, what; all are minimised)
@@ -206,7 +207,7 @@ def _objectives(raw, kind: ArchKind, fail) -> tuple[str, ...]:
             close = difflib.get_close_matches(str(name), OBJECTIVES, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise fail(f"objectives[{i}]", f"unknown objective {name!r}; {hint}use {', '.join(OBJECTIVES)}")
-        if name == "area" and kind not in (ArchKind.systolic, ArchKind.ternary):
+        if name == "area" and not profile(kind).pe_array:
             raise fail(f"objectives[{i}]", f"area applies to systolic and ternary arrays only; the base is {kind.value}")
     if len(set(raw)) != len(raw):
         raise fail("objectives", f"{raw!r} lists an objective twice")
