@@ -15,8 +15,10 @@ capacity of that last level.
 from __future__ import annotations
 
 from dataclasses import replace
+from operator import is_
 
 from compiler.errors import UserError
+from compiler.frozen import but
 from compiler.ir import IR, Move, Role
 from compiler.hardware import Arch
 
@@ -28,19 +30,24 @@ def boundary(ir: IR, options) -> IR:
     `options.caches` "cold", those that do not fit together in the activations' level with "warm"."""
     if options.caches not in CACHES:
         raise UserError(f"caches {options.caches!r}: choose from {', '.join(CACHES)}")
-    buffer_of = _buffer_of(ir)
-    buffers = _buffers(ir, buffer_of)
+    written = _written_into(ir)
+    buffers = _buffers(ir, written)
     kept = resident(buffers, options.arch) if options.caches == "warm" else set()
-    outside = {name for name, buffer in buffer_of.items() if buffer in buffers and buffer not in kept}
-    if not outside:
+    away = buffers.keys() - kept
+    if not away:
         return ir
+    outside = away | {name for name, buffer in written.items() if buffer in away}
 
     def mark(operand):
-        if operand.tensor in outside and operand.role != Role.weight:
-            return replace(operand, external=True)
+        if operand.tensor in outside and operand.role != Role.weight and not operand.external:
+            return but(operand, external=True)
         return operand
 
-    ops = [replace(op, inputs=tuple(mark(o) for o in op.inputs), output=mark(op.output)) for op in ir.ops]
+    ops = []
+    for op in ir.ops:
+        inputs, output = tuple([mark(o) for o in op.inputs]), mark(op.output)
+        same = output is op.output and all(map(is_, inputs, op.inputs))
+        ops.append(op if same else but(op, inputs=inputs, output=output))
     return replace(ir, ops=ops)
 
 
@@ -68,27 +75,31 @@ def last_level(arch: Arch) -> int | None:
     return shared[0] if shared else None
 
 
-def _buffer_of(ir: IR) -> dict[str, str]:
-    """Tensor -> the buffer it lies in: itself, or for an in-place write's output the buffer written into."""
-    buffer: dict[str, str] = {}
+def _written_into(ir: IR) -> dict[str, str]:
+    """An in-place write's output -> the buffer it writes into (its first input's, through earlier in-place writes);
+    every other tensor is a buffer of its own."""
+    written: dict[str, str] = {}
     for op in ir.ops:
-        for operand in op.inputs:
-            buffer.setdefault(operand.tensor, operand.tensor)
         if isinstance(op, Move) and op.in_place:
-            buffer[op.output.tensor] = buffer.get(op.inputs[0].tensor, op.inputs[0].tensor)
-        else:
-            buffer.setdefault(op.output.tensor, op.output.tensor)
-    return buffer
+            source = op.inputs[0].tensor
+            written[op.output.tensor] = written.get(source, source)
+    return written
 
 
-def _buffers(ir: IR, buffer: dict[str, str]) -> dict[str, int]:
+def _buffers(ir: IR, written: dict[str, str]) -> dict[str, int]:
     """The model's input and output buffers that are not weights, with their bytes, in the order of first touch
-    (`buffer`: _buffer_of(ir))."""
+    (`written`: _written_into(ir))."""
     boundary = set(ir.inputs) | set(ir.outputs)
     found: dict[str, int] = {}
+
+    def touch(operand) -> None:
+        name = written.get(operand.tensor, operand.tensor)
+        found[name] = max(found.get(name, 0), operand.nbytes)
+
     for op in ir.ops:
-        for operand in (*op.inputs, op.output):
+        for operand in op.inputs:
             if operand.tensor in boundary and operand.role != Role.weight:
-                name = buffer[operand.tensor]
-                found[name] = max(found.get(name, 0), operand.nbytes)
+                touch(operand)
+        if op.output.tensor in boundary and op.output.role != Role.weight:
+            touch(op.output)
     return found

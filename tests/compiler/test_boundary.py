@@ -56,6 +56,22 @@ def test_a_weight_comes_from_dram_either_way_and_a_whole_model_barely_moves():
     assert changed and set(changed) <= {warm.ops[0].name, warm.ops[-1].name, "conv1", "fc"}, changed
 
 
+def test_cold_copies_only_the_ops_that_touch_the_model_inputs_and_outputs():
+    """A chain of element-wise ops: cold, the first reads the model's input and the last writes its output; the ops
+    between keep their operands and stay the very objects they were (a 100,000-op chain copies two, not all)."""
+    from compiler.passes.boundary import boundary
+    b = Builder("chain", weights=False)
+    x = b.input("x", (4, 16))
+    for _ in range(4):
+        x = b.node("Relu", [x])
+    arch = load_arch("h100")
+    warm = compile_graph(b.build([x]), Options(dtype=DType.fp16, arch=arch, caches="warm"))
+    cold = boundary(warm, Options(dtype=DType.fp16, arch=arch, caches="cold"))
+    assert [a is c for a, c in zip(warm.ops, cold.ops)] == [False, True, True, False]
+    assert cold.ops[0].inputs[0].external and cold.ops[-1].output.external
+    assert cold.ops[0].output is warm.ops[0].output and cold.ops[-1].inputs == warm.ops[-1].inputs
+
+
 def test_numerics_do_not_depend_on_where_operands_lie():
     ir_warm = compiled("bgemm 2 32 48 64 fp32", "a100", "warm")
     ir_cold = compiled("bgemm 2 32 48 64 fp32", "a100", "cold")
