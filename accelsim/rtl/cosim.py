@@ -76,7 +76,8 @@ class Report:
 
 
 def cosim(model, layer: str, arch: str | os.PathLike[str] | Arch, sim: str = "icarus", batch: int | None = None,
-          seed: int = 0, rtl_vcd: str | None = None, model_vcd: str | None = None, workdir=None, **model_options) -> Report:
+          seed: int = 0, rtl_vcd: str | None = None, model_vcd: str | None = None, workdir=None,
+          **model_options) -> Report:
     """`rtl_vcd`: where to write the RTL simulator's waveform; `model_vcd`: the cycle-level model's. Both on
     accelsim.results.vcd.TIMESCALE with each cycle's edges at the same times (accelsim.sim.stimulus.RESET_CYCLES)."""
     from accelsim.sim.build import build, narrow, simulate
