@@ -1,5 +1,5 @@
-"""The `accelsim` command: run, eval, export, map, cosim, compare, train, plan, ops, archs, arch, models, explain, sweep,
-validate.
+"""The `accelsim` command: run, eval, export, map, cosim, compare, train, plan, ops, archs, arch, models, explain,
+sweep, validate.
 
 Bad input ends in one line on stderr and exit status 2; never a traceback (an internal error says so,
 exit 3, with the traceback behind ACCELSIM_DEBUG=1).
@@ -86,8 +86,8 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="simulate a model on an arch and print a per-layer report")
     model_args(run, default="resnet50")
-    run.add_argument("--arch", default="tpu_v1", help="preset name (see `accelsim archs`), a YAML file or a SCALE-Sim .cfg "
-                     "(default: tpu_v1)")
+    run.add_argument("--arch", default="tpu_v1",
+                     help="preset name (see `accelsim archs`), a YAML file or a SCALE-Sim .cfg (default: tpu_v1)")
     run.add_argument("--dtype", help="the dtype the hardware computes in (default: the arch's native one)")
     run.add_argument("--fidelity", default="tile", choices=["tile", "roofline"], help="level of detail: tile "
                      "(map, compile and simulate the tile program; the default) or roofline (the per-op bound)")

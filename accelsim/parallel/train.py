@@ -317,7 +317,8 @@ def _sharing(sys_: System, plan: Plan, role: dict) -> float:
     pass, when both groups use the same level (tp=2, dp=4 in one NVSwitch node): a link carries one transfer's bytes
     at a time, so whatever the two share it in, the reduction finishes that much later than it would alone."""
     by_kind = groups(plan.tp, plan.dp, plan.pp)
-    if by_kind["tp"].trivial or by_kind["dp"].trivial or level_name(sys_, by_kind["tp"]) != level_name(sys_, by_kind["dp"]):
+    if (by_kind["tp"].trivial or by_kind["dp"].trivial
+            or level_name(sys_, by_kind["tp"]) != level_name(sys_, by_kind["dp"])):
         return 0.0
     return sum(t["seconds"] for t in role["transfers"] if t["phase"] == "backward")
 

@@ -62,7 +62,8 @@ class ParallelTrainResult:
     capacity: int                     # bytes per device
     notes: list[str] = field(default_factory=list)
     training: bool = True             # False: one batch of inference (forward passes only)
-    passes: list = field(default_factory=list, repr=False)   # the schedule: (device, F/B, micro-batch, stage, start, end)
+    # the schedule: (device, F/B, micro-batch, stage, start, end)
+    passes: list = field(default_factory=list, repr=False)
     hops: list = field(default_factory=list, repr=False)     # seconds from stage k to k + 1, and its link level
     link_levels: dict = field(default_factory=dict)          # group kind (tp, dp, pp) -> the level its traffic crosses
     model: dict = field(default_factory=dict)                # the whole model: name, source, parameters (once)

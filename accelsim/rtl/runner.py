@@ -77,7 +77,8 @@ def run_rtl(stim: Stimulus, sim: str = "icarus", acc_depth: int = 512, waves: bo
         runner.build(sources=sources(), hdl_toplevel=TOP, parameters=params, build_dir=build_dir, waves=waves,
                      build_args=build_args, timescale=(TIMESCALE, TIMESCALE), log_file=build_dir / "build.log")
     except (SystemExit, Exception) as e:      # cocotb's runner exits the process on a failed build
-        raise RTLError(f"{sim} could not build {TOP} ({_params(params)}): see {build_dir / 'build.log'} ({e})") from None
+        raise RTLError(f"{sim} could not build {TOP} ({_params(params)}): "
+                       f"see {build_dir / 'build.log'} ({e})") from None
     own = workdir is None
     work = Path(tempfile.mkdtemp(prefix="accelsim-rtl-")) if own else Path(workdir)
     work.mkdir(parents=True, exist_ok=True)

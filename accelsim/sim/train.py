@@ -199,7 +199,8 @@ def _memory(step: TrainingStep, arch: Arch) -> dict:
 def _memory_notes(memory: dict, arch: Arch) -> list[str]:
     if fits(memory):
         return []
-    largest = ", ".join(f"{t['tensor']} ({t['category']}, {t['bytes'] / 2**20:,.0f} MiB)" for t in memory["largest"][:3])
+    largest = ", ".join(f"{t['tensor']} ({t['category']}, {t['bytes'] / 2**20:,.0f} MiB)"
+                        for t in memory["largest"][:3])
     return [f"the step needs {memory['peak'] / 2**30:,.2f} GiB at its peak ({memory['peak_phase']}, node "
             f"{memory['peak_node']!r}) but {arch.name}'s {memory['capacity_level']} holds "
             f"{memory['capacity'] / 2**30:,.2f} GiB: it does not fit; largest: {largest}"]

@@ -208,7 +208,8 @@ def _objectives(raw, kind: ArchKind, fail) -> tuple[str, ...]:
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise fail(f"objectives[{i}]", f"unknown objective {name!r}; {hint}use {', '.join(OBJECTIVES)}")
         if name == "area" and not profile(kind).pe_array:
-            raise fail(f"objectives[{i}]", f"area applies to systolic and ternary arrays only; the base is {kind.value}")
+            raise fail(f"objectives[{i}]",
+                       f"area applies to systolic and ternary arrays only; the base is {kind.value}")
     if len(set(raw)) != len(raw):
         raise fail("objectives", f"{raw!r} lists an objective twice")
     return tuple(raw)

@@ -41,7 +41,8 @@ def reduce_max(t: Tape, node, dys, wants):
     axes = _axes(t, node)
     if axes is None:
         return [dys[0]] + [None] * (len(node.inputs) - 1)
-    grad = t.node("ReduceMaxGrad", [_kept(t, node, dys[0], axes), node.inputs[0], _kept(t, node, node.outputs[0], axes)],
+    grad = t.node("ReduceMaxGrad",
+                  [_kept(t, node, dys[0], axes), node.inputs[0], _kept(t, node, node.outputs[0], axes)],
                   training=True, axes=list(axes))
     return [grad] + [None] * (len(node.inputs) - 1)
 

@@ -175,7 +175,8 @@ def test_mistakes_name_file_key_and_value(old, new, message):
     ("devices: {default: 64, max: 64}", "devices: {default: 64, max: 128}", r"devices.max: 128 exceeds the 64"),
     ("    latency: 1 us\n", "    latency: 1 us\n    in_network_reduction: true\n",
      r"levels\[0\].in_network_reduction: True makes no sense on a torus3d level"),
-    ("    latency: 1 us\n", "    latency: 1 us\n    wrap: yes please\n", r"levels\[0\].wrap: 'yes please' is not true or false"),
+    ("    latency: 1 us\n", "    latency: 1 us\n    wrap: yes please\n",
+     r"levels\[0\].wrap: 'yes please' is not true or false"),
 ])
 def test_torus_mistakes(old, new, message):
     assert old in TORUS
