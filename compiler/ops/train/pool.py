@@ -4,8 +4,9 @@ forward op's (AveragePoolGrad also `shape`, the input's). Each lowers to one Red
 
 MaxPoolGrad: each window's dy goes to its maximum; a tie goes to the first maximum in the window's row-major order
 (a NaN wins over any number, the last NaN over the others), as PyTorch's max_pool backward does. AveragePoolGrad:
-each window's dy / count spread over it, the count as the forward's (count_include_pad; never the ceil_mode overhang). LRNGrad, with D the forward's
-bias + alpha/size * (sum of x^2 over the channel window) and win^T(i) the channels whose window holds channel i:
+each window's dy / count spread over it, the count as the forward's (count_include_pad; never the ceil_mode
+overhang). LRNGrad, with D the forward's bias + alpha/size * (sum of x^2 over the channel window) and win^T(i) the
+channels whose window holds channel i:
 dx_i = dy_i D_i^-beta - 2 alpha beta / size * x_i * sum over c in win^T(i) of dy_c x_c D_c^(-beta-1).
 
 Ops, per element of the Reduce's first input (as compiler/ops/pool.py and lrn.py count the forward):
