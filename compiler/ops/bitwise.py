@@ -6,12 +6,15 @@ or more gives what the sign fill alone gives: -1 for a right shift of a negative
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import OpDef, broadcast, fail, map_op, out, register, require
+from compiler.ops.base import OpDef, broadcast, fail, given, map_op, out, register, require
 
 DIRECTIONS = ("LEFT", "RIGHT")
 SIGNED_SHIFT_OPSET = 28
@@ -22,18 +25,20 @@ def _integer(node: Node, t: Tensor) -> None:
         raise fail(node, f"input {t.name!r} must have an integer dtype, got {t.dtype.value}")
 
 
-def _shift(node: Node):
+def _shift(node: Node) -> Callable[[ArrayLike, ArrayLike], np.ndarray]:
     direction = node.attr("direction")
 
-    def shift(x, amount):
-        x, amount = np.asarray(x), np.asarray(amount)
+    def shift(values: ArrayLike, amounts: ArrayLike) -> np.ndarray:
+        x, amount = np.asarray(values), np.asarray(amounts)
         bits = x.dtype.itemsize * 8
         within = (amount >= 0) & (amount < bits) if amount.dtype.kind == "i" else amount < bits
         safe = np.where(within, amount, 0).astype(x.dtype)
         if direction == "LEFT":
-            return np.where(within, np.left_shift(x, safe), x.dtype.type(0)).astype(x.dtype)
+            shifted: np.ndarray = np.where(within, np.left_shift(x, safe), x.dtype.type(0))
+            return shifted.astype(x.dtype)
         fill = np.where(x < 0, x.dtype.type(-1), x.dtype.type(0)) if x.dtype.kind == "i" else x.dtype.type(0)
-        return np.where(within, np.right_shift(x, safe), fill).astype(x.dtype)
+        shifted_right: np.ndarray = np.where(within, np.right_shift(x, safe), fill)
+        return shifted_right.astype(x.dtype)
     return shift
 
 
@@ -44,7 +49,7 @@ class BitShift(OpDef):
         direction = node.attr("direction")
         if direction not in DIRECTIONS:
             raise fail(node, f"attribute direction={direction!r} is not allowed ('LEFT' or 'RIGHT')")
-        for t in ins:
+        for t in (x, shift):
             _integer(node, t)
             if t.dtype.numpy.kind == "i" and graph.opset < SIGNED_SHIFT_OPSET:
                 raise fail(node, f"input {t.name!r} is {t.dtype.value}; BitShift takes unsigned integers before "
@@ -55,7 +60,7 @@ class BitShift(OpDef):
         return [out(node, broadcast(node, x.shape, shift.shape), x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [_shift(node)(args[0], args[1])]
+        return [_shift(node)(*given(node, args, 2))]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         return map_op(node, graph, _shift(node), 1)   # one shift per element

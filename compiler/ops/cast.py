@@ -13,7 +13,7 @@ import numpy as np
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map
-from compiler.ops.base import OpDef, fail, move_op, operand, out, output_operand, register, require
+from compiler.ops.base import OpDef, fail, given, move_op, operand, out, output_operand, register, require
 from compiler.ops.quantize import saturate as clamp_to
 
 SATURATING = (DType.fp8, DType.fp8_e4m3fnuz, DType.fp8_e5m2, DType.fp8_e5m2fnuz)   # ONNX's `saturate` applies
@@ -35,7 +35,8 @@ def convert(x: np.ndarray, dtype: DType, saturate: bool = True, round_mode: str 
             wide = x.astype(np.float32) if dtype.is_float else x
             return wide.astype(dtype.narrow).astype(dtype.numpy)
     if dtype == DType.bool:
-        return x != 0
+        result: np.ndarray = x != 0
+        return result
     with np.errstate(invalid="ignore"):   # NaN -> int is undefined in ONNX too
         return x.astype(dtype.numpy)
 
@@ -50,7 +51,7 @@ def _options(node: Node) -> tuple[bool, str]:
 
 
 def _target(node: Node, like: DType | None) -> DType:
-    if node.op == "CastLike":
+    if node.op == "CastLike" and like is not None:
         return like
     to = node.attr("to")
     if to is None:
@@ -63,16 +64,16 @@ class Cast(OpDef):
     type_inputs = (1,)     # CastLike's `like`: a Cast of a constant folds whatever computes the `like`
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2 if node.op == "CastLike" else 1)
-        like = ins[1].dtype if node.op == "CastLike" else None
+        tensors = require(node, ins, 2 if node.op == "CastLike" else 1)
+        like = tensors[1].dtype if node.op == "CastLike" else None
         node.resolved["to"] = _target(node, like)      # CastLike's: an fp8 `like` is held in float32 at run time
-        return [out(node, ins[0].shape, node.resolved["to"])]
+        return [out(node, tensors[0].shape, node.resolved["to"])]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         to = node.resolved.get("to")
         if to is None:
             to = _target(node, DType.from_numpy(np.asarray(args[1]).dtype) if node.op == "CastLike" else None)
-        return [convert(args[0], to, *_options(node))]
+        return [convert(given(node, args, 1)[0], to, *_options(node))]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         source = graph.tensor(node.inputs[0]).dtype

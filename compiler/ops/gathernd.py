@@ -8,11 +8,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import OpDef, fail, move_op, normalize_axis, out, register, require
+from compiler.ops.base import OpDef, fail, given, move_op, normalize_axis, out, register, require
 from compiler.ops.gather import checked_indices
 
 INDEX_TYPES = (DType.int32, DType.int64)
@@ -23,12 +24,12 @@ def check_index_dtype(node: Node, indices: Tensor) -> None:
         raise fail(node, f"indices {indices.name!r} must be int32 or int64, got {indices.dtype.value}")
 
 
-def element_index(node: Node, shape: tuple[int, ...], indices, axis: int) -> tuple[np.ndarray, ...]:
+def element_index(node: Node, shape: tuple[int, ...], indices: ArrayLike, axis: int) -> tuple[np.ndarray, ...]:
     """The full index tuple of an element-wise gather or scatter along `axis`: indices give the axis position,
     every other axis is the element's own position (so indices may be smaller than data there)."""
-    indices = checked_indices(node, indices, axis, shape[axis])
-    grid = list(np.indices(indices.shape, sparse=True))
-    grid[axis] = indices
+    positions = checked_indices(node, indices, axis, shape[axis])
+    grid: list[np.ndarray] = list(np.indices(positions.shape, sparse=True))
+    grid[axis] = positions
     return tuple(grid)
 
 
@@ -46,9 +47,10 @@ def element_shapes(node: Node, data: Tensor, indices: Tensor) -> int:
     return axis
 
 
-def gather_elements(node: Node, data: np.ndarray, indices) -> np.ndarray:
+def gather_elements(node: Node, data: np.ndarray, indices: ArrayLike) -> np.ndarray:
     axis = normalize_axis(node, int(node.attr("axis", 0)), data.ndim)
-    return data[element_index(node, data.shape, np.asarray(indices), axis)]
+    picked: np.ndarray = data[element_index(node, data.shape, np.asarray(indices), axis)]
+    return picked
 
 
 @register("GatherElements")
@@ -62,7 +64,8 @@ class GatherElements(OpDef):
         return [out(node, indices.shape, data.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [gather_elements(node, np.asarray(args[0]), args[1])]
+        data, indices = given(node, args, 2)
+        return [gather_elements(node, np.asarray(data), indices)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         return [move_op(node, graph, lambda data, indices: gather_elements(node, np.asarray(data), indices))]
@@ -84,22 +87,23 @@ def nd_shapes(node: Node, data: tuple[int, ...], indices: tuple[int, ...], batch
     return data[batch + depth:]
 
 
-def nd_index(node: Node, shape: tuple[int, ...], indices, batch: int) -> tuple[np.ndarray, ...]:
+def nd_index(node: Node, shape: tuple[int, ...], indices: ArrayLike, batch: int) -> tuple[np.ndarray, ...]:
     """Index arrays into data reshaped to (batches, *shape[batch:]) for every index tuple: (batches, tuples)."""
-    indices = np.asarray(indices).astype(np.int64)
-    depth = indices.shape[-1]
+    wide = np.asarray(indices).astype(np.int64)
+    depth = wide.shape[-1]
     batches = math.prod(shape[:batch])
-    tuples = indices.reshape(batches, -1, depth)
+    tuples = wide.reshape(batches, -1, depth)
     columns = [checked_indices(node, tuples[..., j], batch + j, shape[batch + j]) for j in range(depth)]
     return (np.arange(batches)[:, None], *columns)
 
 
-def gather_nd(node: Node, data: np.ndarray, indices) -> np.ndarray:
+def gather_nd(node: Node, data: np.ndarray, indices: ArrayLike) -> np.ndarray:
     batch = int(node.attr("batch_dims", 0))
-    indices = np.asarray(indices)
-    rest = nd_shapes(node, data.shape, indices.shape, batch)
+    index_array = np.asarray(indices)
+    rest = nd_shapes(node, data.shape, index_array.shape, batch)
     flat = data.reshape((math.prod(data.shape[:batch]),) + data.shape[batch:])
-    return flat[nd_index(node, data.shape, indices, batch)].reshape(indices.shape[:-1] + rest)
+    picked: np.ndarray = flat[nd_index(node, data.shape, index_array, batch)]
+    return picked.reshape(index_array.shape[:-1] + rest)
 
 
 @register("GatherND")
@@ -114,7 +118,8 @@ class GatherND(OpDef):
         return [out(node, indices.shape[:-1] + rest, data.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [gather_nd(node, np.asarray(args[0]), args[1])]
+        data, indices = given(node, args, 2)
+        return [gather_nd(node, np.asarray(data), indices)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         return [move_op(node, graph, lambda data, indices: gather_nd(node, np.asarray(data), indices))]

@@ -5,11 +5,13 @@ when alpha != 1 or a C term is added, and counts one op per scaling or addition 
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import Axis, Einsum, IROp, Map, Operand, Role
-from compiler.ops.base import OpDef, broadcast, fail, operand, out, output_operand, register, require
+from compiler.ops.base import OpDef, broadcast, fail, given, operand, out, output_operand, register, require
 from compiler.ops.matmul import accumulator
 
 
@@ -27,15 +29,17 @@ class Gemm(OpDef):
         return [out(node, (m, n), a.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        a, b = args[0], args[1]
-        work = np.float64 if a.dtype == np.float64 else np.float32 if a.dtype.kind == "f" else np.int64
+        a, b = given(node, args, 2)
+        dtype = a.dtype
+        work: type[np.number[Any]] = np.float64 if dtype == np.float64 else np.float32 if dtype.kind == "f" \
+            else np.int64
         a = a.T if node.attr("transA", 0) else a
         b = b.T if node.attr("transB", 0) else b
         y = np.matmul(a.astype(work), b.astype(work))
         alpha, beta = _coefficients(node)
         c = args[2] if len(args) > 2 else None
         y = _epilogue(alpha, beta, y, c.astype(work) if c is not None else None)
-        return [np.asarray(y).astype(args[0].dtype)]
+        return [np.asarray(y).astype(dtype)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         a, b = graph.tensor(node.inputs[0]), graph.tensor(node.inputs[1])
@@ -55,7 +59,7 @@ class Gemm(OpDef):
         if needs_epilogue:
             # ops per output element: one multiply for alpha != 1, for beta != 1, one add for C
             count = (alpha != 1) + (bool(c_name) and beta != 1) + bool(c_name)
-            inputs = (Operand(product.tensor, product.shape, product.dtype, Role.input),)
+            inputs: tuple[Operand, ...] = (Operand(product.tensor, product.shape, product.dtype, Role.input),)
             inputs += (operand(graph, c_name),) if c_name else ()
             ops.append(Map(name=f"{node.name}:{'bias' if c_name else 'scale'}", node=node.name, op=node.op,
                            inputs=inputs, output=result, ops_per_element=count,

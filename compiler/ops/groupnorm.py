@@ -9,10 +9,11 @@ as [N, G, C / G * spatial] (no bytes move), and the result viewed back.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Move, Operand, Reduce, Role
-from compiler.ops.base import OpDef, fail, operand, out, output_operand, register, require
+from compiler.ops.base import OpDef, fail, given, operand, out, output_operand, register, require
 from compiler.ops.batchnorm import in_work, read
 
 PER_CHANNEL_OPSET = 21   # opset 18's GroupNormalization took scale and bias per group
@@ -29,7 +30,7 @@ def _per_group_parameters(node: Node) -> bool:
 @register("GroupNormalization", "InstanceNormalization")
 class GroupNormalization(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        x = require(node, ins, 3)[0]
+        x, *parameters = require(node, ins, 3)
         node.resolved["opset"] = graph.opset   # the parameters' shape rule changed in opset 21
         least = 3 if node.op == "InstanceNormalization" else 2
         if len(x.shape) < least or not x.dtype.is_float:
@@ -42,7 +43,7 @@ class GroupNormalization(OpDef):
             raise fail(node, f"attribute num_groups={node.attr('num_groups')} must be a positive divisor of the "
                              f"{channels} channels")
         size = groups if _per_group_parameters(node) else channels
-        for name, t in zip(("scale", "bias"), ins[1:]):
+        for name, t in zip(("scale", "bias"), parameters):
             if t.shape != (size,) or t.dtype != x.dtype:
                 per = f"one per group (opset {graph.opset})" if _per_group_parameters(node) else "one per channel"
                 raise fail(node, f"{name} {t.name!r} is {t.dtype.value} {list(t.shape)}, expected "
@@ -50,9 +51,10 @@ class GroupNormalization(OpDef):
         return [out(node, x.shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        x = np.asarray(args[0])
+        data, scale, bias = given(node, args, 3)
+        x = np.asarray(data)
         grouped = x.reshape(_grouped_shape(node, x.shape))
-        return [_normalize(node, grouped, args[1], args[2]).reshape(x.shape)]
+        return [_normalize(node, grouped, scale, bias).reshape(x.shape)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         x = operand(graph, node.inputs[0])
@@ -84,7 +86,7 @@ def _grouped_shape(node: Node, shape: tuple[int, ...]) -> tuple[int, ...]:
     return (shape[0], groups, int(np.prod(shape[1:])) // groups)
 
 
-def _normalize(node: Node, grouped, scale, bias) -> np.ndarray:
+def _normalize(node: Node, grouped: ArrayLike, scale: ArrayLike, bias: ArrayLike) -> np.ndarray:
     """grouped: [N, G, ...] (InstanceNormalization: x itself), normalised over every axis from 2 on."""
     x = np.asarray(grouped)
     work = in_work(x)
@@ -93,12 +95,13 @@ def _normalize(node: Node, grouped, scale, bias) -> np.ndarray:
     centered = work - mean
     variance = (centered * centered).mean(axis=axes, keepdims=True)
     normal = centered / np.sqrt(variance + work.dtype.type(node.attr("epsilon", 1e-5)))
-    scale, bias = in_work(scale), in_work(bias)
+    scale_w, bias_w = in_work(scale), in_work(bias)
     if node.op == "InstanceNormalization" or _per_group_parameters(node):
         lead = (-1,) + (1,) * (x.ndim - 2)          # one value per axis-1 entry: channel, or group
-        y = normal * scale.reshape(lead) + bias.reshape(lead)
+        y = normal * scale_w.reshape(lead) + bias_w.reshape(lead)
     else:                                          # per channel, channels laid out along the group's axis 2
-        channels = (1, x.shape[1], scale.size // x.shape[1], 1)
+        channels = (1, x.shape[1], scale_w.size // x.shape[1], 1)
         split = (x.shape[0],) + channels[1:3] + (-1,)
-        y = normal.reshape(split) * scale.reshape(channels) + bias.reshape(channels)
-    return y.reshape(x.shape).astype(x.dtype)
+        y = normal.reshape(split) * scale_w.reshape(channels) + bias_w.reshape(channels)
+    normalized: np.ndarray = y.reshape(x.shape)
+    return normalized.astype(x.dtype)

@@ -6,19 +6,25 @@ dtype holds it (bf16, fp8 and fp4 rounded to their precision, in float32). Weigh
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.errors import MissingWeightsError, ModelError
-from compiler.graph import Graph
+from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IR
 from compiler.ops import room
 from compiler.ops.room import Budget, limited
 from compiler.ops.shapes import opdef
 
+# computes a node from its arguments in place of its reference
+Step = Callable[[Node, list[np.ndarray | None]], list[np.ndarray]]
+
 
 def run_graph(graph: Graph, feeds: dict[str, np.ndarray], budget: Budget | None = None,
-              step=None) -> dict[str, np.ndarray]:
+              step: Step | None = None) -> dict[str, np.ndarray]:
     """Every graph output by name. With a `budget`, a node whose outputs would not fit beside what the run holds
     is refused before it runs (compiler.ops.room); a body run by a Loop or If node shares its node's budget.
     `step(node, args)` computes a node in place of its reference (a run at another precision)."""
@@ -46,23 +52,24 @@ def initial_env(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndar
     return _initial_env(graph.source, graph.inputs, graph.weights, graph.constants, graph.tensors, feeds)
 
 
-def folded(graph: Graph, node) -> bool:
+def folded(graph: Graph, node: Node) -> bool:
     """A node computed at import time: its outputs are constants already in the env."""
     return bool(node.outputs) and all(not o or o in graph.constants for o in node.outputs)
 
 
-def arguments(node, env: dict[str, np.ndarray]) -> list[np.ndarray | None]:
+def arguments(node: Node, env: dict[str, np.ndarray]) -> list[np.ndarray | None]:
     return [env[name] if name else None for name in node.inputs]
 
 
-def store(graph: Graph, node, env: dict[str, np.ndarray], results) -> None:
+def store(graph: Graph, node: Node, env: dict[str, np.ndarray], results: Iterable[ArrayLike]) -> None:
     """A node's results into the env, each in its output tensor's dtype."""
     for name, value in zip(node.outputs, results):
         if name:
             env[name] = _as_dtype(value, graph.tensors[name].dtype)
 
 
-def run_ir(ir: IR, feeds: dict[str, np.ndarray], tensors=None) -> dict[str, np.ndarray]:
+def run_ir(ir: IR, feeds: dict[str, np.ndarray], tensors: Mapping[str, Tensor] | None = None
+           ) -> dict[str, np.ndarray]:
     env = _initial_env(ir.source, ir.inputs, ir.weights, ir.constants, tensors, feeds)
     for op in ir.ops:
         args = [env[o.tensor] for o in op.inputs]
@@ -70,7 +77,9 @@ def run_ir(ir: IR, feeds: dict[str, np.ndarray], tensors=None) -> dict[str, np.n
     return {name: env[name] for name in ir.outputs}
 
 
-def _initial_env(source, inputs, weights, constants, tensors, feeds) -> dict[str, np.ndarray]:
+def _initial_env(source: str, inputs: Iterable[str], weights: Mapping[str, np.ndarray | None],
+                 constants: Mapping[str, np.ndarray], tensors: Mapping[str, Tensor] | None,
+                 feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     missing = [name for name, value in weights.items() if value is None]
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
@@ -96,10 +105,10 @@ def _initial_env(source, inputs, weights, constants, tensors, feeds) -> dict[str
     return env
 
 
-def _as_dtype(value, dtype: DType) -> np.ndarray:
+def _as_dtype(value: ArrayLike, dtype: DType) -> np.ndarray:
     """`value` as the reference holds `dtype`: a narrow float (bf16, the fp8 and fp4 formats) rounded to its own
     precision inside float32, as a runtime computing in it stores every result; any other dtype in its numpy type."""
-    value = np.asarray(value)
+    array = np.asarray(value)
     if dtype.is_float and dtype.narrow is not None:
-        return value.astype(np.float32).astype(dtype.narrow).astype(np.float32)
-    return value.astype(dtype.numpy, copy=False)
+        return array.astype(np.float32).astype(dtype.narrow).astype(np.float32)
+    return array.astype(dtype.numpy, copy=False)

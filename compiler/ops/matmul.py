@@ -10,7 +10,7 @@ import numpy as np
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import Axis, Einsum, IROp, Map, Operand, Role
-from compiler.ops.base import OpDef, broadcast, fail, operand, out, output_operand, register, require
+from compiler.ops.base import OpDef, broadcast, fail, given, operand, out, output_operand, register, require
 
 INTEGER_INPUTS = (DType.int8, DType.uint8, DType.ternary)
 
@@ -49,7 +49,8 @@ def matmul_einsum(node: Node, a: Operand, b: Operand, result: Operand, acc: DTyp
                      for i, d in enumerate(lead))
 
     loops = list(batch)
-    a_axes, b_axes = (Axis.of("k"),), (Axis.of("k"),)
+    a_axes: tuple[Axis, ...] = (Axis.of("k"),)
+    b_axes: tuple[Axis, ...] = (Axis.of("k"),)
     if len(a.shape) > 1:
         loops.append(("m", a.shape[-2]))
         a_axes = batch_axes(a.shape) + (Axis.of("m"), Axis.of("k"))
@@ -71,8 +72,8 @@ class MatMul(OpDef):
         return [out(node, matmul_shape(node, a.shape, b.shape), a.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        a, b = args
-        work = np.float32 if a.dtype in (np.float16, np.float32) else a.dtype
+        a, b = given(node, args, 2)
+        work = np.float32 if a.dtype in (np.dtype(np.float16), np.dtype(np.float32)) else a.dtype
         return [np.matmul(a.astype(work), b.astype(work)).astype(a.dtype)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
@@ -98,7 +99,7 @@ class MatMulInteger(OpDef):
         return [out(node, shape, DType.int32)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        a, b = _centered(args)
+        a, b = _centered(node, args)
         return [np.matmul(a, b).astype(np.int32)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
@@ -127,11 +128,12 @@ def _subtract(x: np.ndarray, zp: np.ndarray, per_row: bool) -> np.ndarray:
     zp = np.asarray(zp).astype(np.int32)
     if per_row and zp.ndim == 1 and zp.size > 1:
         zp = zp.reshape(-1, 1)
-    return x.astype(np.int32) - zp
+    centered: np.ndarray = x.astype(np.int32) - zp
+    return centered
 
 
-def _centered(args: list[np.ndarray | None]) -> tuple[np.ndarray, np.ndarray]:
-    a, b = args[0].astype(np.int64), args[1].astype(np.int64)
+def _centered(node: Node, args: list[np.ndarray | None]) -> tuple[np.ndarray, np.ndarray]:
+    a, b = (x.astype(np.int64) for x in given(node, args, 2))
     if len(args) > 2 and args[2] is not None:
         a = _subtract(a, args[2], True)
     if len(args) > 3 and args[3] is not None:

@@ -7,7 +7,10 @@ Invariant: the stand-in shape is the largest possible, every class keeping its m
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
@@ -26,7 +29,7 @@ def corners(boxes: np.ndarray, center: bool) -> np.ndarray:
                      np.maximum(boxes[..., 0], boxes[..., 2]), np.maximum(boxes[..., 1], boxes[..., 3])], axis=-1)
 
 
-def suppresses(kept: np.ndarray, box: np.ndarray, threshold) -> bool:
+def suppresses(kept: np.ndarray, box: np.ndarray, threshold: Any) -> bool:
     """Whether any kept box overlaps `box` by an IoU above the threshold (touching or empty boxes never do)."""
     if not len(kept):
         return False
@@ -43,12 +46,13 @@ def suppresses(kept: np.ndarray, box: np.ndarray, threshold) -> bool:
     return bool(np.any(valid & (iou > threshold)))
 
 
-def scalar(value, default):
-    value = None if value is None else np.asarray(value).reshape(-1)
-    return default if value is None or value.size == 0 else value[0]
+def scalar(value: ArrayLike | None, default: Any) -> Any:
+    values = None if value is None else np.asarray(value).reshape(-1)
+    return default if values is None or values.size == 0 else values[0]
 
 
-def nms(node: Node, boxes: np.ndarray, scores: np.ndarray, limit=None, iou=None, floor=None) -> np.ndarray:
+def nms(node: Node, boxes: np.ndarray, scores: np.ndarray, limit: ArrayLike | None = None,
+        iou: ArrayLike | None = None, floor: ArrayLike | None = None) -> np.ndarray:
     most = max(int(scalar(limit, 0)), 0)
     iou_threshold = scalar(iou, boxes.dtype.type(0))
     score_floor = scalar(floor, None)
@@ -86,8 +90,9 @@ class NonMaxSuppression(OpDef):
             raise fail(node, f"center_point_box={node.attr('center_point_box')} must be 0 or 1")
         forget_stand_in(node)
         values = [known_input(node, graph, i) for i in range(len(node.inputs))]
-        if all(v is not None for v in values[:2]):
-            return [out(node, nms(node, *values).shape, DType.int64)]
+        known_boxes, known_scores = values[:2]
+        if known_boxes is not None and known_scores is not None:
+            return [out(node, nms(node, known_boxes, known_scores, *values[2:]).shape, DType.int64)]
         limit = scalar(values[2], boxes.shape[1]) if len(values) > 2 else 0
         most = scores.shape[0] * scores.shape[1] * min(max(int(limit), 0), boxes.shape[1])
         return [out(node, stand_in(node, (most, 3), "how many boxes survive suppression"), DType.int64)]

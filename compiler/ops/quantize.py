@@ -9,13 +9,14 @@ in float32 as onnxruntime does; the Map's function is a `Quantize` or `Dequantiz
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map, Operand, Reduce, Role
-from compiler.ops.base import OpDef, fail, input_operands, normalize_axis, out, output_operand, register
+from compiler.ops.base import OpDef, fail, given, input_operands, normalize_axis, out, output_operand, register
 
 # The range each quantized integer type saturates to, and the quantized floats, which saturate to their largest
 # finite value (DType.narrow, their ml_dtypes type, is read only when a value is converted: ml_dtypes takes ~1 s to
@@ -52,12 +53,13 @@ def saturate(values: np.ndarray, dtype: DType, clip: bool = True) -> np.ndarray:
 
         kind = dtype.narrow
         if clip:
-            top = float(ml_dtypes.finfo(kind).max)
+            top = float(ml_dtypes.finfo(kind).max)  # type: ignore[no-untyped-call]
             values = np.clip(values, -top, top)
         with np.errstate(over="ignore", invalid="ignore"):
             return values.astype(kind).astype(np.float32)
     lo, hi = RANGES[dtype]
-    return np.clip(np.rint(values), lo, hi).astype(dtype.numpy)
+    rounded: np.ndarray = np.clip(np.rint(values), lo, hi)
+    return rounded.astype(dtype.numpy)
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,8 @@ class Dequantize:
                 centered = centered - expand(zero_point, q.shape, self.axis, self.block).astype(np.int64)
             centered = centered.astype(np.float32)
         scale = expand(scale, q.shape, self.axis, self.block).astype(np.float32)
-        return (centered * scale).astype(self.dtype.numpy)
+        scaled: np.ndarray = centered * scale
+        return scaled.astype(self.dtype.numpy)
 
 
 def _quantized_dtype(node: Node, ins: list[Tensor | None]) -> DType:
@@ -216,14 +219,15 @@ def dynamic_range(x: np.ndarray) -> np.ndarray:
 
 
 def dynamic_scale(span: np.ndarray) -> np.ndarray:
-    return np.float32((np.float32(span[1]) - np.float32(span[0])) / np.float32(255.0))
+    """A float32 scalar (numpy scalars stand in for 0-d arrays here and below)."""
+    return cast(np.ndarray, np.float32((np.float32(span[1]) - np.float32(span[0])) / np.float32(255.0)))
 
 
 def dynamic_zero_point(span: np.ndarray) -> np.ndarray:
     scale = dynamic_scale(span)
     if scale == 0:
-        return np.uint8(0)
-    return np.uint8(np.clip(np.rint(np.float32(0.0) - np.float32(span[0]) / scale), 0, 255))
+        return cast(np.ndarray, np.uint8(0))
+    return cast(np.ndarray, np.uint8(np.clip(np.rint(np.float32(0.0) - np.float32(span[0]) / scale), 0, 255)))
 
 
 def _dynamic_quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) -> np.ndarray:
@@ -246,9 +250,10 @@ class DynamicQuantizeLinear(OpDef):
         return [out(node, x.shape, DType.uint8, 0), out(node, (), DType.fp32, 1), out(node, (), DType.uint8, 2)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        span = dynamic_range(args[0])
+        (x,) = given(node, args, 1)
+        span = dynamic_range(x)
         scale, zero_point = dynamic_scale(span), dynamic_zero_point(span)
-        return [_dynamic_quantize(args[0], scale, zero_point), scale, zero_point]
+        return [_dynamic_quantize(x, scale, zero_point), scale, zero_point]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         # A min and a max over every element, a few scalar ops for the scale and zero point, then a

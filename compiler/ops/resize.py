@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map
-from compiler.ops.base import (OpDef, fail, input_operands, move_op, normalize_axis, out, output_operand, register,
-                               require, unknown)
+from compiler.ops.base import (OpDef, fail, given, input_operands, move_op, normalize_axis, out, output_operand,
+                               register, require, unknown)
 
 MODES = ("nearest", "linear", "cubic")
 TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
@@ -55,7 +56,7 @@ class Resize(OpDef):
         return [out(node, shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [resize(node.resolved["plan"], args[0])]
+        return [resize(node.resolved["plan"], given(node, args, 1)[0])]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         plan = node.resolved["plan"]
@@ -119,7 +120,7 @@ def _source(plan: _Plan, i: int, length: int) -> np.ndarray:
     if mode == "asymmetric":
         return y / scale
     if mode == "tf_crop_and_resize":
-        start, end = plan.rois[i]
+        start, end = cast(tuple[float, float], plan.rois[i])    # tf_crop_and_resize: every axis has its roi
         x = np.full(size, (end - start) * (length - 1) / 2) if size == 1 \
             else y * (end - start) * (length - 1) / (size - 1)
         return x + start * (length - 1)
@@ -149,7 +150,8 @@ def _weights(plan: _Plan, ratio: np.ndarray, scale: float) -> np.ndarray:
         offsets = np.arange(start, 2 - start)
         t = np.abs(scale * (offsets[None, :] - ratio[:, None]))
         w = np.clip(1 - t, 0, 1) if plan.mode == "linear" else _cubic(t, plan.cubic_a)
-        return w / w.sum(axis=1, keepdims=True)
+        result: np.ndarray = w / w.sum(axis=1, keepdims=True)
+        return result
     if plan.mode == "linear":
         return np.stack([1 - ratio, ratio], axis=1)
     t = np.stack([1 + ratio, ratio, 1 - ratio, 2 - ratio], axis=1)
@@ -184,10 +186,10 @@ def _plan(node: Node, graph: Graph, shape: tuple[int, ...]) -> _Plan:
         transform, nearest = "asymmetric", "floor"
     else:
         roi, scales, sizes = (_value(node, graph, i, what) for i, what in ((1, "roi"), (2, "scales"), (3, "sizes")))
-    if (scales is None) == (sizes is None):
+    given = scales if scales is not None else sizes
+    if given is None or scales is not None and sizes is not None:
         raise fail(node, "give exactly one of scales and sizes (the other omitted or empty)")
     count = len(axes)
-    given = scales if scales is not None else sizes
     if given.ndim != 1 or len(given) != count:
         raise fail(node, f"{'scales' if scales is not None else 'sizes'} has {given.size} values; it needs one "
                          f"per resized axis ({count})")
@@ -198,7 +200,7 @@ def _plan(node: Node, graph: Graph, shape: tuple[int, ...]) -> _Plan:
             raise fail(node, f"scales {factors} must be positive finite numbers")
         outs = [int(math.floor(n * s)) for n, s in zip(lengths, factors)]
     else:
-        outs = [int(s) for s in sizes]
+        outs = [int(s) for s in given]        # the sizes
         if any(s < 1 for s in outs):
             raise fail(node, f"sizes {outs} must be positive")
         if 0 in lengths:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
@@ -37,13 +38,13 @@ def topk(node: Node, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.take_along_axis(x, picks, axis=axis), picks
 
 
-def k_of(node: Node, value) -> int:
+def k_of(node: Node, value: ArrayLike | None) -> int:
     if "k" in node.attrs:
         return int(node.attrs["k"])
-    value = np.asarray(value).reshape(-1)
-    if value.size != 1:
-        raise fail(node, f"K must hold one value, got {value.size}")
-    return int(value[0])
+    values = np.asarray(value).reshape(-1)
+    if values.size != 1:
+        raise fail(node, f"K must hold one value, got {values.size}")
+    return int(values[0])
 
 
 @register("TopK")
@@ -52,8 +53,7 @@ class TopK(OpDef):
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         legacy = "k" in node.attrs
-        require(node, ins, 1 if legacy else 2)
-        x = ins[0]
+        x = require(node, ins, 1 if legacy else 2)[0]
         if not x.shape:
             raise fail(node, f"input {x.name!r} is a scalar; TopK needs rank >= 1")
         axis = normalize_axis(node, int(node.attr("axis", -1)), len(x.shape))

@@ -8,11 +8,12 @@ first Reduce over every position computes the denominator, so a chunk of positio
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Operand, Reduce, Role
-from compiler.ops.base import (TRAINING_DOMAIN, OpDef, fail, input_operands, operand, out, output_operand, register,
-                               require)
+from compiler.ops.base import (TRAINING_DOMAIN, OpDef, fail, given, input_operands, operand, optional, out,
+                               output_operand, register, require)
 from compiler.ops.loss import REDUCTIONS, picked, with_class_axis
 
 
@@ -29,7 +30,8 @@ class CrossEntropyGrad(OpDef):
         return [out(node, scores.shape, scores.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [_gradient(node, *args[:3], args[3] if len(args) > 3 else None)]
+        dloss, scores, labels = given(node, args, 3)
+        return [_gradient(node, dloss, scores, labels, optional(args, 3))]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         # A Reduce over the class axis (the one-hot needs whole rows, so that axis is never cut), labels and a
@@ -41,19 +43,19 @@ class CrossEntropyGrad(OpDef):
         dloss = views[1][1] if reduction == "none" else operand(graph, node.inputs[0])
         labels, weights = views[0][1], input_operands(node, graph)[3:]
         ops: list[IROp] = [move for move, _ in views]
-        denominator = ()
+        denominator: tuple[Operand, ...] = ()
         if reduction == "mean":   # the weights of every counted label: one scalar the chunks share
             classes = graph.tensor(node.inputs[1]).shape[1]
             total = Operand(f"{node.name}:denominator", (), dloss.dtype, Role.output)
 
-            def count(y, w=None):
+            def count(y: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
                 return np.asarray(picked(node, np.asarray(y).squeeze(1), classes, w)[1].sum(), total.dtype.numpy)
             ops.append(Reduce(name=total.tensor, node=node.name, op=node.op, inputs=(labels, *weights), output=total,
                               axes=tuple(range(len(labels.shape))), ops_per_element=1, fn=count))
             denominator = (Operand(total.tensor, (), total.dtype, Role.input),)
         inputs = (operand(graph, node.inputs[1]), labels, dloss, *denominator, *weights)
 
-        def gradient(scores, labels, dy, *rest):
+        def gradient(scores: np.ndarray, labels: np.ndarray, dy: np.ndarray, *rest: np.ndarray) -> np.ndarray:
             dy = np.asarray(dy).squeeze(1) if reduction == "none" else dy
             total, weights = (rest[0], rest[1:]) if denominator else (None, rest)
             return _gradient(node, dy, scores, np.asarray(labels).squeeze(1), weights[0] if weights else None, total)
@@ -61,16 +63,18 @@ class CrossEntropyGrad(OpDef):
                              output=output_operand(node, graph), axes=(1,), ops_per_element=4, fn=gradient)]
 
 
-def _gradient(node: Node, dloss, scores, labels, weights=None, denominator=None) -> np.ndarray:
+def _gradient(node: Node, dloss: ArrayLike, scores: ArrayLike, labels: np.ndarray, weights: np.ndarray | None = None,
+              denominator: ArrayLike | None = None) -> np.ndarray:
     """d scores; `denominator`: mean's sum of counted weights, when the labels given are only some positions'."""
-    dloss, scores = np.asarray(dloss), np.asarray(scores)
-    work = np.float64 if scores.dtype == np.float64 else np.float32
-    safe, weight = picked(node, labels, scores.shape[1], weights)
+    dy, x = np.asarray(dloss), np.asarray(scores)
+    work = np.float64 if x.dtype == np.float64 else np.float32
+    safe, weight = picked(node, labels, x.shape[1], weights)
     reduction = node.attr("reduction", "mean")
-    scale = weight * (dloss if reduction == "none" else dloss.reshape(()))
+    scale = weight * (dy if reduction == "none" else dy.reshape(()))
     if reduction == "mean":
         scale = scale / (weight.sum() if denominator is None else np.asarray(denominator, np.float64))
-    onehot = np.zeros(scores.shape, work)
+    onehot = np.zeros(x.shape, work)
     np.put_along_axis(onehot, np.expand_dims(safe, 1), 1.0, axis=1)
-    base = np.exp(scores.astype(work)) - onehot if node.attr("softmax", 1) else -onehot
-    return (base * np.expand_dims(scale, 1)).astype(scores.dtype)
+    base = np.exp(x.astype(work)) - onehot if node.attr("softmax", 1) else -onehot
+    dx: np.ndarray = base * np.expand_dims(scale, 1)
+    return dx.astype(x.dtype)

@@ -10,7 +10,7 @@ import numpy as np
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import TRAINING_DOMAIN, OpDef, fail, map_op, normalize_axis, out, register, require
+from compiler.ops.base import TRAINING_DOMAIN, OpDef, fail, given, map_op, normalize_axis, out, register, require
 from compiler.ops.slice import slices
 
 
@@ -30,8 +30,9 @@ class SliceGrad(OpDef):
         return [out(node, _shape(node), dy.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        dx = np.zeros(_shape(node), dtype=args[0].dtype)
-        dx[self._where(node)] = args[0]
+        (dy,) = given(node, args, 1)
+        dx = np.zeros(_shape(node), dtype=dy.dtype)
+        dx[self._where(node)] = dy
         return [dx]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
@@ -49,8 +50,7 @@ class GatherGrad(OpDef):
     """(dy, indices), attributes shape and axis -> d data: zeros, then every dy row added at its index."""
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        shape, (dy, indices) = _shape(node), ins
+        shape, (dy, indices) = _shape(node), require(node, ins, 2)
         axis = normalize_axis(node, int(node.attr("axis", 0)), len(shape))
         if indices.dtype not in (DType.int32, DType.int64):
             raise fail(node, f"indices must be int32 or int64, got {indices.dtype.value}")
