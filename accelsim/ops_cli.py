@@ -17,6 +17,8 @@ import json
 import sys
 from collections import defaultdict
 
+from compiler.memo import memo
+
 FOLDED = "folded"        # computed at import time from constants: emits no IR
 FORMAT = 1               # the catalogue's layout (`_valid`); a change bumps it
 CATALOGUE_BYTES = 1 << 20          # ~30 KB for 171 ops; a larger file is refused before it is read
@@ -108,7 +110,7 @@ def _valid(data) -> bool:
     if type(data) is not dict or set(data) != {"ops", "out_of_scope"} or type(data["ops"]) is not dict or \
             type(data["out_of_scope"]) is not dict:
         return False
-    for row in data["ops"].values():
+    for name, row in data["ops"].items():
         if type(row) is not list or len(row) != 4 or not (whole(row[0]) and whole(row[1])) or \
                 type(row[2]) is not list or not all(map(whole, row[2])) or type(row[3]) is not dict or \
                 not all(text(k) and text(v) for k, v in row[3].items()):
@@ -148,17 +150,16 @@ def opsets(name: str) -> tuple[int, int, list[int]]:
     return live[0][0], live[-1][0], sorted({since for _, since in live})
 
 
-_HISTORY: dict[str, list[tuple[int, bool]]] = {}
-
-
+@memo(size=1)
 def _history() -> dict[str, list[tuple[int, bool]]]:
+    """Op -> (the opset that gave it a version, whether that version is deprecated), in onnx's order."""
     import onnx
 
-    if not _HISTORY:
-        for schema in onnx.defs.get_all_schemas_with_history():
-            if schema.domain in ("", "ai.onnx"):
-                _HISTORY.setdefault(schema.name, []).append((schema.since_version, schema.deprecated))
-    return _HISTORY
+    history: dict[str, list[tuple[int, bool]]] = {}
+    for schema in onnx.defs.get_all_schemas_with_history():
+        if schema.domain in ("", "ai.onnx"):
+            history.setdefault(schema.name, []).append((schema.since_version, schema.deprecated))
+    return history
 
 
 def lowered_kinds(cases=None) -> dict[str, dict[str, str]]:

@@ -1,12 +1,11 @@
 """A training step of a model of identical blocks priced from stages of 2 and 3 blocks: the planner's fast report.
 
 A stage's time and work add up over its ops, so a stage of k blocks takes its 2-block version plus k - 2 times what its
-second block adds to the 1-block one; likewise its tensor-parallel collectives, gradients, parameters and FLOPs. Its
-memory is the highest point of the k-block program's liveness curve, and every node of the first block, the last
-block or outside the blocks holds bytes affine in k and in the micro-batch (block j's forward keeps j - 1 blocks'
-activations, its backward k - j blocks' gradients; activations scale with the batch): following each such node
-through stages of 2 and 3 blocks at micro-batches 1 and 2 gives the curve at any k and micro-batch, with no
-simulation, so a plan that does not fit is known before anything is simulated.
+second block adds to the 1-block one; likewise its tensor-parallel collectives, gradients, parameters and FLOPs. Its memory is the highest point of the k-block program's liveness curve, and every
+node of the first block, the last block or outside the blocks holds bytes affine in k and in the micro-batch (block
+j's forward keeps j - 1 blocks' activations, its backward k - j blocks' gradients; activations scale with the batch):
+following each such node through stages of 2 and 3 blocks at micro-batches 1 and 2 gives the curve at any k and
+micro-batch, with no simulation, so a plan that does not fit is known before anything is simulated.
 Invariant: for a model of identical blocks this equals train_parallel (tests/accelsim/parallel/test_plan_blocks.py).
 """
 from __future__ import annotations
@@ -29,6 +28,7 @@ from accelsim.sim.train import training_form
 from compiler import zoo
 from compiler.dtypes import DType
 from compiler.errors import ModelError
+from compiler.memo import Memo
 from compiler.parallel.pipeline import BLOCK, blocks, split, structure
 from compiler.train import Optimizer, training_graph
 from compiler.train.memory import ACTIVATIONS, WORKSPACE
@@ -36,7 +36,6 @@ from compiler.train.recompute import MODES
 
 POINTS = (2, 3)       # blocks per stage the lines go through (k = 1 is its own point: its first block is its last)
 TIMED = (1, 2)        # blocks per stage simulated: time adds up over ops, so the first block's is no different
-ROLES = 4096          # stage passes kept (per plan's tp and micro-batch count)
 SAMPLES = (2, 3)      # micro-batches they go through (1 is its own: a batch of one broadcasts, and reduces nothing)
 
 
@@ -76,7 +75,8 @@ class Blocks:
         self._alike: bool | None = None
         self._lines: dict[tuple, Lines] = {}
         self._flops: dict[tuple, float] = {}
-        self._roles: dict[tuple, dict] = {}
+        # stage passes kept (per plan's tp and micro-batch count)
+        self._roles: Memo[tuple, dict] = Memo("accelsim.parallel.blocks: stage passes", 4096)
         probe = load_model(setting.model, batch=1, **training_form(setting.model, {**self.options, "layers": 1}))
         self.prefix = BLOCK.match(next(n.name for n in probe.nodes if BLOCK.match(n.name))).group(1)
         shape = probe.tensors[probe.outputs[0]].shape if probe.outputs else ()
@@ -217,8 +217,6 @@ class Blocks:
             if flops_key not in self._flops:
                 self._flops[flops_key] = _model_flops(stage.graph, run, plan.tp) / steps
             role["model_flops"] = self._flops[flops_key] * plan.microbatches
-            if len(self._roles) >= ROLES:
-                self._roles.clear()
             self._roles[(key, plan.microbatches)] = role
         return dict(self._roles[(key, plan.microbatches)])
 

@@ -63,7 +63,7 @@ def _operand(o: Operand) -> tuple[object, ...]:
 
 _NAMES = ("name", "node", "kernel", "launch")
 _OPERAND = tuple(f.name for f in fields(Operand) if f.name != "tensor")
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_FIELDS: Memo[type, tuple[str, ...]] = Memo("accelsim.price.roofline: op fields", 64)     # per IR op class
 
 
 def estimate_op(op: IROp, arch: Arch) -> OpResult:
