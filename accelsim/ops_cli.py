@@ -110,7 +110,7 @@ def _valid(data) -> bool:
     if type(data) is not dict or set(data) != {"ops", "out_of_scope"} or type(data["ops"]) is not dict or \
             type(data["out_of_scope"]) is not dict:
         return False
-    for name, row in data["ops"].items():
+    for row in data["ops"].values():
         if type(row) is not list or len(row) != 4 or not (whole(row[0]) and whole(row[1])) or \
                 type(row[2]) is not list or not all(map(whole, row[2])) or type(row[3]) is not dict or \
                 not all(text(k) and text(v) for k, v in row[3].items()):

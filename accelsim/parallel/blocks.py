@@ -1,11 +1,12 @@
 """A training step of a model of identical blocks priced from stages of 2 and 3 blocks: the planner's fast report.
 
 A stage's time and work add up over its ops, so a stage of k blocks takes its 2-block version plus k - 2 times what its
-second block adds to the 1-block one; likewise its tensor-parallel collectives, gradients, parameters and FLOPs. Its memory is the highest point of the k-block program's liveness curve, and every
-node of the first block, the last block or outside the blocks holds bytes affine in k and in the micro-batch (block
-j's forward keeps j - 1 blocks' activations, its backward k - j blocks' gradients; activations scale with the batch):
-following each such node through stages of 2 and 3 blocks at micro-batches 1 and 2 gives the curve at any k and
-micro-batch, with no simulation, so a plan that does not fit is known before anything is simulated.
+second block adds to the 1-block one; likewise its tensor-parallel collectives, gradients, parameters and FLOPs. Its
+memory is the highest point of the k-block program's liveness curve, and every node of the first block, the last
+block or outside the blocks holds bytes affine in k and in the micro-batch (block j's forward keeps j - 1 blocks'
+activations, its backward k - j blocks' gradients; activations scale with the batch): following each such node
+through stages of 2 and 3 blocks at micro-batches 1 and 2 gives the curve at any k and micro-batch, with no
+simulation, so a plan that does not fit is known before anything is simulated.
 Invariant: for a model of identical blocks this equals train_parallel (tests/accelsim/parallel/test_plan_blocks.py).
 """
 from __future__ import annotations
