@@ -10,7 +10,7 @@ import numpy as np
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import OpDef, fail, move_op, out, register, require
+from compiler.ops.base import OpDef, fail, given, move_op, out, register, require
 
 
 def _storage(dtype: DType) -> np.dtype:
@@ -41,7 +41,7 @@ class BitCast(OpDef):
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         source, target = node.resolved["bitcast"]
-        return [_bitcast(args[0], source, target)]
+        return [_bitcast(given(node, args, 1)[0], source, target)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         source, target = node.resolved["bitcast"]

@@ -10,13 +10,15 @@ import itertools
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map
-from compiler.ops.base import OpDef, const_input, fail, operand, out, output_operand, register, require
+from compiler.ops.base import OpDef, const_input, fail, given, operand, out, output_operand, register, require
 
 
-def geometry(node: Node, x_shape: tuple[int, ...], image, block) -> tuple:
+def geometry(node: Node, x_shape: tuple[int, ...], image: ArrayLike, block: ArrayLike
+             ) -> tuple[int, list[int], list[int], list[int], list[int], list[int], list[int]]:
     """(channels, image, block, dilations, pads, strides, blocks per spatial axis), checked against the input."""
     image = [int(v) for v in np.asarray(image).reshape(-1)]
     block = [int(v) for v in np.asarray(block).reshape(-1)]
@@ -40,7 +42,7 @@ def geometry(node: Node, x_shape: tuple[int, ...], image, block) -> tuple:
     return x_shape[1] // per_channel, image, block, dilations, pads, strides, counts
 
 
-def col2im(node: Node, x: np.ndarray, image, block) -> np.ndarray:
+def col2im(node: Node, x: np.ndarray, image: ArrayLike, block: ArrayLike) -> np.ndarray:
     channels, image, block, dilations, pads, strides, counts = geometry(node, x.shape, image, block)
     dims = len(image)
     cols = x.reshape((x.shape[0], channels, *block, *counts))
@@ -62,14 +64,15 @@ class Col2Im(OpDef):
         x = require(node, ins, 3)[0]
         image = const_input(node, graph, 1, "image_shape")
         block = const_input(node, graph, 2, "block_shape")
-        channels, image, *_ = geometry(node, x.shape, image, block)
-        return [out(node, (x.shape[0], channels, *image), x.dtype)]
+        channels, image_size, *_ = geometry(node, x.shape, image, block)
+        return [out(node, (x.shape[0], channels, *image_size), x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [col2im(node, np.asarray(args[0]), args[1], args[2])]
+        x, image, block = given(node, args, 3)
+        return [col2im(node, np.asarray(x), image, block)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
-        image, block = graph.value(node.inputs[1]), graph.value(node.inputs[2])
+        image, block = const_input(node, graph, 1, "image_shape"), const_input(node, graph, 2, "block_shape")
         x = graph.tensor(node.inputs[0])
         per_element = max(1, math.ceil(x.elements / max(1, graph.tensor(node.outputs[0]).elements)))
         # the shapes are compile-time constants: only the columns are read

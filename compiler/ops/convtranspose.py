@@ -14,7 +14,7 @@ import numpy as np
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map, Move, Operand, Role
-from compiler.ops.base import OpDef, fail, operand, out, output_operand, register, require
+from compiler.ops.base import OpDef, fail, given, operand, optional, out, output_operand, register, require
 from compiler.ops.conv import AUTO_PADS, conv_einsum, convolve, spatial_ints
 from compiler.ops.matmul import accumulator
 
@@ -49,12 +49,13 @@ class ConvTranspose(OpDef):
         return [out(node, (x.shape[0], geo.k_total, *geo.outs), x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        x, w = args[0], args[1]
+        x, w = given(node, args, 2)
         geo = _geometry(node, Tensor("x", x.shape, DType.fp32), Tensor("w", w.shape, DType.fp32))
         work = np.float64 if x.dtype == np.float64 else np.float32
         y = convolve(_conv_node(node, geo), _spread(geo, x.astype(work)), _flipped(geo, w.astype(work)), work)
-        if len(args) > 2 and args[2] is not None:
-            y = y + args[2].astype(work).reshape((-1,) + (1,) * (y.ndim - 2))
+        bias = optional(args, 2)
+        if bias is not None:
+            y = y + bias.astype(work).reshape((-1,) + (1,) * (y.ndim - 2))
         return [y.astype(x.dtype)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:

@@ -6,14 +6,15 @@ Invariant: the target sizes are a compile-time 1-D int list, one per listed axis
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import OpDef, const_input, fail, move_op, normalize_axis, operand, out, register, require
+from compiler.ops.base import OpDef, const_input, fail, given, move_op, normalize_axis, operand, out, register, require
 
 
-def targets(node: Node, shape: tuple[int, ...], sizes) -> dict[int, int]:
+def targets(node: Node, shape: tuple[int, ...], sizes: ArrayLike) -> dict[int, int]:
     """Axis -> target size, checked."""
     sizes = [int(s) for s in np.asarray(sizes).reshape(-1)]
     listed = node.attr("axes")
@@ -25,7 +26,7 @@ def targets(node: Node, shape: tuple[int, ...], sizes) -> dict[int, int]:
     return dict(zip(axes, sizes))
 
 
-def center_crop_pad(node: Node, x: np.ndarray, sizes) -> np.ndarray:
+def center_crop_pad(node: Node, x: np.ndarray, sizes: ArrayLike) -> np.ndarray:
     wanted = targets(node, x.shape, sizes)
     crop, place = [slice(None)] * x.ndim, [slice(None)] * x.ndim
     shape = list(x.shape)
@@ -53,9 +54,10 @@ class CenterCropPad(OpDef):
         return [out(node, [wanted.get(i, d) for i, d in enumerate(x.shape)], x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [center_crop_pad(node, np.asarray(args[0]), args[1])]
+        x, sizes = given(node, args, 2)
+        return [center_crop_pad(node, np.asarray(x), sizes)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
-        sizes = graph.value(node.inputs[1])
+        sizes = const_input(node, graph, 1, "the target shape")
         data = (operand(graph, node.inputs[0]),)
         return [move_op(node, graph, lambda x: center_crop_pad(node, np.asarray(x), sizes), inputs=data)]

@@ -6,19 +6,22 @@ Invariant: the output has the input's shape and dtype; it accumulates in that dt
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import OpDef, fail, map_reference, normalize_axis, out, register, require
+from compiler.ops.base import OpDef, fail, given, map_reference, normalize_axis, out, register, require
 
 
 # op -> (the running function, the value an exclusive run starts from)
-RUNNING = {"CumSum": (np.cumsum, 0), "CumProd": (np.cumprod, 1)}
+RUNNING: dict[str, tuple[Callable[..., np.ndarray], int]] = {"CumSum": (np.cumsum, 0), "CumProd": (np.cumprod, 1)}
 
 
-def running(node: Node, x: np.ndarray, axis) -> np.ndarray:
+def running(node: Node, x: np.ndarray, axis: ArrayLike) -> np.ndarray:
     axis = normalize_axis(node, int(np.asarray(axis).reshape(-1)[0]), x.ndim)
     function, start = RUNNING[node.op]
     work = np.flip(x, axis) if int(node.attr("reverse", 0)) else x
@@ -46,7 +49,8 @@ class Running(OpDef):
         return [out(node, x.shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [running(node, np.asarray(args[0]), args[1])]
+        x, axis = given(node, args, 2)
+        return [running(node, np.asarray(x), axis)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         return map_reference(self, node, graph, ops_per_element=1)

@@ -4,24 +4,26 @@ lookups. One Move that reads only the gathered rows; output shape data[:axis] + 
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import OpDef, fail, move_op, normalize_axis, out, register, require
+from compiler.ops.base import OpDef, fail, given, move_op, normalize_axis, out, register, require
 
 
-def checked_indices(node: Node, indices, axis: int, dim: int) -> np.ndarray:
+def checked_indices(node: Node, indices: ArrayLike, axis: int, dim: int) -> np.ndarray:
     """Indices in [0, dim): negatives wrapped once; anything else out of range is the model's error."""
     indices = np.asarray(indices).astype(np.int64)
     bad = indices[(indices < -dim) | (indices >= dim)]
     if bad.size:
         raise fail(node, f"index {int(bad.reshape(-1)[0])} is out of range for axis {axis} of size {dim} "
                          f"(allowed {-dim} to {dim - 1})")
-    return np.where(indices < 0, indices + dim, indices)
+    wrapped: np.ndarray = np.where(indices < 0, indices + dim, indices)
+    return wrapped
 
 
-def gather(node: Node, data: np.ndarray, indices) -> np.ndarray:
+def gather(node: Node, data: np.ndarray, indices: ArrayLike) -> np.ndarray:
     axis = normalize_axis(node, int(node.attr("axis", 0)), data.ndim)
     return np.take(data, checked_indices(node, indices, axis, data.shape[axis]), axis=axis)
 
@@ -41,7 +43,8 @@ class Gather(OpDef):
         return [out(node, data.shape[:axis] + indices.shape + data.shape[axis + 1:], data.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [gather(node, np.asarray(args[0]), args[1])]
+        data, indices = given(node, args, 2)
+        return [gather(node, np.asarray(data), indices)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         return [move_op(node, graph, lambda data, indices: gather(node, np.asarray(data), indices))]

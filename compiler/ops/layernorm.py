@@ -6,12 +6,15 @@ does); the optional Mean and InvStdDev outputs are fp32 (stash_type 1) and get t
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Reduce
-from compiler.ops.base import (OpDef, broadcast, fail, input_operands, normalize_axis, operand, out,
+from compiler.ops.base import (OpDef, broadcast, fail, given, input_operands, normalize_axis, operand, optional, out,
                                output_operand, register, require)
 
 
@@ -32,7 +35,8 @@ class LayerNormalization(OpDef):
         return outs
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        y, mean, inv_std = _normalize(node, *args, *[None] * (3 - len(args)))
+        (x,) = given(node, args, 1)
+        y, mean, inv_std = _normalize(node, x, optional(args, 1), optional(args, 2))
         return [y, mean, inv_std][: len(node.outputs)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
@@ -56,7 +60,8 @@ class LayerNormalization(OpDef):
         return ops
 
 
-def _normalize(node: Node, x, scale, bias):
+def _normalize(node: Node, x: np.ndarray, scale: np.ndarray | None, bias: np.ndarray | None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     axis = normalize_axis(node, int(node.attr("axis", -1)), x.ndim)
     axes = tuple(range(axis, x.ndim))
     work = np.float64 if x.dtype == np.float64 else np.float32
@@ -89,7 +94,7 @@ class RMSNormalization(OpDef):
         return [out(node, x.shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [_rms(node, args[0], args[1])]
+        return [_rms(node, *given(node, args, 2))]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         x = graph.tensor(node.inputs[0])
@@ -109,10 +114,11 @@ def _fits(shape: tuple[int, ...], normalized: tuple[int, ...]) -> bool:
         return False
 
 
-def _rms(node: Node, x, scale) -> np.ndarray:
+def _rms(node: Node, x: ArrayLike, scale: ArrayLike) -> np.ndarray:
     x = np.asarray(x)
     axes = tuple(range(normalize_axis(node, int(node.attr("axis", -1)), x.ndim), x.ndim))
-    work = np.float64 if x.dtype == np.float64 else np.float32
+    work: type[np.floating[Any]] = np.float64 if x.dtype == np.float64 else np.float32
     xf = x.astype(work)
     rms = np.sqrt((xf * xf).mean(axis=axes, keepdims=True) + work(node.attr("epsilon", 1e-5)))
-    return ((xf / rms).astype(x.dtype) * np.asarray(scale)).astype(x.dtype)
+    y: np.ndarray = (xf / rms).astype(x.dtype) * np.asarray(scale)
+    return y.astype(x.dtype)

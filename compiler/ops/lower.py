@@ -3,8 +3,11 @@
 Invariant: the IR computes the graph's outputs from the graph's inputs and weights (checked by the
 reference interpreter against the graph's own reference in the tests).
 """
+from collections.abc import Mapping
+from typing import Any
+
 from compiler.errors import ModelError
-from compiler.graph import Graph
+from compiler.graph import Graph, Node
 from compiler.ir import IR
 from compiler.ops.shapes import opdef
 
@@ -29,7 +32,7 @@ def folded_nodes(graph: Graph) -> list[str]:
     return [n.name for n in graph.nodes if folded(n, graph.constants)]
 
 
-def folded(node, constants: dict) -> bool:
+def folded(node: Node, constants: Mapping[str, Any]) -> bool:
     """Whether the node was computed at import time: each of its outputs a folded constant or omitted ('')."""
     if not node.outputs or (not constants and all(node.outputs)):
         return False           # a model with nothing folded (most, at 100,000 nodes) asks no output of each node

@@ -50,4 +50,5 @@ def _normalize(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     mean = work.mean(axis=axes, keepdims=True)
     with np.errstate(invalid="ignore"):   # E[x^2] - E[x]^2 a hair below 0 gives NaN, as in onnxruntime
         std = np.sqrt((work * work).mean(axis=axes, keepdims=True) - mean * mean)
-    return ((work - mean) / (std + work.dtype.type(EPSILON))).astype(x.dtype)
+    y: np.ndarray = (work - mean) / (std + work.dtype.type(EPSILON))
+    return y.astype(x.dtype)

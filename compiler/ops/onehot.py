@@ -8,13 +8,14 @@ dtype is values'.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import OpDef, const_input, fail, map_reference, out, register, require
+from compiler.ops.base import OpDef, const_input, fail, given, map_reference, out, register, require
 
 
-def depth_of(node: Node, value) -> int:
+def depth_of(node: Node, value: ArrayLike) -> int:
     value = np.asarray(value).reshape(-1)
     if value.size != 1 or value[0] < 1:
         raise fail(node, f"depth must be one number >= 1, got {value.tolist()}")
@@ -28,7 +29,7 @@ def insert_axis(node: Node, rank: int) -> int:
     return axis % (rank + 1)
 
 
-def one_hot(node: Node, indices, depth, values) -> np.ndarray:
+def one_hot(node: Node, indices: ArrayLike, depth: ArrayLike, values: ArrayLike) -> np.ndarray:
     indices = np.asarray(indices)
     depth = depth_of(node, depth)
     values = np.asarray(values).reshape(-1)
@@ -36,7 +37,8 @@ def one_hot(node: Node, indices, depth, values) -> np.ndarray:
     index = indices.astype(np.int64)   # float indices truncate toward zero, as onnxruntime casts them
     index = np.where(index < 0, index + depth, index)
     classes = np.arange(depth).reshape((depth,) + (1,) * (indices.ndim - axis))
-    return np.where(np.expand_dims(index, axis) == classes, values[1], values[0])
+    encoded: np.ndarray = np.where(np.expand_dims(index, axis) == classes, values[1], values[0])
+    return encoded
 
 
 @register("OneHot")
@@ -54,7 +56,7 @@ class OneHot(OpDef):
         return [out(node, indices.shape[:axis] + (size,) + indices.shape[axis:], values.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [one_hot(node, *args)]
+        return [one_hot(node, *given(node, args, 3))]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         return map_reference(self, node, graph, ops_per_element=2)

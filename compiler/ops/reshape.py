@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map
-from compiler.ops.base import (OpDef, const_input, fail, move_op, operand, out, output_operand, register,
-                               require)
+from compiler.ops.base import OpDef, const_input, fail, given, move_op, operand, out, output_operand, register, require
 
 
 def axes_of(node: Node, graph: Graph, index: int) -> list[int] | None:
@@ -23,7 +23,7 @@ def axes_of(node: Node, graph: Graph, index: int) -> list[int] | None:
     return None
 
 
-def reshape_target(node: Node, shape: tuple[int, ...], spec, allowzero: bool) -> tuple[int, ...]:
+def reshape_target(node: Node, shape: tuple[int, ...], spec: ArrayLike, allowzero: bool) -> tuple[int, ...]:
     """ONNX Reshape: 0 copies the input's dimension at that position (unless allowzero), -1 is inferred."""
     spec = [int(d) for d in np.asarray(spec).reshape(-1)]
     if spec.count(-1) > 1 or any(d < -1 for d in spec):
@@ -116,7 +116,8 @@ class Reshape(OpDef):
             else None
         axes = [int(a) for a in node.attrs["axes"]] if "axes" in node.attrs else axes
         if node.op == "Reshape":
-            return [x.reshape(reshape_target(node, x.shape, args[1], bool(node.attr("allowzero", 0))))]
+            spec = given(node, args, 2)[1]
+            return [x.reshape(reshape_target(node, x.shape, spec, bool(node.attr("allowzero", 0))))]
         if node.op == "Flatten":
             return [x.reshape(flatten_target(node, x.shape))]
         if node.op == "Squeeze":

@@ -6,11 +6,12 @@ Invariant: batch_axis and time_axis are 0 or 1 and differ; sequence_lens holds o
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import OpDef, fail, move_op, out, register, require
+from compiler.ops.base import OpDef, fail, given, move_op, out, register, require
 
 
 def axes(node: Node) -> tuple[int, int]:
@@ -20,7 +21,7 @@ def axes(node: Node) -> tuple[int, int]:
     return batch, time
 
 
-def reverse_sequence(node: Node, x: np.ndarray, lengths) -> np.ndarray:
+def reverse_sequence(node: Node, x: np.ndarray, lengths: ArrayLike) -> np.ndarray:
     batch, time = axes(node)
     lengths = np.asarray(lengths).astype(np.int64).reshape(-1)
     steps = x.shape[time]
@@ -31,9 +32,10 @@ def reverse_sequence(node: Node, x: np.ndarray, lengths) -> np.ndarray:
     source = np.where(t < lengths[None, :], lengths[None, :] - 1 - t, t)
     if batch == 0:
         source = source.T                                       # [batch, time]
-    grid = list(np.indices(x.shape[:2], sparse=True))
+    grid: list[np.ndarray] = list(np.indices(x.shape[:2], sparse=True))
     grid[time] = source
-    return x[tuple(grid)]
+    reversed_x: np.ndarray = x[tuple(grid)]
+    return reversed_x
 
 
 @register("ReverseSequence")
@@ -49,7 +51,8 @@ class ReverseSequence(OpDef):
         return [out(node, x.shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [reverse_sequence(node, np.asarray(args[0]), args[1])]
+        x, lengths = given(node, args, 2)
+        return [reverse_sequence(node, np.asarray(x), lengths)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         return [move_op(node, graph, lambda x, lengths: reverse_sequence(node, np.asarray(x), lengths))]

@@ -8,6 +8,7 @@ more than one such run-time-shaped value, and its loops make at most MAX_ITERATI
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ _ROOM: ContextVar[_Room | None] = ContextVar("accelsim_eval_room", default=None)
 
 
 @contextmanager
-def limited(budget: Budget | None, source: str = ""):
+def limited(budget: Budget | None, source: str = "") -> Iterator[None]:
     """Within it, nodes run under `budget` (None: under the enclosing run's, if any). What a nested run (a Loop
     or If body) holds is released when it ends; what it returns is counted by the node that stores it."""
     if budget is not None:

@@ -6,6 +6,9 @@ the node, naming the value that simulation would need to know.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import SupportsInt
+
 import numpy as np
 
 from compiler.graph import Graph, Node
@@ -26,7 +29,7 @@ def forget_stand_in(node: Node) -> None:
     node.resolved.pop(RUNTIME, None)
 
 
-def stand_in(node: Node, shape, depends_on: str) -> tuple[int, ...]:
+def stand_in(node: Node, shape: Iterable[SupportsInt], depends_on: str) -> tuple[int, ...]:
     """Mark the node's output shape as known only at run time; `shape` stands in for it until then."""
     node.resolved[RUNTIME] = depends_on
     return tuple(int(d) for d in shape)

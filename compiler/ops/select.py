@@ -8,11 +8,12 @@ Invariant: the stand-in shape of a run-time result is its largest possible one.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import OpDef, fail, move_op, normalize_axis, operand, out, register, require
+from compiler.ops.base import OpDef, const_input, fail, given, move_op, normalize_axis, operand, out, register, require
 from compiler.ops.runtime import forget_stand_in, known_input, require_static, stand_in
 
 
@@ -42,7 +43,7 @@ class NonZero(OpDef):
                          "not simulated")
 
 
-def compress(node: Node, x: np.ndarray, condition) -> np.ndarray:
+def compress(node: Node, x: np.ndarray, condition: ArrayLike) -> np.ndarray:
     condition = np.asarray(condition).reshape(-1).astype(bool)
     axis = node.attr("axis")
     if axis is None:
@@ -80,10 +81,11 @@ class Compress(OpDef):
         return [out(node, shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [compress(node, np.asarray(args[0]), args[1])]
+        x, condition = given(node, args, 2)
+        return [compress(node, np.asarray(x), condition)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         require_static(node)
-        condition = graph.value(node.inputs[1])
+        condition = const_input(node, graph, 1, "condition")
         data = (operand(graph, node.inputs[0]),)
         return [move_op(node, graph, lambda x: compress(node, np.asarray(x), condition), inputs=data)]

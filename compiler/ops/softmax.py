@@ -10,8 +10,7 @@ import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Reduce
-from compiler.ops.base import (OpDef, fail, input_operands, normalize_axis, out, output_operand,
-                               register, require)
+from compiler.ops.base import OpDef, fail, given, input_operands, normalize_axis, out, output_operand, register, require
 
 SINGLE_AXIS_OPSET = 13
 
@@ -31,7 +30,8 @@ class _Softmax(OpDef):
         return [out(node, x.shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [self.compute(args[0], _axes(node, args[0].ndim))]
+        (x,) = given(node, args, 1)
+        return [self.compute(x, _axes(node, x.ndim))]
 
     def compute(self, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
         return _softmax(x, axes, self.log)
@@ -76,13 +76,14 @@ def _softmax(x: np.ndarray, axes: tuple[int, ...], log: bool) -> np.ndarray:
     exp = np.exp(shifted)
     total = exp.sum(axis=axes, keepdims=True)
     y = shifted - np.log(total) if log else exp / total
-    return y.astype(x.dtype)
+    result: np.ndarray = y.astype(x.dtype)
+    return result
 
 
 def _hardmax(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     """One-hot of the first maximum over `axes` (consecutive, trailing before opset 13), in C order within them."""
     moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))
-    rows = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
+    rows: np.ndarray = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
     hot = np.zeros(rows.shape, dtype=x.dtype)
     if rows.shape[-1]:
         np.put_along_axis(hot, np.argmax(rows, axis=-1)[..., None], 1, axis=-1)

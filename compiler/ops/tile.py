@@ -6,14 +6,15 @@ times those.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import OpDef, const_input, fail, move_op, operand, out, register, require
+from compiler.ops.base import OpDef, const_input, fail, given, move_op, operand, out, register, require
 
 
-def repeats_of(node: Node, rank: int, value) -> tuple[int, ...]:
+def repeats_of(node: Node, rank: int, value: ArrayLike) -> tuple[int, ...]:
     counts = np.asarray(value).reshape(-1)
     if counts.size != rank or np.any(counts < 0):
         raise fail(node, f"repeats {counts.tolist()} must give one count >= 0 for each of the {rank} axes")
@@ -33,10 +34,11 @@ class Tile(OpDef):
         return [out(node, [d * c for d, c in zip(x.shape, counts)], x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        x = np.asarray(args[0])
-        return [np.tile(x, repeats_of(node, x.ndim, args[1]))]
+        data, repeats = given(node, args, 2)
+        x = np.asarray(data)
+        return [np.tile(x, repeats_of(node, x.ndim, repeats))]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
-        counts = repeats_of(node, len(graph.tensor(node.inputs[0]).shape), graph.value(node.inputs[1]))
+        counts = repeats_of(node, len(graph.tensor(node.inputs[0]).shape), const_input(node, graph, 1, "repeats"))
         data = (operand(graph, node.inputs[0]),)
         return [move_op(node, graph, lambda x: np.tile(x, counts), inputs=data)]

@@ -8,6 +8,7 @@ Invariant: both keep the input's shape (EyeLike: rank 2); only EyeLike may chang
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
@@ -16,7 +17,7 @@ from compiler.ops.base import OpDef, fail, map_reference, out, output_operand, r
 from compiler.ops.shapes import FOLD_LIMIT_ELEMENTS
 
 
-def trilu(node: Node, x: np.ndarray, k) -> np.ndarray:
+def trilu(node: Node, x: np.ndarray, k: ArrayLike | None) -> np.ndarray:
     offset = 0 if k is None else int(np.asarray(k).reshape(-1)[0])
     return np.triu(x, offset) if int(node.attr("upper", 1)) else np.tril(x, offset)
 
@@ -63,9 +64,10 @@ class EyeLike(OpDef):
         return [eye(node, x.shape, dtype)]
 
     def fold_from_shapes(self, node: Node, ins: list[Tensor | None]) -> list[np.ndarray] | None:
-        if ins[0].elements > FOLD_LIMIT_ELEMENTS:
+        (x,) = require(node, ins, 1)
+        if x.elements > FOLD_LIMIT_ELEMENTS:
             return None
-        return [eye(node, ins[0].shape, eye_dtype(node, ins[0]))]
+        return [eye(node, x.shape, eye_dtype(node, x))]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         x = graph.tensor(node.inputs[0])

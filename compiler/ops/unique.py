@@ -39,6 +39,7 @@ class Unique(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         (x,) = require(node, ins, 1)
         axis = node.attr("axis")
+        shape: tuple[int, ...]
         if axis is None:
             shape, axis = (x.elements,), 0
         else:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp
-from compiler.ops.base import OpDef, const_input, fail, move_op, operand, out, register, require
+from compiler.ops.base import OpDef, const_input, fail, given, move_op, operand, optional, out, register, require
 
 
 def unpooled_shape(node: Node, x: tuple[int, ...]) -> tuple[int, ...]:
@@ -31,7 +32,7 @@ def unpooled_shape(node: Node, x: tuple[int, ...]) -> tuple[int, ...]:
     return x[:2] + tuple((x[2 + i] - 1) * strides[i] - pads[i] - pads[dims + i] + kernel[i] for i in range(dims))
 
 
-def max_unpool(node: Node, x: np.ndarray, indices, shape) -> np.ndarray:
+def max_unpool(node: Node, x: np.ndarray, indices: ArrayLike, shape: ArrayLike | None) -> np.ndarray:
     shape = unpooled_shape(node, x.shape) if shape is None else tuple(int(d) for d in np.asarray(shape).reshape(-1))
     flat = np.zeros(math.prod(shape), dtype=x.dtype)
     where = np.asarray(indices).astype(np.int64).reshape(-1)
@@ -61,8 +62,8 @@ class MaxUnpool(OpDef):
         return [out(node, shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        shape = args[2] if len(args) > 2 else None
-        return [max_unpool(node, np.asarray(args[0]), args[1], shape)]
+        x, indices = given(node, args, 2)
+        return [max_unpool(node, np.asarray(x), indices, optional(args, 2))]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         shape = graph.value(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
