@@ -7,34 +7,39 @@ ReduceMaxGrad(dy, x, y): dy * (x == y) / count(x == y), dy and y with the reduce
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Reduce
-from compiler.ops.base import (TRAINING_DOMAIN, OpDef, broadcast, fail, input_operands, out,
-                               output_operand, register, require)
+from compiler.ops.base import (TRAINING_DOMAIN, OpDef, broadcast, fail, given, input_operands, out, output_operand,
+                               register, require)
 from compiler.ops.train import attr_axes, work
 
 
-def _softmax(dy, y, axes):
+def _softmax(dy: np.ndarray, y: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     dy, y = work(dy, y)
-    return y * (dy - (dy * y).sum(axis=axes, keepdims=True))
+    dx: np.ndarray = y * (dy - (dy * y).sum(axis=axes, keepdims=True))
+    return dx
 
 
-def _log_softmax(dy, y, axes):
+def _log_softmax(dy: np.ndarray, y: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     dy, y = work(dy, y)
-    return dy - np.exp(y) * dy.sum(axis=axes, keepdims=True)
+    dx: np.ndarray = dy - np.exp(y) * dy.sum(axis=axes, keepdims=True)
+    return dx
 
 
-def _reduce_max(dy, x, y, axes):
+def _reduce_max(dy: np.ndarray, x: np.ndarray, y: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     dy, x, y = work(dy, x, y)
     hit = x == y
-    return dy * hit / hit.sum(axis=axes, keepdims=True)
+    dx: np.ndarray = dy * hit / hit.sum(axis=axes, keepdims=True)
+    return dx
 
 
 # op -> (function of (inputs..., axes), ops per input element, number of inputs)
-GRADIENTS = {"SoftmaxGrad": (_softmax, 4, 2), "LogSoftmaxGrad": (_log_softmax, 4, 2),
-             "ReduceMaxGrad": (_reduce_max, 3, 3)}
+GRADIENTS: dict[str, tuple[Callable[..., np.ndarray], int, int]] = {
+    "SoftmaxGrad": (_softmax, 4, 2), "LogSoftmaxGrad": (_log_softmax, 4, 2), "ReduceMaxGrad": (_reduce_max, 3, 3)}
 
 
 @register(*GRADIENTS, domain=TRAINING_DOMAIN)
@@ -42,20 +47,20 @@ class RowGrad(OpDef):
     """Attribute `axes`: the softmax axis, or ReduceMax's reduced axes."""
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, GRADIENTS[node.op][2])
-        full = ins[1].shape
-        for t in ins:
+        tensors = require(node, ins, GRADIENTS[node.op][2])
+        full = tensors[1].shape
+        for t in tensors:
             if len(t.shape) != len(full) or broadcast(node, t.shape, full) != full:
                 raise fail(node, f"{t.name!r} has shape {list(t.shape)}; every input must have rank {len(full)} and "
                                  f"broadcast to {list(full)}")
         attr_axes(node, len(full))
-        return [out(node, full, ins[0].dtype)]
+        return [out(node, full, tensors[0].dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         axes = attr_axes(node, np.asarray(args[1]).ndim)
         with np.errstate(all="ignore"):
             dx = GRADIENTS[node.op][0](*args, axes)
-        return [np.asarray(dx).astype(args[0].dtype)]
+        return [np.asarray(dx).astype(given(node, args, 1)[0].dtype)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         axes = attr_axes(node, len(graph.tensor(node.inputs[1]).shape))
@@ -63,8 +68,8 @@ class RowGrad(OpDef):
         first = 1 if node.op == "ReduceMaxGrad" else 0     # the Reduce's first input has the full shape
         order = inputs[first:first + 1] + inputs[:first] + inputs[first + 1:]
 
-        def gradient(*arrays):
-            args = list(arrays[1:first + 1]) + [arrays[0]] + list(arrays[first + 1:])
+        def gradient(*arrays: np.ndarray) -> np.ndarray:
+            args: list[np.ndarray | None] = [*arrays[1:first + 1], arrays[0], *arrays[first + 1:]]
             return self.reference(node, args)[0]
         return [Reduce(name=node.name, node=node.name, op=node.op, inputs=order, output=output_operand(node, graph),
                        axes=axes, ops_per_element=GRADIENTS[node.op][1], fn=gradient)]
