@@ -3,11 +3,18 @@
 A node whose inputs are all known at compile time (and small) is folded: its outputs become constants,
 which is how exported shape arithmetic (Shape -> Gather -> Concat -> Reshape) resolves.
 """
+from collections.abc import Hashable
+from typing import Any
+
 import numpy as np
 
+from compiler.dtypes import DType
 from compiler.errors import ModelError
-from compiler.graph import Graph, Tensor
-from compiler.ops.base import COMM, COMM_DOMAIN, REGISTRY, TRAINING, TRAINING_DOMAIN
+from compiler.graph import Graph, Node, Tensor
+from compiler.ops.base import COMM, COMM_DOMAIN, REGISTRY, TRAINING, TRAINING_DOMAIN, OpDef
+
+# a node's signature -> its outputs' (shape, dtype)
+Inferred = dict[Hashable, list[tuple[tuple[int, ...], DType]]]
 
 FOLD_LIMIT_ELEMENTS = 1 << 16   # fold only small tensors: shape arithmetic, not whole layers
 # the most bits one tensor may hold (512 PiB, beyond any device or pod): codegen counts a tile's elements, bits
@@ -26,7 +33,7 @@ def check_node_count(count: int, source: str) -> None:
                          f"(the largest published models have tens of thousands, training graphs included)")
 
 
-def opdef(graph: Graph, node):
+def opdef(graph: Graph, node: Node) -> OpDef:
     """The node's OpDef (compiler.ops registered every op module when the package was imported)."""
     if node.domain == TRAINING_DOMAIN and node.op in TRAINING:
         return TRAINING[node.op]
@@ -47,12 +54,12 @@ def finalize(graph: Graph) -> Graph:
 
 
 def infer_shapes(graph: Graph) -> None:
-    inferred: dict = {}     # a node's signature -> its outputs' (shape, dtype): a chain of Relus is inferred once
+    inferred: Inferred = {}     # a node's signature -> its outputs' (shape, dtype): a chain of Relus is inferred once
     for node in graph.nodes:
         infer_node(graph, node, inferred)
 
 
-def infer_node(graph: Graph, node, inferred: dict | None = None) -> None:
+def infer_node(graph: Graph, node: Node, inferred: Inferred | None = None) -> None:
     """Infer one node's output shapes (its inputs already known) and fold it if it can be. `inferred` holds the
     outputs of nodes inferred before by signature (compiler.ops.shapes.signature): a twin's are taken from there."""
     definition = opdef(graph, node)
@@ -86,7 +93,7 @@ def infer_node(graph: Graph, node, inferred: dict | None = None) -> None:
     _fold(graph, node, definition, ins, outs)
 
 
-def signature(graph: Graph, node, ins: list) -> tuple | None:
+def signature(graph: Graph, node: Node, ins: list[Tensor | None]) -> tuple[Any, ...] | None:
     """What a node's output shapes and dtypes follow from where its op's rule reads nothing else: the op, its
     attributes and its inputs' shapes and dtypes (an attribute's type too: 1 and 1.0 are equal keys, not equal
     values). None where they may follow from more: an input's value (a weight or a constant: Reshape's shape) or
@@ -101,7 +108,7 @@ def signature(graph: Graph, node, ins: list) -> tuple | None:
     return node.op, node.domain, attrs, tuple([(t.shape, id(t.dtype)) if t is not None else None for t in ins])
 
 
-def _check(graph: Graph, node, outs: list[Tensor]) -> None:
+def _check(graph: Graph, node: Node, outs: list[Tensor]) -> None:
     for tensor in outs:
         if tensor.shape and min(tensor.shape) < 0:
             raise ModelError(f"{graph.source}: {node.where()}: output {tensor.name!r} has negative "
@@ -112,12 +119,12 @@ def _check(graph: Graph, node, outs: list[Tensor]) -> None:
                              f" PiB; accelsim takes tensors of at most 2^62 bits (512 PiB), more than any device holds")
 
 
-def _fold(graph: Graph, node, definition, ins, outs) -> None:
+def _fold(graph: Graph, node: Node, definition: OpDef, ins: list[Tensor | None], outs: list[Tensor]) -> None:
     values = definition.fold_from_shapes(node, ins)
     if values is None:
         if node.inputs and not definition.foldable:
             return
-        args = []
+        args: list[np.ndarray | None] = []
         for i, name in enumerate(node.inputs):     # stops at the first input known only at run time, as most do
             arg = graph.value(name) if name else None
             if name and arg is None and i not in definition.type_inputs:
