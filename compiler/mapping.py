@@ -49,6 +49,31 @@ class Mapping:
     dtype: str | None = None                  # the dtype whose rate the unit runs at (widened if needed)
     parts: tuple[tuple[str, str], ...] = ()   # Einsums: each loop dim's GEMM role, "b", "m", "n" or "k" (GemmView)
 
+    def to_dict(self) -> dict:
+        """The mapping as JSON values, field by field (what the on-disk caches keep: compiler.map.disk for searched
+        mappings, accelsim.sim.cache for a run's)."""
+        return {"op": self.op, "signature": self.signature, "unit": self.unit,
+                "loops": [[d, e] for d, e in self.loops],
+                "levels": [{"level": lv.level, "tile": [[d, e] for d, e in lv.tile], "order": list(lv.order),
+                            "double_buffered": lv.double_buffered} for lv in self.levels],
+                "spatial": [[s.dim, s.axis, s.factor] for s in self.spatial], "dataflow": self.dataflow,
+                "notes": list(self.notes), "dtype": self.dtype, "parts": [[d, p] for d, p in self.parts]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Mapping:
+        """The Mapping `to_dict` wrote; a TypeError for a value of another type (True is no extent, 3 no flag), a
+        KeyError for a field missing. A reader of untrusted data also checks that `to_dict` of it gives `data` back
+        (no field extra)."""
+        return cls(op=_text(data["op"]), signature=_text(data["signature"]), unit=_text(data["unit"]),
+                   loops=_extents(data["loops"]),
+                   levels=tuple(LevelTile(level=_text(lv["level"]), tile=_extents(lv["tile"]),
+                                          order=tuple(map(_text, lv["order"])),
+                                          double_buffered=_kind(lv["double_buffered"], bool)) for lv in data["levels"]),
+                   spatial=tuple(Spatial(dim=_text(d), axis=_text(a), factor=_kind(f, int)) for d, a, f in
+                                 data["spatial"]),
+                   dataflow=_optional_text(data["dataflow"]), notes=tuple(map(_text, data["notes"])),
+                   dtype=_optional_text(data["dtype"]), parts=tuple((_text(d), _text(p)) for d, p in data["parts"]))
+
     def trips(self, index: int) -> dict[str, int]:
         """Temporal trip count of each dim at level `index`: outer tile / this tile (ceil: ragged)."""
         outer = dict(self.loops) if index == 0 else dict(self.levels[index - 1].tile)
@@ -128,6 +153,24 @@ class Mapping:
 # What streams through a PE array per fold, by dataflow: the operand that does not stay in the PEs
 STREAMED = {"ws": ("input row", "past the stationary weights"), "is": ("weight column", "past the stationary inputs"),
             "os": ("operand pair", "into the stationary sums")}
+
+
+def _kind(value, kind: type):
+    if type(value) is not kind:        # exactly: True is no extent, 3 no flag
+        raise TypeError(f"{value!r} is not a {kind.__name__}")
+    return value
+
+
+def _text(value) -> str:
+    return _kind(value, str)
+
+
+def _optional_text(value) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _extents(pairs) -> tuple[tuple[str, int], ...]:
+    return tuple((_text(d), _kind(e, int)) for d, e in pairs)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ removes or renames a field bumps the version.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from dataclasses import dataclass, field
@@ -52,6 +53,26 @@ class OpResult:
         d = {key: getattr(self, key) for key in self.__dataclass_fields__}
         d["shape"] = list(self.shape)
         return d
+
+    @classmethod
+    def from_dict(cls, data: dict) -> OpResult:
+        """The OpResult `to_dict` gave, back from JSON values; a KeyError for a field missing or extra, a TypeError for
+        a value of another type than the field's (an int where a float belongs is refused, as == would not tell)."""
+        if type(data) is not dict or set(data) != set(OP_FIELDS):
+            raise KeyError(f"an op with fields {sorted(data)}")
+        return cls(**{name: check(data[name]) for name, check in OP_FIELDS.items()})
+
+    def to_row(self) -> list:
+        """`to_dict`'s values in field order (OP_FIELDS): a stored run writes the names once."""
+        return list(self.to_dict().values())
+
+    @classmethod
+    def from_row(cls, row: list) -> OpResult:
+        """The OpResult `to_row` gave; a KeyError for a row of another length. Its values' types are not checked
+        again: a reader of data it has not checked itself (a stored run's digest vouches) uses `from_dict`."""
+        if type(row) is not list or len(row) != len(OP_FIELDS):
+            raise KeyError(f"an op row of other than {len(OP_FIELDS)} fields")
+        return cls(**{**dict(zip(OP_FIELDS, row)), "shape": tuple(row[_SHAPE])})
 
 
 @dataclass(frozen=True)
@@ -147,6 +168,23 @@ class Result:
         return {"version": SCHEMA_VERSION, "model": self.model, "arch": self.arch, "fidelity": self.fidelity,
                 "totals": self.totals(), **fit, "ops": [op.to_dict() for op in self.ops], "notes": self.notes}
 
+    def to_record(self, rows: bool = False) -> dict:
+        """What a stored run keeps (accelsim.sim.cache): every field as JSON values but the timeline (a traced run is
+        never stored) and the mappings (kept beside it, Mapping.to_dict); each op a dict, or with `rows` a row."""
+        return {"model": self.model, "arch": self.arch, "fidelity": self.fidelity, "notes": list(self.notes),
+                "memory": self.memory, "ops": [op.to_row() if rows else op.to_dict() for op in self.ops]}
+
+    @classmethod
+    def from_record(cls, data: dict, rows: bool = False) -> Result:
+        """The Result `to_record` gave, without mappings; a KeyError or TypeError for a field missing or extra or a
+        value of another type (each op's types checked by OpResult.from_dict; with `rows`, only the layout:
+        OpResult.from_row)."""
+        if type(data) is not dict or set(data) != RECORD_FIELDS:
+            raise KeyError(f"a result with fields {sorted(data)}")
+        ops = [OpResult.from_row(op) if rows else OpResult.from_dict(op) for op in data["ops"]]
+        return cls(model=_kind(data["model"], dict), arch=_kind(data["arch"], dict), fidelity=_text(data["fidelity"]),
+                   ops=ops, notes=[_text(note) for note in data["notes"]], memory=_kind(data["memory"], dict))
+
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
@@ -177,6 +215,37 @@ class Result:
 
     def __str__(self) -> str:
         return self.table()
+
+
+def _checker(annotation: str):
+    """What reads an OpResult field annotated `annotation` back from JSON, checking each value's type exactly."""
+    plain = {"str": str, "int": int, "float": float}
+    if annotation in plain:
+        return lambda value: _kind(value, plain[annotation])
+    if annotation == "int | None":
+        return lambda value: None if value is None else _kind(value, int)
+    if annotation == "tuple[int, ...]":
+        return lambda value: tuple(_kind(n, int) for n in _kind(value, list))
+    if annotation in ("dict[str, int]", "dict[str, float]"):
+        kind = plain[annotation[10:-1]]
+        return lambda value: {_text(k): _kind(v, kind) for k, v in _kind(value, dict).items()}
+    raise TypeError(f"OpResult.from_dict cannot read a field of type {annotation}")     # a new field's type
+
+
+def _kind(value, kind: type):
+    if type(value) is not kind:
+        raise TypeError(f"{value!r} is not a {kind.__name__}")
+    return value
+
+
+def _text(value) -> str:
+    return _kind(value, str)
+
+
+OP_FIELDS = {f.name: _checker(f.type) for f in dataclasses.fields(OpResult)}     # in order, each with its reader
+_SHAPE = list(OP_FIELDS).index("shape")      # the one field JSON cannot give back as it was (a tuple)
+# a Result's fields a record holds: all but the timeline (never stored) and the mappings (kept beside)
+RECORD_FIELDS = {f.name for f in dataclasses.fields(Result)} - {"timeline", "mappings"}
 
 
 def shown_file(text: str) -> str:

@@ -22,16 +22,17 @@ import hashlib
 import json
 import math
 import sys
-from collections.abc import Mapping
+from collections import abc
 from pathlib import Path
 
 import numpy as np
 
 from accelsim.arch import Arch
-from accelsim.results.result import OpResult, Result
+from accelsim.results.result import Result
 from compiler.dtypes import DType
 from compiler.graph import Graph
 from compiler.map import disk, entry
+from compiler.mapping import Mapping
 
 FORMAT = 4           # the file layout below; a change bumps it, and old files are never read again
 RUN_BYTES = 64 << 20                   # a run's file: ~1 KiB per op; a larger one is refused before it is read
@@ -72,7 +73,7 @@ def load(entry_key: list, arch: Arch, recompute) -> Result | None:
     result_text, _, mappings_text = body.partition(b"\n")
     try:
         data = json.loads(result_text)
-        result = _rows_to_result(data)
+        result = Result.from_record(data, rows=True)
         problem = _out_of_range(data)
     except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as error:
         problem = f"does not hold a run ({type(error).__name__}: {error})"
@@ -83,7 +84,7 @@ def load(entry_key: list, arch: Arch, recompute) -> Result | None:
                   mappings=StoredMappings(mappings_text, recompute, where))
 
 
-class StoredMappings(Mapping):
+class StoredMappings(abc.Mapping):
     """A stored run's mappings (op name -> compiler.mapping.Mapping), decoded and checked on first use; if they
     do not read back exactly, the file is warned about and removed, and the run's own computed again."""
 
@@ -114,8 +115,8 @@ def _decode_mappings(text: bytes) -> dict | None:
         stored = json.loads(text)
         if type(stored) is not dict:
             return None
-        decoded = {_text(name): disk.decode(m) for name, m in stored.items()}
-        if any(disk.encode(m) != stored[name] for name, m in decoded.items()):
+        decoded = {_text(name): Mapping.from_dict(m) for name, m in stored.items()}
+        if any(m.to_dict() != stored[name] for name, m in decoded.items()):
             return None
     except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
         return None
@@ -128,34 +129,16 @@ def store(entry_key: list, result: Result) -> None:
     it (the key would name the new code), nor anything where the folder cannot be written."""
     if source_digest() != LOADED:
         return
-    data = encode(result)
+    data = result.to_record()
     try:
-        if not _same(encode(decode(json.loads(json.dumps(data)))), data):
+        if not _same(Result.from_record(json.loads(json.dumps(data))).to_record(), data):
             return
         body = "\n".join(json.dumps(part, separators=(",", ":")) for part in (
-            _result_to_rows(data), {name: disk.encode(m) for name, m in result.mappings.items()}))
+            result.to_record(rows=True), {name: m.to_dict() for name, m in result.mappings.items()}))
     except (TypeError, ValueError, KeyError):
         return
     if _out_of_range(data) is None:      # else `load` would refuse it each time
         entry.write(disk.path(entry_key, folder()), entry_key, body, RUN_BYTES)
-
-
-def _result_to_rows(data: dict) -> dict:
-    """`encode`'s dict with each op as a row of OP_FIELDS' values, in order (the names are written once)."""
-    return {**data, "ops": [[op[name] for name in OP_FIELDS] for op in data["ops"]]}
-
-
-def _rows_to_result(data: dict) -> Result:
-    """The Result `_result_to_rows` wrote. The digest vouches for the types (`store` checked them); this checks
-    the layout, so a file of another one raises a KeyError or TypeError rather than giving a wrong Result."""
-    if type(data) is not dict or set(data) != RESULT_FIELDS:
-        raise KeyError(f"a result with fields {sorted(data)}")
-    count = len(OP_FIELDS)
-    if any(type(row) is not list or len(row) != count for row in data["ops"]):
-        raise KeyError(f"an op row of other than {count} fields")
-    ops = [OpResult(**{**dict(zip(OP_FIELDS, row)), "shape": tuple(row[SHAPE])}) for row in data["ops"]]
-    return Result(model=_kind(data["model"], dict), arch=_kind(data["arch"], dict), fidelity=_text(data["fidelity"]),
-                  ops=ops, notes=[_text(note) for note in data["notes"]], memory=_kind(data["memory"], dict))
 
 
 def folder() -> Path | None:
@@ -164,7 +147,8 @@ def folder() -> Path | None:
 
 
 def _out_of_range(data: dict) -> str | None:
-    """The first count or time of an op (`encode`'s dict, or rows) that is negative, past int64, infinite or NaN."""
+    """The first count or time of an op (Result.to_record's dict, or rows) that is negative, past int64, infinite
+    or NaN."""
     for op in data["ops"]:
         values = op.values() if type(op) is dict else op
         for value in values:
@@ -173,48 +157,6 @@ def _out_of_range(data: dict) -> str | None:
                         type(number) is float and not (math.isfinite(number) and number >= 0):
                     return f"an op holds {number!r}, where counts and times are finite and not negative"
     return None
-
-
-def encode(result: Result) -> dict:
-    """A Result as JSON values (its timeline is not kept: a traced run is never cached)."""
-    return {"model": result.model, "arch": result.arch, "fidelity": result.fidelity, "notes": list(result.notes),
-            "memory": result.memory, "ops": [{**op.to_dict(), "shape": list(op.shape)} for op in result.ops]}
-
-
-def decode(data: dict) -> Result:
-    """The Result `encode` wrote, without mappings; a TypeError or KeyError for a field missing or extra, or a value
-    of another type than the field's (an int where a float belongs is refused, as == would not tell)."""
-    if type(data) is not dict or set(data) != RESULT_FIELDS:
-        raise KeyError(f"a result with fields {sorted(data)}")
-    ops = []
-    for op in data["ops"]:
-        if type(op) is not dict or set(op) != set(OP_FIELDS):
-            raise KeyError(f"an op with fields {sorted(op)}")
-        fields = {name: check(op[name]) for name, check in OP_FIELDS.items()}
-        ops.append(OpResult(**fields))
-    return Result(model=_kind(data["model"], dict), arch=_kind(data["arch"], dict), fidelity=_text(data["fidelity"]),
-                  ops=ops, notes=[_text(note) for note in data["notes"]], memory=_kind(data["memory"], dict))
-
-
-def _checker(annotation: str):
-    """What reads an OpResult field annotated `annotation` back from JSON, checking each value's type exactly."""
-    plain = {"str": str, "int": int, "float": float}
-    if annotation in plain:
-        return lambda value: _kind(value, plain[annotation])
-    if annotation == "int | None":
-        return lambda value: None if value is None else _kind(value, int)
-    if annotation == "tuple[int, ...]":
-        return lambda value: tuple(_kind(n, int) for n in _kind(value, list))
-    if annotation in ("dict[str, int]", "dict[str, float]"):
-        kind = plain[annotation[10:-1]]
-        return lambda value: {_text(k): _kind(v, kind) for k, v in _kind(value, dict).items()}
-    raise TypeError(f"accelsim.sim.cache cannot read an OpResult field of type {annotation}")  # a new field's type
-
-
-OP_FIELDS = {field.name: _checker(field.type) for field in dataclasses.fields(OpResult)}
-# a Result's fields a file holds: all but the timeline (never cached) and the mappings (a line of their own)
-RESULT_FIELDS = {field.name for field in dataclasses.fields(Result)} - {"timeline", "mappings"}
-SHAPE = list(OP_FIELDS).index("shape")      # the one field JSON cannot give back as it was (a tuple)
 
 
 def _same(a: dict, b: dict) -> bool:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from compiler.map import entry
 from compiler.map.legal import check
-from compiler.mapping import LevelTile, Mapping, Spatial
+from compiler.mapping import Mapping
 from compiler.memo import Memo, memo
 from compiler.hardware import Arch
 
@@ -77,8 +77,8 @@ def load(entry_key: list, op, arch: Arch) -> Mapping | None:
         return None
     try:
         data = json.loads(body)
-        mapping = decode(data)
-        problem = "does not read back as it was written" if encode(mapping) != data else \
+        mapping = Mapping.from_dict(data)
+        problem = "does not read back as it was written" if mapping.to_dict() != data else \
             fault(mapping, entry_key[1], op, arch)
     except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as error:
         problem = f"does not hold a mapping ({type(error).__name__}: {error})"
@@ -91,7 +91,7 @@ def store(entry_key: list, mapping: Mapping, op, arch: Arch) -> None:
     """Writes the file aside and renames it into place; a folder that cannot be written is no error. A mapping
     `load` would refuse is not kept (it would be searched again each time, with a warning)."""
     if fault(mapping, entry_key[1], op, arch) is None:
-        entry.write(path(entry_key), entry_key, json.dumps(encode(mapping), separators=(",", ":")),
+        entry.write(path(entry_key), entry_key, json.dumps(mapping.to_dict(), separators=(",", ":")),
                     MAPPING_BYTES)
 
 
@@ -133,48 +133,6 @@ def fault(mapping: Mapping, signature: str, op, arch: Arch) -> str | None:
         return f"GEMM roles {list(mapping.parts)} are not one of b, m, n, k per dim"
     illegal = check(mapping, op, arch)
     return None if illegal is None else f"is not legal on {arch.name}: {illegal}"
-
-
-def encode(mapping: Mapping) -> dict:
-    """A Mapping as JSON values, field by field."""
-    return {"op": mapping.op, "signature": mapping.signature, "unit": mapping.unit,
-            "loops": [[d, e] for d, e in mapping.loops],
-            "levels": [{"level": lv.level, "tile": [[d, e] for d, e in lv.tile], "order": list(lv.order),
-                        "double_buffered": lv.double_buffered} for lv in mapping.levels],
-            "spatial": [[s.dim, s.axis, s.factor] for s in mapping.spatial], "dataflow": mapping.dataflow,
-            "notes": list(mapping.notes), "dtype": mapping.dtype, "parts": [[d, p] for d, p in mapping.parts]}
-
-
-def decode(data: dict) -> Mapping:
-    """The Mapping `encode` wrote; a TypeError for a value of another type (load also checks that encoding it again
-    gives `data` back: no field missing or extra)."""
-    return Mapping(op=_text(data["op"]), signature=_text(data["signature"]), unit=_text(data["unit"]),
-                   loops=_extents(data["loops"]),
-                   levels=tuple(LevelTile(level=_text(lv["level"]), tile=_extents(lv["tile"]),
-                                          order=tuple(map(_text, lv["order"])),
-                                          double_buffered=_kind(lv["double_buffered"], bool)) for lv in data["levels"]),
-                   spatial=tuple(Spatial(dim=_text(d), axis=_text(a), factor=_kind(f, int)) for d, a, f in
-                                 data["spatial"]),
-                   dataflow=_optional_text(data["dataflow"]), notes=tuple(map(_text, data["notes"])),
-                   dtype=_optional_text(data["dtype"]), parts=tuple((_text(d), _text(p)) for d, p in data["parts"]))
-
-
-def _kind(value, kind: type):
-    if type(value) is not kind:        # exactly: True is no extent, 3 no flag
-        raise TypeError(f"{value!r} is not a {kind.__name__}")
-    return value
-
-
-def _text(value) -> str:
-    return _kind(value, str)
-
-
-def _optional_text(value) -> str | None:
-    return None if value is None else _text(value)
-
-
-def _extents(pairs) -> tuple[tuple[str, int], ...]:
-    return tuple((_text(d), _kind(e, int)) for d, e in pairs)
 
 
 _DIGESTS: Memo[int, tuple[object, str | None]] = Memo("compiler.map.disk.arch_digest", 1024)

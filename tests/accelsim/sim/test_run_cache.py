@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 import accelsim
+from accelsim.results.result import OP_FIELDS as RECORD_OP_FIELDS
 from accelsim.sim import build as pipeline
 from accelsim.sim import cache
 from compiler.errors import CacheWarning
 from compiler.map import CACHE, disk, entry
 
 ROOT = Path(__file__).resolve().parents[3]
-OP_FIELDS = list(cache.OP_FIELDS)
+OP_FIELDS = list(RECORD_OP_FIELDS)
 SMALL = {"resnet18": {"image": 32}, "gpt2": {"layers": 1, "seq": 8}, "bitnet_b158": {"layers": 1, "seq": 8}}
 ARCHS = ("tpu_v1", "a100", "xeon_spr", "fpga_ternary")
 

@@ -81,7 +81,7 @@ def searched():
         for op in [op for op in ir.ops if isinstance(op, Einsum)][:12]:
             mapping = map_op(op, arch, report, cache=None)
             key = [disk.FORMAT, op_signature(op), name]
-            found.append((op, arch, report, key, disk.encode(mapping)))
+            found.append((op, arch, report, key, mapping.to_dict()))
     return found
 
 
