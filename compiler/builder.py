@@ -12,10 +12,12 @@ with `weights=False`: a shape-only model simulates just as well and builds in no
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any, Literal, SupportsInt, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
@@ -54,28 +56,28 @@ class Builder:
         return full if n == 0 else f"{full}_{n}"
 
     # -- tensors --------------------------------------------------------------------------------------
-    def input(self, name: str, shape, dtype: DType | None = None) -> str:
+    def input(self, name: str, shape: Iterable[SupportsInt], dtype: DType | None = None) -> str:
         tensor = Tensor(name, tuple(int(d) for d in shape), dtype or self.dtype)
         self.graph.inputs.append(name)
         self.graph.tensors[name] = tensor
         return name
 
-    def weight(self, name: str, shape, dtype: DType | None = None, value: np.ndarray | None = None,
-               fan_in: int | None = None, init: str = "normal") -> str:
+    def weight(self, name: str, shape: Iterable[SupportsInt], dtype: DType | None = None,
+               value: np.ndarray | None = None, fan_in: int | None = None, init: str = "normal") -> str:
         """A parameter. `init`: normal (scaled by fan-in), ones, zeros, or uniform in [0.5, 1.5)."""
         full = self.fresh(name)
-        shape = tuple(int(d) for d in shape)
+        dims = tuple(int(d) for d in shape)
         dtype = dtype or self.dtype
         if value is None and self.with_weights:
-            value = self._init(shape, init, fan_in)
+            value = self._init(dims, init, fan_in)
         if value is not None:
             value = _representable(np.asarray(value), dtype)
-            assert value.shape == shape, (full, value.shape, shape)
+            assert value.shape == dims, (full, value.shape, dims)
         self.graph.weights[full] = value
-        self.graph.tensors[full] = Tensor(full, shape, dtype)
+        self.graph.tensors[full] = Tensor(full, dims, dtype)
         return full
 
-    def const(self, value, dtype: DType | None = None, name: str = "const") -> str:
+    def const(self, value: ArrayLike, dtype: DType | None = None, name: str = "const") -> str:
         """A small constant that always carries its value (shapes, axes, scalars)."""
         array = np.asarray(value)
         dtype = dtype or DType.from_numpy(array.dtype)
@@ -84,23 +86,33 @@ class Builder:
         self.graph.tensors[full] = Tensor(full, array.shape, dtype)
         return full
 
-    def table(self, shape, make, dtype: DType | None = None, name: str = "const") -> str:
+    def table(self, shape: Iterable[SupportsInt], make: Callable[[], ArrayLike], dtype: DType | None = None,
+              name: str = "const") -> str:
         """A constant computed from positions (a causal mask, rotary tables): its values when the builder draws
         weights or the table is small, else its shape alone. A shape-only build for simulation never holds the
         32 GiB a 65,536-position mask would take; folding only ever needs the small ones (FOLD_LIMIT_ELEMENTS)."""
-        shape = tuple(int(d) for d in shape)
-        if self.with_weights or math.prod(shape) <= FOLD_LIMIT_ELEMENTS:
+        dims = tuple(int(d) for d in shape)
+        if self.with_weights or math.prod(dims) <= FOLD_LIMIT_ELEMENTS:
             return self.const(make(), dtype=dtype, name=name)
         full = self.fresh(name)
         self.graph.weights[full] = None
-        self.graph.tensors[full] = Tensor(full, shape, dtype or self.dtype)
+        self.graph.tensors[full] = Tensor(full, dims, dtype or self.dtype)
         return full
 
     def shape(self, name: str) -> tuple[int, ...]:
         return self.graph.tensors[name].shape
 
     # -- nodes ----------------------------------------------------------------------------------------
-    def node(self, op: str, inputs, outputs: int = 1, name: str | None = None, **attrs):
+    @overload
+    def node(self, op: str, inputs: Sequence[str], outputs: Literal[1] = 1, name: str | None = None,
+             **attrs: Any) -> str: ...
+
+    @overload
+    def node(self, op: str, inputs: Sequence[str], outputs: int, name: str | None = None,
+             **attrs: Any) -> tuple[str, ...]: ...
+
+    def node(self, op: str, inputs: Sequence[str], outputs: int = 1, name: str | None = None,
+             **attrs: Any) -> str | tuple[str, ...]:
         """Add a node; returns its output name, or a tuple of names when `outputs` > 1."""
         node_name = self.fresh(name or op.lower())
         outs = tuple(node_name if outputs == 1 else f"{node_name}:{i}" for i in range(outputs))
@@ -109,19 +121,21 @@ class Builder:
         infer_node(self.graph, node)
         return outs[0] if outputs == 1 else outs
 
-    def build(self, outputs) -> Graph:
+    def build(self, outputs: Iterable[str]) -> Graph:
         self.graph.outputs = list(outputs)
         return finalize(self.graph)
 
-    def _init(self, shape, init: str, fan_in: int | None) -> np.ndarray:
+    def _init(self, shape: tuple[int, ...], init: str, fan_in: int | None) -> np.ndarray:
         if init == "ones":
             return np.ones(shape)
         if init == "zeros":
             return np.zeros(shape)
         if init == "uniform":
-            return self.rng.uniform(0.5, 1.5, size=shape)
+            uniform: np.ndarray = self.rng.uniform(0.5, 1.5, size=shape)
+            return uniform
         fan = fan_in or (math.prod(shape[1:]) if len(shape) > 1 else shape[0])
-        return self.rng.standard_normal(shape) / math.sqrt(max(fan, 1))
+        normal: np.ndarray = self.rng.standard_normal(shape) / math.sqrt(max(fan, 1))
+        return normal
 
 
 def _representable(value: np.ndarray, dtype: DType) -> np.ndarray:
@@ -139,8 +153,8 @@ class _Scope:
     def __init__(self, builder: Builder, name: str):
         self.builder, self.name = builder, name
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         self.builder._scope.append(self.name)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.builder._scope.pop()

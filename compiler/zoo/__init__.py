@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from compiler.errors import ModelError
 from compiler.zoo import options
@@ -40,7 +40,7 @@ MODELS: dict[str, Callable[..., Graph]] = {
 BUFFER_SUFFIXES = (".running_mean", ".running_var")
 
 
-def build(name: str, **kwargs) -> Graph:
+def build(name: str, **kwargs: Any) -> Graph:
     """The zoo model `name` built with `kwargs` (each model function's docstring lists its arguments).
 
     Common to all: batch; dtype, the float type weights and activations are stored in for simulation

@@ -93,7 +93,7 @@ def rotate(b: Builder, x: str, cos: str, sin: str, name: str) -> str:
 
 
 def _attention(b: Builder, cfg: Config, x: str, layer: int, cache: tuple[str, int] | None, mask: str | None,
-               rope, linear_fn: Linear) -> tuple[str, str, str]:
+               rope: tuple[str, str] | None, linear_fn: Linear) -> tuple[str, str, str]:
     """Self-attention; returns (output, key, value): this step's keys and values in prefill; in decode (`cache`:
     the write position tensor and the context length T) the layer's cache buffers with the new token written in
     (keys [B, H, Dh, T], values [B, H, T, Dh])."""
@@ -138,7 +138,7 @@ def _norm(b: Builder, cfg: Config, x: str, name: str) -> str:
     return rms_norm(b, x, name, cfg.eps) if cfg.llama else layer_norm(b, x, name, cfg.eps)
 
 
-def decoder(cfg: Config, batch: int, dtype, weights: bool, seq: int, mode: str, past: int | None,
+def decoder(cfg: Config, batch: int, dtype: DType | str, weights: bool, seq: int, mode: str, past: int | None,
             seed: int, linear_fn: Linear = linear) -> Graph:
     """Build a decoder graph; `linear_fn` swaps the projection layers (BitNet uses BitLinear)."""
     tokens, cached = check_mode(cfg, mode, seq, past)

@@ -8,6 +8,7 @@ import math
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.errors import ModelError
@@ -37,7 +38,7 @@ def mask_value(dtype: DType) -> float:
     return -448.0 if dtype == DType.fp8 else -1e4
 
 
-def ints(b: Builder, values) -> str:
+def ints(b: Builder, values: ArrayLike) -> str:
     """An int64 constant (shapes, axes, slice bounds)."""
     return b.const(np.array(values, dtype=np.int64), dtype=DType.int64)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Callable
+from typing import NoReturn
 
 from compiler.dtypes import DType
 from compiler.errors import ModelError
@@ -45,7 +47,7 @@ NONE_MEANS = {"past": "seq - 1", "mlp": "4 x hidden"}
 NONE_LEAST = {"past": 0}
 
 
-def allowed(key: str, default) -> str:
+def allowed(key: str, default: object) -> str:
     """The values option `key` with this default takes, in words."""
     if key in CHOICES:
         return " | ".join(CHOICES[key])
@@ -60,10 +62,10 @@ def allowed(key: str, default) -> str:
     return f"integer >= {NONE_LEAST.get(key, 1)}" if default is None else "any"
 
 
-def check(model: str, key: str, value, default) -> None:
+def check(model: str, key: str, value: object, default: object) -> None:
     """A ModelError naming the option unless `value` is one `allowed(key, default)` describes: `--opt image=abc`
     is refused here, not deep inside the model's code (dtype is parse_dtype's to check)."""
-    def fail(expected: str):
+    def fail(expected: str) -> NoReturn:
         raise ModelError(f"model {model!r} option {key}={value!r}: expected {expected}")
 
     if key in CHOICES:
@@ -88,7 +90,7 @@ def check(model: str, key: str, value, default) -> None:
             fail(f"an integer of at least {least}")
 
 
-def describe(fn) -> list[tuple[str, str, str, str]]:
+def describe(fn: Callable[..., object]) -> list[tuple[str, str, str, str]]:
     """(option, default, allowed values, meaning) for each option of the model function `fn`, in signature order."""
     rows = []
     for key, parameter in inspect.signature(fn).parameters.items():

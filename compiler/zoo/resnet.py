@@ -50,7 +50,7 @@ def _block(b: Builder, x: str, kind: str, planes: int, stride: int, name: str) -
         return b.node("Relu", [b.node("Add", [y, shortcut], name="add")], name="relu")
 
 
-def _resnet(name: str, batch: int, dtype, weights: bool, image: int, width: float, classes: int,
+def _resnet(name: str, batch: int, dtype: DType | str, weights: bool, image: int, width: float, classes: int,
             seed: int) -> Graph:
     kind, blocks = STAGES[name]
     from compiler.builder import Builder   # here, not at the top: see compiler.zoo
