@@ -16,7 +16,7 @@ import enum
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -302,7 +302,7 @@ class _OperandPlan:
 
     dims: list[str]                         # loop dim of each axis of the final view
     # per original axis: ("dim",) ("split", dims, sizes) ("fix", i) ("window", ...)
-    steps: list[tuple]
+    steps: list[tuple[Any, ...]]
     iterated: set[str]
 
     def prepare(self, array: np.ndarray) -> np.ndarray:
@@ -323,7 +323,7 @@ class _OperandPlan:
         return array
 
     def view(self, array: np.ndarray, fixed: dict[str, int]) -> np.ndarray:
-        index: list = []
+        index: list[Any] = []
         split_shape: list[int] = []
         for ax, step in enumerate(self.steps):
             if step[0] == "dim":
@@ -341,12 +341,13 @@ class _OperandPlan:
                 split_shape.append(count)
         view = array[tuple(index)].reshape(split_shape)
         # Plain axes of a window loop (the weight's r, s) take this round's value, as the windows do.
-        return view[tuple(fixed.get(d, slice(None)) for d in self.dims)]
+        fixed_view: np.ndarray = view[tuple(fixed.get(d, slice(None)) for d in self.dims)]
+        return fixed_view
 
 
 def _plan_operand(op: Einsum, axes: tuple[Axis, ...], extents: dict[str, int]) -> _OperandPlan:
     dims: list[str] = []
-    steps: list[tuple] = []
+    steps: list[tuple[Any, ...]] = []
     iterated: set[str] = set()
     for axis in axes:
         terms = axis.terms

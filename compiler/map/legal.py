@@ -1,7 +1,5 @@
 """What a mapping may do: the unit it names computes its dtype in a dataflow the unit lists, and every level
-holds its tiles (twice where double-buffered); the target facts it checks against live in compiler.targeting.
-
-`arch` is duck-typed."""
+holds its tiles (twice where double-buffered); the target facts it checks against live in compiler.targeting."""
 from __future__ import annotations
 
 import math

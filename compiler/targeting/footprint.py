@@ -59,7 +59,9 @@ def separable(axis: Axis, size: int, extents: dict[str, int]) -> tuple[tuple[Axi
     terms = sorted(axis.terms, key=lambda t: t[1])
     if axis.offset or axis.block > 1 or len(terms) < 2 or terms[0][1] < 1:
         return ((axis, size),)
-    parts, group, radix, span = [], [], 1, 1      # span: of the flat index the terms in `group` reach
+    parts: list[tuple[Axis, int]] = []
+    group: list[tuple[str, int]] = []
+    radix, span = 1, 1      # span: of the flat index the terms in `group` reach
     for d, c in terms:
         if group and c == radix * span and size % c == 0:     # d steps over whole copies of the terms below
             parts.append((Axis(tuple(group)), span))
@@ -84,7 +86,8 @@ class Footprints:
         self.operands = operands(op)
         self.paths = operand_paths(op, arch)
         self.total = vector_extent(op) if not isinstance(op, Einsum) else 0
-        self.axes = []      # per operand: ((((dim, |coeff|), ...), size, block), ...) for an Einsum
+        # per operand: ((((dim, |coeff|), ...), size, block), ...) for an Einsum
+        self.axes: list[tuple[tuple[tuple[tuple[str, int], ...], int, int], ...] | None] = []
         extents = dict(op.loops) if isinstance(op, Einsum) else {}
         for i, operand in enumerate(self.operands):
             if not isinstance(op, Einsum):

@@ -8,7 +8,7 @@ from pathlib import Path
 from compiler.memo import Memo
 from compiler.hardware import Arch
 
-_HASHES: Memo[tuple, str] = Memo("compiler.targeting.identity: arch files' hashes", 1024)
+_HASHES: Memo[tuple[object, ...], str] = Memo("compiler.targeting.identity: arch files' hashes", 1024)
 
 
 def arch_key(arch: Arch) -> str:

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from compiler.hardware import ComputeUnit
 from compiler.mapping import Mapping
 
 
@@ -27,7 +28,7 @@ def per_instance(tile: dict[str, int], spread: dict[str, int]) -> dict[str, int]
     return {d: -(-t // spread[d]) if d in spread else t for d, t in tile.items()}
 
 
-def units_used(mapping: Mapping | None, unit) -> int:
+def units_used(mapping: Mapping | None, unit: ComputeUnit) -> int:
     """Instances one instruction is dealt over: the mapping's spatial "units" factors, at most `count`;
     all of them where it names none (a GPU's block scheduler fills every SM unless told otherwise)."""
     spread = units_spread(mapping) if mapping is not None else {}
@@ -39,9 +40,9 @@ def k_split(mapping: Mapping | None) -> int:
     partial sums of the whole output tile over its share of k, which the shared level beyond sums: an A100's
     weight gradient of 64 x 576 outputs over k = 100,352 fills 10 of 108 SMs unsplit, all of them split 10 ways."""
     parts = gemm_parts(mapping)
-    if not parts:
+    if not parts or mapping is None:
         return 1
-    return math.prod(f for d, f in units_spread(mapping).items() if parts.get(d) == "k")
+    return math.prod([f for d, f in units_spread(mapping).items() if parts.get(d) == "k"])
 
 
 def gemm_parts(mapping: Mapping | None) -> dict[str, str] | None:
@@ -57,10 +58,12 @@ def gemm_sizes(mapping: Mapping, tile: dict[str, int] | None = None) -> tuple[in
     if parts is None:
         return None
     extent = dict(mapping.loops) | (tile or {})
-    return tuple(math.prod(extent[d] for d in extent if parts[d] in group) for group in (("b", "m"), ("n",), ("k",)))
+    m, n, k = (math.prod(extent[d] for d in extent if parts[d] in group) for group in (("b", "m"), ("n",), ("k",)))
+    return m, n, k
 
 
-def instance_tile(mapping: Mapping | None, m, n, k):
+def instance_tile(mapping: Mapping | None, m: np.ndarray | int, n: np.ndarray | int,
+                  k: np.ndarray | int) -> tuple[np.ndarray, ...] | None:
     """The tile one instance (SM, core) computes per step, clipped to the row's (m, n, k): the innermost
     level's tile split over the mapping's "units" (compiler.map: a step is one thread block or core
     block per instance, side by side); None without an Einsum mapping with levels."""

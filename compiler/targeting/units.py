@@ -1,21 +1,21 @@
 """Which unit runs an op and at which dtype's rate: one rule for the roofline, the mapper, codegen and pricing.
 
 Invariant: an Einsum runs on the fastest matrix unit that computes its dtype, else widened as the hardware
-would; Map/Reduce/Move run on the vector unit, widened likewise. `arch` is any object with the Arch's fields.
+would; Map/Reduce/Move run on the vector unit, widened likewise.
 """
 from __future__ import annotations
 
 from compiler.dtypes import DType
 from compiler.errors import MappingError
 from compiler.ir import Einsum, IROp, OpKind
-from compiler.hardware import Arch
+from compiler.hardware import Arch, ComputeUnit
 
 
 def compute_dtype(op: IROp) -> DType:
     """The dtype an op's arithmetic runs in: ternary if any operand is, else its widest data input (a
     block-scaled Einsum's fp32 scales are not data: its products are fp8)."""
     inputs = [op.inputs[i] for i in op.factors] if isinstance(op, Einsum) else op.inputs
-    dtypes = [o.dtype for o in inputs if o.dtype not in (DType.int64, DType.bool)] or [op.output.dtype]
+    dtypes: list[DType] = [o.dtype for o in inputs if o.dtype not in (DType.int64, DType.bool)] or [op.output.dtype]
     if DType.ternary in dtypes:
         return DType.ternary
     return max(dtypes, key=lambda d: (d.bits, d.is_float))
@@ -24,7 +24,7 @@ def compute_dtype(op: IROp) -> DType:
 INDEX_DTYPES = (DType.int64, DType.uint64)     # positions and labels, not data (compiler.passes.quantize keeps them)
 
 
-def widen(unit, dtype: DType) -> DType:
+def widen(unit: ComputeUnit, dtype: DType) -> DType:
     """The dtype whose rate a vector unit applies to `dtype`: itself if listed, else the narrowest listed
     dtype at least as wide (int16 on {fp32, fp16} runs as fp16). A unit with nothing as wide refuses it: fp64 at
     H100 CUDA cores' fp16 rate (twice their fp32 one) priced a type the hardware runs slower as a faster one.
@@ -45,7 +45,7 @@ def widen(unit, dtype: DType) -> DType:
     return min(wider, key=lambda d: d.bits)
 
 
-def pick_unit(op: IROp, arch: Arch):
+def pick_unit(op: IROp, arch: Arch) -> tuple[ComputeUnit, DType]:
     """(unit, rate dtype): the unit an op runs on and the dtype whose rate applies; the roofline, the
     mapper and the engine all use this one rule.
 
