@@ -25,7 +25,6 @@ from accelsim.comm.registry import AUTO, OPS, names, per_level_for, per_level_na
 from accelsim.comm.network import Network, Transfers, protocols
 from accelsim.comm.result import CollectiveResult
 from accelsim.comm.rings import Job
-from accelsim.engine.links import bounds, time_transfers
 from compiler.errors import UserError
 
 DEFAULT_CHUNK = 4 << 20   # NCCL_BUFFSIZE: 4 MiB per ring step in flight
@@ -76,6 +75,8 @@ def concurrent(system, ops: list[tuple], devices: int | None = None, *, slice=No
         first = tb.count
         expand(name, Job(net, tb, op, nbytes, chunk_bytes))
         spans.append((first, tb.count))
+    from accelsim.engine.links import time_transfers     # numba: loaded when a collective is timed, not declared
+
     rows = tb.arrays()
     bandwidth, latency = net.arrays()
     start, end = time_transfers(bandwidth, latency, rows["path"], rows["share"], rows["hops"], rows["stages"],
@@ -217,6 +218,8 @@ def _best(op: str, net: Network, size: int, chunk: int, usable: list[str]) -> tu
 def estimate(op: str, net: Network, size: int, algorithm: str, chunk: int) -> float:
     """NCCL-style alpha-beta time: the protocol's overhead + the longest latency chain + the busiest channel's
     seconds."""
+    from accelsim.engine.links import bounds
+
     tb = Transfers()
     expand(algorithm, Job(net, tb, op, size, chunk))
     rows = tb.arrays()

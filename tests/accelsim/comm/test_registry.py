@@ -13,6 +13,16 @@ from compiler.errors import UserError
 GiB = 1 << 30
 
 
+def test_the_package_names_the_function_not_its_module():
+    """`from accelsim.comm import collective` is the function, though its module is imported too."""
+    import importlib
+
+    module = importlib.import_module("accelsim.comm.collective")
+    from accelsim.comm import collective as named
+
+    assert callable(named) and named is module.collective
+
+
 def test_every_algorithm_is_registered_simplest_first():
     assert ALGORITHMS == ("ring", "tree", "halving_doubling", "hierarchical", "torus", "nvls", "direct")
     assert slice_wide_for("alltoall") == ("direct",) and slice_wide_for("broadcast") == ("ring", "torus")
