@@ -108,8 +108,12 @@ class Builder:
              **attrs: Any) -> str: ...
 
     @overload
-    def node(self, op: str, inputs: Sequence[str], outputs: int, name: str | None = None,
+    def node(self, op: str, inputs: Sequence[str], outputs: Literal[2, 3, 4, 5, 6, 7, 8], name: str | None = None,
              **attrs: Any) -> tuple[str, ...]: ...
+
+    @overload
+    def node(self, op: str, inputs: Sequence[str], outputs: int, name: str | None = None,
+             **attrs: Any) -> str | tuple[str, ...]: ...
 
     def node(self, op: str, inputs: Sequence[str], outputs: int = 1, name: str | None = None,
              **attrs: Any) -> str | tuple[str, ...]:

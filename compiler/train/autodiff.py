@@ -11,9 +11,11 @@ as `x + (q(x) - x).detach()` holds it in the reference code. A scale that is a p
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from compiler.dtypes import DType
 from compiler.errors import ModelError
@@ -21,12 +23,16 @@ from compiler.graph import Graph, Node, Tensor
 from compiler.ops.base import COMM_DOMAIN, TRAINING_DOMAIN
 from compiler.ops.shapes import infer_node
 
+# An output count known to be more than one: the node's names come back as a tuple.
+Several = Literal[2, 3, 4, 5, 6, 7, 8]
+# One gradient tensor (or None) per output or input of a node.
+Grads = list[str | None]
 # op type -> rule(tape, node, output gradients, which inputs want one) -> one gradient (or None) per input
-Rule = Callable[["Tape", Node, list, list], list]
+Rule = Callable[["Tape", Node, Grads, list[bool]], Grads]
 RULES: dict[str, Rule] = {}
 
 
-def rule(*op_types: str):
+def rule(*op_types: str) -> Callable[[Rule], Rule]:
     def wrap(fn: Rule) -> Rule:
         for op_type in op_types:
             if op_type in RULES:
@@ -55,12 +61,26 @@ class Tape:
         name = base if n == 0 else f"{base}_{n}"
         return name if name not in self.graph.tensors else self.fresh(base)
 
-    def node(self, op: str, inputs, outputs: int = 1, training: bool = False, domain: str = "", **attrs):
+    @overload
+    def node(self, op: str, inputs: Sequence[str], outputs: Literal[1] = 1, training: bool = False, domain: str = "",
+             **attrs: Any) -> str: ...
+
+    @overload
+    def node(self, op: str, inputs: Sequence[str], outputs: Several, training: bool = False, domain: str = "",
+             **attrs: Any) -> tuple[str, ...]: ...
+
+    @overload
+    def node(self, op: str, inputs: Sequence[str], outputs: int, training: bool = False, domain: str = "",
+             **attrs: Any) -> str | tuple[str, ...]: ...
+
+    def node(self, op: str, inputs: Sequence[str], outputs: int = 1, training: bool = False, domain: str = "",
+             **attrs: Any) -> str | tuple[str, ...]:
         """Add a node after the forward pass; its output name(s). `training`: an ai.accelsim.training op; `domain`:
         another domain's (ai.accelsim.comm for a collective)."""
         name = self.fresh(f"{self.at.name}/grad/{op}" if self.at is not None else f"{self.scope}/{op}")
-        if self.at is not None or self.at_name is not None:
-            self.owner[name] = self.at.name if self.at is not None else self.at_name
+        owner = self.at.name if self.at is not None else self.at_name
+        if owner is not None:
+            self.owner[name] = owner
         outs = tuple(name if outputs == 1 else f"{name}:{i}" for i in range(outputs))
         node = Node(name, op, tuple(inputs), outs, dict(attrs), domain=TRAINING_DOMAIN if training else domain)
         self.graph.nodes.append(node)
@@ -68,13 +88,13 @@ class Tape:
         infer_node(self.graph, node)
         return outs[0] if outputs == 1 else outs
 
-    def const(self, value, dtype: DType, name: str = "const") -> str:
+    def const(self, value: ArrayLike, dtype: DType, name: str = "const") -> str:
         full = self.fresh(f"{self.at.name if self.at is not None else self.scope}/{name}")
         self.graph.weights[full] = np.asarray(value).astype(dtype.numpy)
         self.graph.tensors[full] = Tensor(full, tuple(int(d) for d in np.shape(value)), dtype)
         return full
 
-    def ints(self, values) -> str:
+    def ints(self, values: ArrayLike) -> str:
         return self.const(np.asarray(values, dtype=np.int64), DType.int64, "const_ints")
 
     def producer(self, name: str) -> Node | None:
@@ -87,7 +107,7 @@ class Tape:
     def dtype(self, name: str) -> DType:
         return self.graph.tensor(name).dtype
 
-    def reshape(self, x: str, shape) -> str:
+    def reshape(self, x: str, shape: Iterable[int]) -> str:
         return x if self.shape(x) == tuple(shape) else self.node("Reshape", [x, self.ints(list(shape))])
 
     def sum_to(self, grad: str, shape: tuple[int, ...]) -> str:
@@ -100,7 +120,7 @@ class Tape:
         summed = self.reduce_sum(grad, axes) if axes else grad
         return self.reshape(summed, shape)
 
-    def reduce_sum(self, x: str, axes, keepdims: int = 0) -> str:
+    def reduce_sum(self, x: str, axes: Iterable[int], keepdims: int = 0) -> str:
         """ReduceSum over `axes`: an input from opset 13, an attribute before (an opset-12 model's graph)."""
         if self.graph.opset >= 13:
             return self.node("ReduceSum", [x, self.ints(list(axes))], keepdims=keepdims)
@@ -145,6 +165,15 @@ def backprop(graph: Graph, seeds: dict[str, str], wrt: list[str], tape: Tape | N
             grads[name] = tape.node("Add", [grads[name], grad]) if name in grads else grad
     tape.at = None
     return {p: grads[p] for p in wrt if p in grads}
+
+
+def output_grad(node: Node, dys: Sequence[str | None]) -> str:
+    """The gradient of a node's first output, which its rule needs: a rule runs only for a node whose outputs lead
+    to the loss, and a single-output op's one output is then the one that does."""
+    dy = dys[0]
+    if dy is None:
+        raise RuntimeError(f"{node.where()}: the {node.op} rule needs the gradient of output 0, and none reaches it")
+    return dy
 
 
 def reads(node: Node, graph: Graph) -> tuple[str, ...]:

@@ -13,6 +13,8 @@ Invariant: peak == weights + optimizer + gradients + activations + workspace at 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Set as AbstractSet
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +36,7 @@ class Memory:
     gradients_total: int = 0                   # the gradients the update reads (_held_gradients)
     transient: tuple[int, int] = (0, 0)        # (activations, workspace) where together they are highest
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**self.by_category, "peak": self.peak, "peak_node": self.at, "peak_phase": self.phase,
                 "saved_activations": self.saved, "gradients_total": self.gradients_total,
                 "transient_activations": self.transient[0], "transient_workspace": self.transient[1],
@@ -42,7 +44,8 @@ class Memory:
 
 
 def liveness(graph: Graph, phase: dict[str, str], grads: set[str], state: set[str],
-             accumulators: set[str] = frozenset(), top: int = 5, in_place: dict[str, str] | None = None) -> Memory:
+             accumulators: AbstractSet[str] = frozenset(), top: int = 5,
+             in_place: dict[str, str] | None = None) -> Memory:
     """The step's peak memory. `phase`: node -> phase (TrainingStep.phase); `grads`: the parameters' gradient
     tensors; `state`: the optimizer's state weights (with an fp32 master copy, as ZeRO counts it);
     `accumulators`: gradient accumulation buffers (gradients, the whole step); `in_place`: output -> the weight
@@ -67,7 +70,7 @@ def liveness(graph: Graph, phase: dict[str, str], grads: set[str], state: set[st
 
 
 def profile(graph: Graph, phase: dict[str, str], grads: set[str], state: set[str],
-            accumulators: set[str] = frozenset(), in_place: dict[str, str] | None = None) \
+            accumulators: AbstractSet[str] = frozenset(), in_place: dict[str, str] | None = None) \
         -> tuple[list[tuple[int, ...]], int, int]:
     """Bytes live at each node, by category in CATEGORIES' order (the curve whose highest point `liveness` reports),
     the activations live when the backward pass starts (Memory.saved) and every gradient's bytes
@@ -82,14 +85,15 @@ def profile(graph: Graph, phase: dict[str, str], grads: set[str], state: set[str
 ACTIVATIONS, WORKSPACE = CATEGORIES.index("activations"), CATEGORIES.index("workspace")
 
 
-def _held_gradients(graph: Graph, grads: set[str], accumulators: set[str]) -> int:
+def _held_gradients(graph: Graph, grads: set[str], accumulators: AbstractSet[str]) -> int:
     """The gradients the update reads, which a framework holds for the whole step: the fp32 accumulators when
     micro-batches add into them (each narrow gradient is added as it is made: Megatron's main_grad), else every
     parameter's gradient."""
     return sum(graph.tensors[name].nbytes for name in (accumulators or grads))
 
 
-def _arrays(birth: dict, death: dict, category: dict, sizes: dict) -> tuple[list[str], tuple[np.ndarray, ...]]:
+def _arrays(birth: dict[str, int], death: dict[str, int], category: dict[str, str], sizes: dict[str, int]
+            ) -> tuple[list[str], tuple[np.ndarray, ...]]:
     """The tensors in birth's order and, per tensor, its first node, last node, category's column and bytes, as
     arrays (int64; Python ints where the bytes together could pass 2^63: a model of tensors near 2^59 bytes)."""
     names = list(birth)
@@ -120,7 +124,7 @@ def _saved(graph: Graph, phase: dict[str, str], table: tuple[np.ndarray, ...]) -
     return int(nbytes[(column == CATEGORIES.index("activations")) & (first_born < first) & (first <= last_read)].sum())
 
 
-def _lifetimes(graph: Graph, phase: dict[str, str], grads: set[str], state: set[str], accumulators: set[str],
+def _lifetimes(graph: Graph, phase: dict[str, str], grads: set[str], state: set[str], accumulators: AbstractSet[str],
                in_place: dict[str, str]) -> tuple[dict[str, int], dict[str, int], dict[str, str], dict[str, int]]:
     """Each tensor's first and last node (-1: before the step; len(nodes): to its end), category and bytes."""
     alias = _aliases(graph, in_place)

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.graph import Graph, Node, Tensor
 from compiler.ops.batchnorm import TRAINING_OPSET
@@ -75,7 +76,7 @@ def _unused(graph: Graph, name: str) -> None:
                          f"to training mode needs that name")
 
 
-def _scalar(graph: Graph, name: str, value: float, dtype) -> str:
+def _scalar(graph: Graph, name: str, value: float, dtype: DType) -> str:
     _unused(graph, name)
     graph.weights[name] = np.asarray(value, dtype.numpy)
     graph.tensors[name] = Tensor(name, (), dtype)

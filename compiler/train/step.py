@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import Any
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,7 +43,7 @@ class Optimizer:
     """An optimizer and its hyper-parameters (PyTorch's names and defaults, AlexNet's for SGD)."""
 
     name: str = "sgd"
-    settings: dict = field(default_factory=dict)
+    settings: dict[str, float] = field(default_factory=dict)
     step: int = 1                                 # AdamW's bias correction uses the step number
 
     def __post_init__(self) -> None:
@@ -59,7 +60,7 @@ class Optimizer:
             raise ModelError(f"optimizer step {self.step!r} must be an integer >= 1")
 
     @property
-    def attrs(self) -> dict:
+    def attrs(self) -> dict[str, Any]:
         return {**DEFAULTS[self.name], **self.settings}
 
     @property
@@ -107,7 +108,7 @@ class TrainingStep:
 def parameters(graph: Graph) -> list[str]:
     """The weights training updates: float, rank >= 1, not read as a shape or axis list, not BatchNorm's running
     statistics, not the zoo's tables (named const*)."""
-    fixed = set()
+    fixed: set[str] = set()
     for node in graph.nodes:
         if node.op == "BatchNormalization":
             fixed.update(node.inputs[3:5])
@@ -169,10 +170,10 @@ def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimiz
         state[p] = kept[p]["state"] + [_zeros_like(graph, master, f"{optimizer.name}.{kind}/{p}")
                                        for kind in optimizer.state]
         moments = state[p][len(kept[p]["state"]):]
-        outs = tape.node("SGD" if optimizer.name == "sgd" else "AdamW", [master, kept[p]["grad"], *moments],
-                         outputs=1 + len(moments), training=True, **optimizer.attrs,
-                         **({"step": optimizer.step} if optimizer.name == "adamw" else {}))
-        outs = list(outs) if isinstance(outs, tuple) else [outs]
+        attrs = {**optimizer.attrs, **({"step": optimizer.step} if optimizer.name == "adamw" else {})}
+        made = tape.node("SGD" if optimizer.name == "sgd" else "AdamW", [master, kept[p]["grad"], *moments],
+                         outputs=1 + len(moments), training=True, **attrs)
+        outs = list(made) if isinstance(made, tuple) else [made]
         if master != p:        # the fp32 master's update, cast back for the next step's compute
             outs = [tape.node("Cast", [outs[0]], to=graph.tensors[p].dtype.onnx)] + outs
         updated[p] = outs
@@ -186,7 +187,7 @@ def training_graph(graph: Graph, loss: str = "cross_entropy", optimizer: Optimiz
 
 
 def _update_input(tape: Tape, graph: Graph, p: str, grad: str, accumulate: bool, loss_scale: float | None,
-                  phase: dict[str, str]) -> dict:
+                  phase: dict[str, str]) -> dict[str, Any]:
     """What the optimizer reads for p: the fp32 master (p itself when p is fp32), the gradient as it updates
     (accumulated, unscaled, in fp32) and the extra state that takes (master copy, accumulator). The cast and the
     accumulation run once per micro-batch: they belong to the backward pass."""
@@ -270,8 +271,9 @@ def _vocab_parallel(t: Tape, scores: str, labels: str, classes: int, gather: Nod
             return t.node(op, [x, t.ints([1])], keepdims=1)
         return t.node(op, [x], axes=[1], keepdims=1)
 
-    def all_reduce(x: str, **attrs) -> str:
-        return t.node("AllReduce", [x], domain=COMM_DOMAIN, **group, **attrs)
+    def all_reduce(x: str, **attrs: Any) -> str:
+        reduced: str = t.node("AllReduce", [x], domain=COMM_DOMAIN, **group, **attrs)
+        return reduced
     top = all_reduce(per_row("ReduceMax", scores), reduction="max")
     shifted = t.node("Sub", [scores, top])
     total = all_reduce(per_row("ReduceSum", t.node("Exp", [shifted])))
@@ -295,7 +297,7 @@ def _mse(t: Tape, output: str) -> tuple[str, str]:
     return t.node("ReduceMean", [t.node("Mul", [diff, diff])], keepdims=0), target
 
 
-def _input(graph: Graph, name: str, shape, dtype: DType) -> str:
+def _input(graph: Graph, name: str, shape: tuple[int, ...], dtype: DType) -> str:
     if name in graph.tensors:
         raise ModelError(f"{graph.source}: the model already has a tensor named {name!r}; the loss needs that name "
                          f"for its {name}")

@@ -12,36 +12,40 @@ Invariant: every rule adds comm-domain nodes with the forward node's group and s
 """
 from __future__ import annotations
 
+from typing import Any
 from compiler.ops.base import COMM_DOMAIN
-from compiler.train.autodiff import Tape, rule
+from compiler.graph import Node
+from compiler.train.autodiff import Grads, Tape, output_grad, rule
 
 
-def _comm(t: Tape, node, op: str, x: str, **attrs) -> str:
-    return t.node(op, [x], domain=COMM_DOMAIN, group=node.attr("group"), size=int(node.attr("size")), **attrs)
+def _comm(t: Tape, node: Node, op: str, x: str, **attrs: Any) -> str:
+    collective: str = t.node(op, [x], domain=COMM_DOMAIN, group=node.attr("group"), size=int(node.attr("size")),
+                             **attrs)
+    return collective
 
 
 @rule("ParallelEnter")
-def parallel_enter(t: Tape, node, dys, wants):
-    return [_comm(t, node, "AllReduce", dys[0])]
+def parallel_enter(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
+    return [_comm(t, node, "AllReduce", output_grad(node, dys))]
 
 
 @rule("AllReduce")
-def all_reduce(t: Tape, node, dys, wants):
-    return [dys[0] if node.attr("reduction", "sum") == "sum" else None]
+def all_reduce(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
+    return [output_grad(node, dys) if node.attr("reduction", "sum") == "sum" else None]
 
 
 @rule("AllGather")
-def all_gather(t: Tape, node, dys, wants):
+def all_gather(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
     back = "ReduceScatter" if node.attr("grad", "reduce_scatter") == "reduce_scatter" else "Shard"
-    return [_comm(t, node, back, dys[0], axis=int(node.attr("axis", 0)))]
+    return [_comm(t, node, back, output_grad(node, dys), axis=int(node.attr("axis", 0)))]
 
 
 @rule("ReduceScatter")
-def reduce_scatter(t: Tape, node, dys, wants):
+def reduce_scatter(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
     # the partial tensors' gradient is the whole gradient, alike on every rank: whoever reads it computes alike
-    return [_comm(t, node, "AllGather", dys[0], axis=int(node.attr("axis", 0)), grad="shard")]
+    return [_comm(t, node, "AllGather", output_grad(node, dys), axis=int(node.attr("axis", 0)), grad="shard")]
 
 
 @rule("Shard")
-def shard(t: Tape, node, dys, wants):
-    return [_comm(t, node, "AllGather", dys[0], axis=int(node.attr("axis", 0)), grad="shard")]
+def shard(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
+    return [_comm(t, node, "AllGather", output_grad(node, dys), axis=int(node.attr("axis", 0)), grad="shard")]

@@ -13,13 +13,14 @@ import math
 
 import numpy as np
 
-from compiler.train.autodiff import Tape, rule
+from compiler.graph import Node
+from compiler.train.autodiff import Grads, Tape, output_grad, rule
 
 
 @rule("Conv")
-def conv(t: Tape, node, dys, wants):
+def conv(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
     x, w = node.inputs[:2]
-    dy = dys[0]
+    dy = output_grad(node, dys)
     data = t.node("ConvGradData", [dy, w], training=True, shape=list(t.shape(x)), **node.attrs) if wants[0] else None
     weight = (t.node("ConvGradFilter", [x, dy], training=True, shape=list(t.shape(w)), **node.attrs) if wants[1]
               else None)
@@ -30,28 +31,30 @@ def conv(t: Tape, node, dys, wants):
 
 
 @rule("MaxPool")
-def max_pool(t: Tape, node, dys, wants):
-    return [t.node("MaxPoolGrad", [dys[0], node.inputs[0]], training=True, **node.attrs)]
+def max_pool(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
+    return [t.node("MaxPoolGrad", [output_grad(node, dys), node.inputs[0]], training=True, **node.attrs)]
 
 
 @rule("AveragePool")
-def average_pool(t: Tape, node, dys, wants):
-    return [t.node("AveragePoolGrad", [dys[0]], training=True, shape=list(t.shape(node.inputs[0])), **node.attrs)]
+def average_pool(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
+    return [t.node("AveragePoolGrad", [output_grad(node, dys)], training=True, shape=list(t.shape(node.inputs[0])),
+                   **node.attrs)]
 
 
 @rule("GlobalMaxPool")
-def global_max_pool(t: Tape, node, dys, wants):
+def global_max_pool(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
     spatial = list(t.shape(node.inputs[0])[2:])
-    return [t.node("MaxPoolGrad", [dys[0], node.inputs[0]], training=True, kernel_shape=spatial)]
+    return [t.node("MaxPoolGrad", [output_grad(node, dys), node.inputs[0]], training=True, kernel_shape=spatial)]
 
 
 @rule("GlobalAveragePool")
-def global_average_pool(t: Tape, node, dys, wants):
+def global_average_pool(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
     shape = t.shape(node.inputs[0])
-    spread = t.node("Expand", [dys[0], t.ints(shape)])
-    return [t.node("Mul", [spread, t.const(np.asarray(1.0 / math.prod(shape[2:])), t.dtype(dys[0]), "mean")])]
+    dy = output_grad(node, dys)
+    spread = t.node("Expand", [dy, t.ints(shape)])
+    return [t.node("Mul", [spread, t.const(np.asarray(1.0 / math.prod(shape[2:])), t.dtype(dy), "mean")])]
 
 
 @rule("LRN")
-def lrn(t: Tape, node, dys, wants):
-    return [t.node("LRNGrad", [dys[0], node.inputs[0]], training=True, **node.attrs)]
+def lrn(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
+    return [t.node("LRNGrad", [output_grad(node, dys), node.inputs[0]], training=True, **node.attrs)]

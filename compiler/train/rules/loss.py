@@ -2,11 +2,12 @@
 second output; recomputed by a LogSoftmax when the node has none), NegativeLogLikelihoodLoss only the labels."""
 from __future__ import annotations
 
-from compiler.train.autodiff import Tape, rule
+from compiler.graph import Node
+from compiler.train.autodiff import Grads, Tape, output_grad, rule
 
 
 @rule("SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss")
-def cross_entropy(t: Tape, node, dys, wants):
+def cross_entropy(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
     softmax = node.op == "SoftmaxCrossEntropyLoss"
     if softmax:
         saved = node.outputs[1] if len(node.outputs) > 1 and node.outputs[1] else \
@@ -14,5 +15,6 @@ def cross_entropy(t: Tape, node, dys, wants):
     else:
         saved = node.inputs[0]
     attrs = {k: v for k, v in node.attrs.items() if k in ("reduction", "ignore_index")}
-    grad = t.node("CrossEntropyGrad", [dys[0], saved, *node.inputs[1:]], training=True, softmax=int(softmax), **attrs)
+    grad = t.node("CrossEntropyGrad", [output_grad(node, dys), saved, *node.inputs[1:]], training=True,
+                  softmax=int(softmax), **attrs)
     return [grad] + [None] * (len(node.inputs) - 1)

@@ -11,7 +11,8 @@ import numpy as np
 
 from compiler.errors import ModelError
 from compiler.ops.einsum import parse
-from compiler.train.autodiff import Tape, rule
+from compiler.graph import Node
+from compiler.train.autodiff import Grads, Tape, output_grad, rule
 
 
 def _grad_einsum(t: Tape, terms: list[str], result: str, dy: str, operands: list[str], i: int) -> str:
@@ -21,7 +22,8 @@ def _grad_einsum(t: Tape, terms: list[str], result: str, dy: str, operands: list
     seen = set(result) | {c for term, _ in others for c in term}
     lost = [c for c in mine if c not in seen]
     if lost:
-        raise ModelError(f"{t.graph.source}: {t.at.where()}: letter(s) {''.join(lost)} are summed within operand "
+        where = t.at.where() if t.at is not None else t.scope      # t.at: the node whose rule runs
+        raise ModelError(f"{t.graph.source}: {where}: letter(s) {''.join(lost)} are summed within operand "
                          f"{i} alone; that gradient is a broadcast, which has no rule yet")
     kept = "".join(c for c in mine)
     equation = ",".join([result] + [term for term, _ in others]) + "->" + kept
@@ -29,22 +31,23 @@ def _grad_einsum(t: Tape, terms: list[str], result: str, dy: str, operands: list
 
 
 @rule("Einsum")
-def einsum(t: Tape, node, dys, wants):
+def einsum(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
     terms, result, _ = parse(node, [t.shape(name) for name in node.inputs])
-    return [_grad_einsum(t, terms, result, dys[0], list(node.inputs), i) if want else None
+    return [_grad_einsum(t, terms, result, output_grad(node, dys), list(node.inputs), i) if want else None
             for i, want in enumerate(wants)]
 
 
 BATCH_LETTERS = "abcdefghij"      # m, k and n stay free for the matrix axes
 
 
-def _matmul_terms(a: tuple[int, ...], b: tuple[int, ...], y: tuple[int, ...]) -> tuple[list[str], str, list]:
+def _matmul_terms(a: tuple[int, ...], b: tuple[int, ...], y: tuple[int, ...]
+                  ) -> tuple[list[str], str, list[list[bool]]]:
     """Subscripts for numpy's matmul of shapes a and b: (terms, result, per operand which axes carry a letter; a
     size-1 batch axis that broadcasts against a larger one carries none and is squeezed for the Einsum)."""
     nb = len(y) - (len(a) > 1) - (len(b) > 1)
     batch = BATCH_LETTERS[:nb]
 
-    def side(shape, tail):
+    def side(shape: tuple[int, ...], tail: str) -> tuple[str, list[bool]]:
         if len(shape) == 1:
             return "k", [True]
         count = len(shape) - 2
@@ -54,7 +57,8 @@ def _matmul_terms(a: tuple[int, ...], b: tuple[int, ...], y: tuple[int, ...]) ->
     return [ta, tb], batch + ("m" if len(a) > 1 else "") + ("n" if len(b) > 1 else ""), [ka, kb]
 
 
-def _product(t: Tape, terms, result, dy, operands, wants, keeps, floats=None):
+def _product(t: Tape, terms: list[str], result: str, dy: str, operands: list[str], wants: list[bool],
+             keeps: list[list[bool]], floats: list[str] | None = None) -> Grads:
     inputs = [t.reshape(x, [d for d, k in zip(t.shape(x), keep) if k])
               for x, keep in zip(floats or operands, keeps)]
     return [t.reshape(_grad_einsum(t, terms, result, dy, inputs, i), t.shape(operands[i])) if want else None
@@ -62,36 +66,37 @@ def _product(t: Tape, terms, result, dy, operands, wants, keeps, floats=None):
 
 
 @rule("MatMul")
-def matmul(t: Tape, node, dys, wants):
+def matmul(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
     a, b = node.inputs
     if len(t.shape(node.outputs[0])) > len(BATCH_LETTERS) + 2:
         raise ModelError(f"{t.graph.source}: {node.where()}: a MatMul with more than {len(BATCH_LETTERS)} batch "
                          f"axes has no gradient rule")
     terms, result, keeps = _matmul_terms(t.shape(a), t.shape(b), t.shape(node.outputs[0]))
-    return _product(t, terms, result, dys[0], [a, b], wants, keeps)
+    return _product(t, terms, result, output_grad(node, dys), [a, b], wants, keeps)
 
 
 @rule("MatMulInteger")
-def matmul_integer(t: Tape, node, dys, wants):
+def matmul_integer(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
     if len(node.inputs) > 2 and any(node.inputs[2:]):
         zero = [t.graph.value(z) for z in node.inputs[2:] if z]
         if any(v is None or np.any(v) for v in zero):
             raise ModelError(f"{t.graph.source}: {node.where()}: MatMulInteger with zero points has no gradient rule")
     a, b = node.inputs[:2]
-    dtype = t.dtype(dys[0])
+    dy = output_grad(node, dys)
+    dtype = t.dtype(dy)
     # operand i's own values never enter its gradient: cast only the other one
     floats = [t.node("Cast", [x], to=dtype.onnx) if wants[1 - i] else x for i, x in enumerate((a, b))]
     terms, result, keeps = _matmul_terms(t.shape(a), t.shape(b), t.shape(node.outputs[0]))
-    return _product(t, terms, result, dys[0], [a, b], wants, keeps, floats) + [None] * (len(node.inputs) - 2)
+    return _product(t, terms, result, dy, [a, b], wants, keeps, floats) + [None] * (len(node.inputs) - 2)
 
 
 @rule("Gemm")
-def gemm(t: Tape, node, dys, wants):
+def gemm(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
     a, b = node.inputs[:2]
     ta = "km" if node.attr("transA", 0) else "mk"
     tb = "nk" if node.attr("transB", 0) else "kn"
     alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
-    dy = dys[0]
+    dy = output_grad(node, dys)
     scaled = dy if alpha == 1 else t.node("Mul", [dy, t.const(np.asarray(alpha), t.dtype(dy), "alpha")])
     grads = [_grad_einsum(t, [ta, tb], "mn", scaled, [a, b], i) if wants[i] else None for i in range(2)]
     if len(node.inputs) > 2 and node.inputs[2]:

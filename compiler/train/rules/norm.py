@@ -9,18 +9,21 @@ inference form it normalises with fixed statistics, which is not the step PyTorc
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.ops.base import normalize_axis
 from compiler.ops.batchnorm import statistic_axes
-from compiler.train.autodiff import Tape, rule
+from compiler.graph import Node
+from compiler.train.autodiff import Grads, Tape, output_grad, rule
 
 
-def _statistics(t: Tape, x: str, axes, epsilon: float) -> tuple[str, str]:
-    return t.node("NormStats", [x], outputs=2, training=True, axes=list(axes), epsilon=epsilon)
+def _statistics(t: Tape, x: str, axes: Iterable[int], epsilon: float) -> tuple[str, str]:
+    mean, inv_std = t.node("NormStats", [x], outputs=2, training=True, axes=list(axes), epsilon=epsilon)
+    return mean, inv_std
 
 
-def _only_through_y(t: Tape, node, dys) -> None:
+def _only_through_y(t: Tape, node: Node, dys: Grads) -> None:
     if any(dy is not None for dy in dys[1:]):
         raise ModelError(f"{t.graph.source}: {node.where()}: the loss depends on its statistics outputs "
                          f"({', '.join(o for o, dy in zip(node.outputs[1:], dys[1:]) if dy is not None)}); only the "
@@ -28,7 +31,7 @@ def _only_through_y(t: Tape, node, dys) -> None:
 
 
 @rule("BatchNormalization")
-def batch_norm(t: Tape, node, dys, wants):
+def batch_norm(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
     if not node.attr("training_mode", 0):
         raise ModelError(f"{t.graph.source}: {node.where()}: a BatchNormalization in inference form (training_mode=0) "
                          f"has no gradient rule; a training step normalises with the batch's statistics: switch the "
@@ -36,12 +39,13 @@ def batch_norm(t: Tape, node, dys, wants):
     _only_through_y(t, node, dys)
     x, scale = node.inputs[:2]
     mean, inv_std = _statistics(t, x, statistic_axes(len(t.shape(x))), float(node.attr("epsilon", 1e-5)))
-    dx, dscale, dbias = t.node("BatchNormGrad", [dys[0], x, scale, mean, inv_std], outputs=3, training=True)
+    dx, dscale, dbias = t.node("BatchNormGrad", [output_grad(node, dys), x, scale, mean, inv_std], outputs=3,
+                               training=True)
     return [dx, dscale, dbias, None, None]
 
 
 @rule("LayerNormalization")
-def layer_norm(t: Tape, node, dys, wants):
+def layer_norm(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
     _only_through_y(t, node, dys)
     x, scale = node.inputs[:2]
     bias = node.inputs[2] if len(node.inputs) > 2 else ""
@@ -52,8 +56,8 @@ def layer_norm(t: Tape, node, dys, wants):
         mean, inv_std = saved
     else:
         mean, inv_std = _statistics(t, x, range(axis, rank), float(node.attr("epsilon", 1e-5)))
-    dx, dscale, dbias = t.node("LayerNormGrad", [dys[0], x, scale, mean, inv_std], outputs=3, training=True,
-                               axis=axis)
+    dx, dscale, dbias = t.node("LayerNormGrad", [output_grad(node, dys), x, scale, mean, inv_std], outputs=3,
+                               training=True, axis=axis)
     grads = [dx, t.sum_to(dscale, t.shape(scale)) if wants[1] else None]
     if len(node.inputs) > 2:
         grads.append(t.sum_to(dbias, t.shape(bias)) if bias and wants[2] else None)

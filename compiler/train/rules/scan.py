@@ -15,12 +15,12 @@ import copy
 import numpy as np
 
 from compiler.errors import ModelError
-from compiler.graph import Graph, Tensor
-from compiler.train.autodiff import Tape, backprop, rule
+from compiler.graph import Graph, Node, Tensor
+from compiler.train.autodiff import Grads, Tape, backprop, rule
 
 
 @rule("Scan")
-def scan(t: Tape, node, dys, wants):
+def scan(t: Tape, node: Node, dys: Grads, wants: list[bool]) -> Grads:
     body, plan = node.resolved["body"], node.resolved["plan"]
     n = plan.states
     captured = [w for w in body.weights if w in t.graph.weights and w in t.leads]
