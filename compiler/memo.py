@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections import OrderedDict
-from typing import Callable, Generic, Hashable, TypeVar
+from typing import Any, Callable, Generic, Hashable, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -19,7 +19,7 @@ R = TypeVar("R")
 
 _MISSING = object()
 _KEYWORDS = object()                 # between a call's positional and keyword arguments in its key
-_REGISTRY: weakref.WeakSet[Memo] = weakref.WeakSet()
+_REGISTRY: weakref.WeakSet[Memo[Any, Any]] = weakref.WeakSet()
 
 
 class Memo(Generic[K, V]):
@@ -86,7 +86,7 @@ class Memo(Generic[K, V]):
         self._entries.clear()
         self.hits = self.misses = 0
 
-    def __setstate__(self, state: dict) -> None:       # a copy unpickled in another process is registered there
+    def __setstate__(self, state: dict[str, Any]) -> None:      # a copy unpickled in another process: registered
         self.__dict__.update(state)
         _REGISTRY.add(self)
 
@@ -98,10 +98,10 @@ def memo(size: int, name: str | None = None) -> Callable[[Callable[..., R]], Cal
     """A function's answers kept by its (hashable) arguments in a Memo of `size`, as functools.lru_cache would, but
     in the registry; the Memo is the wrapper's `memo` attribute."""
     def wrap(function: Callable[..., R]) -> Callable[..., R]:
-        kept: Memo[tuple, R] = Memo(name or f"{function.__module__}.{function.__qualname__}", size)
+        kept: Memo[tuple[Any, ...], R] = Memo(name or f"{function.__module__}.{function.__qualname__}", size)
 
         @functools.wraps(function)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> R:
             key = (*args, _KEYWORDS, *sorted(kwargs.items())) if kwargs else args
             return kept.recall(key, lambda: function(*args, **kwargs))
 
@@ -111,7 +111,7 @@ def memo(size: int, name: str | None = None) -> Callable[[Callable[..., R]], Cal
     return wrap
 
 
-def memos() -> list[Memo]:
+def memos() -> list[Memo[Any, Any]]:
     """Every memo alive in this process, by name."""
     return sorted(_REGISTRY, key=lambda m: m.name)
 

@@ -98,3 +98,14 @@ def test_threads_sharing_a_memo_keep_it_within_its_size():
         thread.join()
     assert len(kept) <= 16 and all(kept[k] == k * 2 for k in list(kept._entries))
 
+
+
+def test_a_memo_unpickled_in_another_process_is_in_its_registry():
+    import pickle
+
+    kept: Memo[str, int] = Memo("test.pickled", 2)
+    kept["a"] = 1
+    copy = pickle.loads(pickle.dumps(kept))
+    assert copy is not kept and copy["a"] == 1 and copy in memos()
+    clear_all()
+    assert len(copy) == 0
