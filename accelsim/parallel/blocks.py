@@ -19,11 +19,12 @@ from types import SimpleNamespace
 import numpy as np
 
 from accelsim.arch.system import System
-from accelsim.results.parallel import CATEGORIES, ParallelTrainResult, add_up
+from accelsim.results.parallel import CATEGORIES, ParallelResult, add_up
 from accelsim.parallel.groups import groups
 from accelsim.parallel.plan import Plan
-from accelsim.parallel.train import (_memory, _model_flops, _partition, _passes, assemble, fsdp_units, simulate_stage,
-                                     stage_key)
+from accelsim.parallel.rank import partition
+from accelsim.parallel.train import (assemble, fsdp_units, rank_memory, rank_model_flops, simulate_stage, stage_key,
+                                     stage_passes)
 from accelsim.sim.model import load_model
 from accelsim.sim.train import training_form
 from compiler import zoo
@@ -110,9 +111,9 @@ class Blocks:
         return self.device_memory(plan, least)
 
     def device_memory(self, plan: Plan, stage_memory: list[dict]) -> dict:
-        """The fullest device's memory by category (ParallelTrainResult.memory): its stages' activations times the
+        """The fullest device's memory by category (ParallelResult.memory): its stages' activations times the
         micro-batches in flight, ZeRO's shards (accelsim.parallel.train)."""
-        per_stage = [_memory({"run": SimpleNamespace(memory=m)}, plan, s) for s, m in enumerate(stage_memory)]
+        per_stage = [rank_memory({"run": SimpleNamespace(memory=m)}, plan, s) for s, m in enumerate(stage_memory)]
         devices = [add_up(per_stage[d::plan.pp]) for d in range(plan.pp)]
         fullest = max(range(plan.pp), key=lambda d: devices[d]["peak"])
         capacity = self.setting.system.device.memory[0].capacity_total
@@ -154,7 +155,7 @@ class Blocks:
             raise self._invalid[(plan.tp, plan.sp, plan.groups)]
         if key not in self._graphs:
             try:
-                self._graphs[key] = [(s, _partition(s.graph, plan) if plan.tp > 1 else s.graph)
+                self._graphs[key] = [(s, partition(s.graph, plan) if plan.tp > 1 else s.graph)
                                      for s in self._cut(n, kk, micro)]
             except ModelError as error:     # tp not dividing the heads: so for every plan of that tp
                 self._invalid[(plan.tp, plan.sp, plan.groups)] = error
@@ -178,7 +179,7 @@ class Blocks:
 
     # -- the step, simulated ---------------------------------------------------------------------------------------
     def result(self, plan: Plan, recompute: str, micro: int, fidelity: str = "tile",
-               stage_memory: list[dict] | None = None) -> ParallelTrainResult:
+               stage_memory: list[dict] | None = None) -> ParallelResult:
         """The step as train_parallel simulates it at `fidelity`, from simulated stages of 1 and 2 blocks
         (`stage_memory`: what stage_memory says, when known)."""
         stages, k = self._shape(plan)
@@ -211,12 +212,12 @@ class Blocks:
         used.add(key)
         if (key, plan.microbatches) not in self._roles:     # the same for every dp, schedule and ZeRO stage
             run, step = simulate_stage(key, shard)
-            role = _passes(st.system, by_kind, plan, stage, run, step)
+            role = stage_passes(st.system, by_kind, plan, stage, run, step)
             del role["step"]                                 # its graph, no longer needed (memory, for a planner)
             # the model's FLOPs: forward and backward, not what is recomputed, whatever the fidelity
             flops_key = (plan.tp, plan.sp, plan.groups, n, kk, micro, i, steps)
             if flops_key not in self._flops:
-                self._flops[flops_key] = _model_flops(stage.graph, run, plan.tp) / steps
+                self._flops[flops_key] = rank_model_flops(stage.graph, run, plan.tp) / steps
             role["model_flops"] = self._flops[flops_key] * plan.microbatches
             self._roles[(key, plan.microbatches)] = role
         return dict(self._roles[(key, plan.microbatches)])

@@ -8,7 +8,7 @@ import time
 
 from accelsim.results.plans import Discarded, Scored
 from accelsim.results.table import seconds as show
-from accelsim.sweep.progress import Progress, _duration
+from accelsim.sweep.progress import Progress, rough_duration
 
 QUIET_S = 2.0        # a search done sooner prints no plain lines at all
 
@@ -50,4 +50,4 @@ class SearchProgress(Progress):
         self._last_decile, self._last_line, self._shown = decile, now, self.done
         best = f", best so far {show(self.best.seconds)} ({self.best.text})" if self.best else ""
         print(f"{self.label}: {self.done:,}/{self.total:,} candidates settled ({self.done / self.total:.0%}), "
-              f"{_duration(now - self.start)}{best}", file=self.stream, flush=True)
+              f"{rough_duration(now - self.start)}{best}", file=self.stream, flush=True)

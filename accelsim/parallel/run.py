@@ -13,11 +13,11 @@ import os
 
 from accelsim.arch.system import System
 from accelsim.arch.system_load import load_system
-from accelsim.results.parallel import ParallelTrainResult, Role
+from accelsim.results.parallel import ParallelResult, Role
 from accelsim.parallel.groups import cost, groups_on, level_name
 from accelsim.parallel.plan import Plan, parse_plan
 from accelsim.parallel.schedule import run_schedule as schedule
-from accelsim.parallel.train import COLLECTIVE_OPS, _micro_batch, _partition, _shape, collective_size, places, transfer
+from accelsim.parallel.rank import micro_batch, partition, places, slice_shape, tp_collective, transfer
 from accelsim.sim.build import build, default_launch, simulate
 from accelsim.sim.memory import footprint
 from accelsim.sim.model import load_model
@@ -30,15 +30,15 @@ from compiler.compile import Options, compile_graph
 
 def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | System, *, devices: int | None = None,
                  slice: str | None = None, parallel: str | Plan | None = None, batch: int | None = None,
-                 dtype: str | None = None, **model_options) -> ParallelTrainResult:
+                 dtype: str | None = None, **model_options) -> ParallelResult:
     """Simulate one batch of `model`'s inference on `devices` of `system` under `parallel` (tp, pp, dp, mb)."""
     sys_ = load_system(system)
-    cut = sys_.fit(devices, _shape(slice))
+    cut = sys_.fit(devices, slice_shape(slice))
     sys_ = sys_.sliced(cut)        # a torus run's groups are priced on its slice (accelsim.parallel.groups)
     plan = parallel if isinstance(parallel, Plan) else parse_plan(parallel, cut.devices)
     hw = sys_.device
     target = DType.parse(dtype) if isinstance(dtype, str) else dtype or hw.native_dtype
-    micro = _micro_batch(batch, plan)
+    micro = micro_batch(batch, plan)
     graph = load_model(model, batch=micro, **model_options)
     stages = split(graph, plan.pp * plan.chunks)
     by_kind = groups_on(sys_, plan.tp, plan.dp, plan.pp)
@@ -46,7 +46,7 @@ def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | S
     simulated: dict[tuple, object] = {}
     roles, forward, sent = [], [], []
     for stage in stages:
-        shard = _partition(stage.graph, plan) if plan.tp > 1 else stage.graph
+        shard = partition(stage.graph, plan) if plan.tp > 1 else stage.graph
         key = structure(shard)
         if key not in simulated:
             compiled = build(shard, hw, batch=micro, dtype=target, launch=default_launch(model_options))
@@ -56,13 +56,12 @@ def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | S
         seconds, comm, placed, transfers = 0.0, {}, places(shard), []
         for op in result.ops:
             seconds += op.seconds
-            kind = COLLECTIVE_OPS.get(op.op) if not tp.trivial else None
-            priced = cost(sys_, tp, kind, collective_size(op, tp.size)) if kind else None
-            if priced:
-                seconds += priced.seconds
+            if priced := tp_collective(sys_, tp, op):
+                kind, each = priced
+                seconds += each
                 key_ = (kind, level_name(sys_, tp))
-                comm[key_] = comm.get(key_, 0.0) + priced.seconds * plan.microbatches
-                transfers.append(transfer(op, placed, kind, "forward", priced.seconds, tp.size))
+                comm[key_] = comm.get(key_, 0.0) + each * plan.microbatches
+                transfers.append(transfer(op, placed, kind, "forward", each, tp.size))
         forward.append(seconds)
         sent.append(sum(held(t.dtype, target).nbytes(t.elements) for t in map(stage.graph.tensor, stage.sent)))
         roles.append((stage, result, comm, _in_flight(memory, plan.microbatches), transfers))
@@ -75,17 +74,16 @@ def run_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike | S
             comm[("sendrecv", level_name(sys_, by_kind["pp"]))] = hops[k] * plan.microbatches
         out.append(Role(stage=k, device=k % plan.pp, blocks=stage.blocks, result=result,
                         model_flops=2.0 * plan.microbatches * _macs(stage.graph, result, plan.tp) / plan.tp,
-                        forward=forward[k] * plan.microbatches, backward=0.0, optimizer=0.0,
-                        bubble=timeline.bubble(k % plan.pp), exposed=0.0, communication=comm, memory=memory,
-                        collectives=transfers))
+                        forward=forward[k] * plan.microbatches, bubble=timeline.bubble(k % plan.pp),
+                        communication=comm, memory=memory, collectives=transfers))
     out_shape = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
-    return ParallelTrainResult(system=sys_.name, devices=plan.devices, plan=plan, roles=out,
-                               pipeline_seconds=timeline.seconds, ends=list(timeline.end),
-                               batch=micro * plan.microbatches * plan.dp,
-                               tokens_per_sample=out_shape[1] if len(out_shape) == 3 else None, samples=None,
-                               simulated=len(simulated), peak_flops=2.0 * out[0].result.arch["peak_macs_per_second"],
-                               capacity=hw.memory[0].capacity_total, training=False, passes=list(timeline.passes),
-                               hops=list(hops), link_levels={k: level_name(sys_, g) for k, g in by_kind.items()})
+    return ParallelResult(training=False, system=sys_.name, devices=plan.devices, plan=plan, roles=out,
+                          pipeline_seconds=timeline.seconds, ends=list(timeline.end),
+                          batch=micro * plan.microbatches * plan.dp,
+                          tokens_per_sample=out_shape[1] if len(out_shape) == 3 else None,
+                          simulated=len(simulated), peak_flops=2.0 * out[0].result.arch["peak_macs_per_second"],
+                          capacity=hw.memory[0].capacity_total, passes=list(timeline.passes),
+                          hops=list(hops), link_levels={k: level_name(sys_, g) for k, g in by_kind.items()})
 
 
 def _macs(whole: Graph, result, tp: int) -> int:

@@ -34,10 +34,10 @@ from accelsim.parallel.bottleneck import bottleneck
 from accelsim.parallel.plan import SEARCH_BUDGET as BUDGET, Plan
 from accelsim.parallel.progress import SearchProgress
 from accelsim.parallel.space import MAX_MICROBATCHES, ZERO, Candidate, candidates
-from accelsim.parallel.train import _partition
+from accelsim.parallel.rank import partition
 from accelsim.sim.memory import at_dtypes, dtypes
 from accelsim.sim.model import load_model
-from accelsim.sim.train import STORED, _compute_dtype, _zoo_model, training_form
+from accelsim.sim.train import STORED, compute_dtype, is_zoo_model, training_form
 from compiler.dtypes import DType
 from compiler.errors import ModelError, UserError
 from compiler.memo import Memo
@@ -88,8 +88,8 @@ def search(model: str, system: str | os.PathLike | System, *, devices: int | Non
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise UserError(f"batch {batch!r}: must be a positive integer")
     Optimizer(optimizer)                                     # an unknown one fails here, not in every worker
-    compute = _compute_dtype(sys_.device, dtype) if training else None
-    if _zoo_model(model) and compute is not None:
+    compute = compute_dtype(sys_.device, dtype) if training else None
+    if is_zoo_model(model) and compute is not None:
         model_options.setdefault("dtype", STORED.get(compute, compute).value)
     options = tuple(sorted(model_options.items()))
     alike = block_count(str(model), model_options) if training else None
@@ -116,7 +116,7 @@ def search(model: str, system: str | os.PathLike | System, *, devices: int | Non
         notes.append(f"micro-batch counts above {MAX_MICROBATCHES:,} are not searched (a replica takes up to "
                      f"{share:,} samples): a pipeline schedule is priced pass by pass")
     bar = SearchProgress(f"plan {model}", len(space), progress)
-    with _Pool(question, space, workers, until, bar) as pool:   # its workers start while the bound is worked out here
+    with PlanPool(question, space, workers, until, bar) as pool:   # its workers start while the bound is worked out
         bound = _state_bound(question, count)
         kept, discarded, scored = [], [], []
         for c in space:
@@ -198,7 +198,7 @@ def _blocks(question: Question, cached: bool = True) -> Blocks:
     return _BLOCKS[question]
 
 
-class _Pool:
+class PlanPool:
     """Tasks run in this process, or in a process pool kept for the whole search (its workers started as `starting`
     says); each task stops pricing at `until` (time.time()) and leaves the rest of its items None."""
 
@@ -222,7 +222,7 @@ class _Pool:
             for _ in range(self.workers):
                 self._pool.submit(_blocks if question.blocks is not None else _started, question)
 
-    def __enter__(self) -> _Pool:
+    def __enter__(self) -> PlanPool:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -236,7 +236,7 @@ class _Pool:
         """(job, work(question, its items)) for each job (a list of indices into `items`), as they finish."""
         if self._pool is None:
             for job in jobs:
-                yield job, _task(work, self.question, [items[i] for i in job], self.until)
+                yield job, run_task(work, self.question, [items[i] for i in job], self.until)
             return
         futures = {self.submit(work, [items[i] for i in job]): n for n, job in enumerate(jobs)}
         for future in as_completed(futures):
@@ -247,8 +247,8 @@ class _Pool:
         stops at the time limit."""
         until = self.until if timed else None
         if self._pool is None:
-            return _Done(_task(work, self.question, items, until))
-        return self._pool.submit(_task, work, self.question, items, until)
+            return _Done(run_task(work, self.question, items, until))
+        return self._pool.submit(run_task, work, self.question, items, until)
 
 
 def starting() -> str:
@@ -272,7 +272,7 @@ def _started(question: Question) -> None:
     """Nothing: a worker started (and its imports done) while the search is set up."""
 
 
-def _task(work, question: Question, items: list, until: float | None) -> list:
+def run_task(work, question: Question, items: list, until: float | None) -> list:
     """work(question, items, until) with the cyclic garbage collector paused (accelsim.collector): a search makes
     millions of objects that live to its end (stage programs, mappings, liveness lines) and few cycles; a task that
     made more than COLLECT_AFTER collects once."""
@@ -304,7 +304,7 @@ def _late(until: float | None) -> bool:
     return until is not None and time.time() > until
 
 
-def _evaluate(pool: _Pool, question: Question, kept: list[Candidate], top: int, exhaustive: bool) -> tuple:
+def _evaluate(pool: PlanPool, question: Question, kept: list[Candidate], top: int, exhaustive: bool) -> tuple:
     """(each kept candidate scored, discarded, or None where pruned or skipped; the pruned, as Pruned). A model of
     identical blocks in rounds: its memory, per tp (the liveness of each tp's stages once); the plans that fit priced
     at roofline fidelity, per tp and micro-batch (the same ops), each tp's as soon as its memory is known; then those
@@ -408,7 +408,7 @@ def _check_split(question: Question, plan: Plan) -> None:
         graph = load_model(question.model, batch=1, **(training_form(question.model, options) if question.training
                                                         else options))
         try:
-            _partition(graph, plan)
+            partition(graph, plan)
             _SPLITS[key] = None
         except ModelError as error:
             _SPLITS[key] = error

@@ -16,23 +16,23 @@ from dataclasses import replace
 
 from accelsim.arch.system import System
 from accelsim.arch.system_load import load_system
-from accelsim.results.parallel import CATEGORIES, WORKSPACE, ParallelTrainResult, Role
+from accelsim.results.parallel import CATEGORIES, WORKSPACE, ParallelResult, Role
+from accelsim.results.training import TrainResult
 from accelsim.parallel.groups import Group, cost, groups, groups_on, level_name
 from accelsim.parallel.plan import BUCKET, Plan, parse_plan
+from accelsim.parallel.rank import micro_batch, partition, places, slice_shape, tp_collective, transfer
 from accelsim.parallel.schedule import run_schedule as schedule
 from accelsim.sim.model import load_model
-from accelsim.sim.train import (STORED, _compute_dtype, _length, _zoo_model, simulate_step, step_program,
-                                training_form)
+from accelsim.sim.train import (STORED, compute_dtype, is_zoo_model, simulate_step, step_program, training_form,
+                                training_length)
 from compiler import zoo
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.graph import Graph
 from compiler.memo import Memo, memo
-from compiler.ops.base import COMM_DOMAIN
-from compiler.ops.comm import COLLECTIVES
-from compiler.parallel.pipeline import BLOCK, split, structure
+from compiler.parallel.pipeline import BLOCK, Stage, split, structure
 from compiler.compile import Options, compile_graph
-from compiler.train import LOSSES, Optimizer
+from compiler.train import LOSSES, Optimizer, TrainingStep
 from compiler.train.recompute import MODES
 
 
@@ -41,7 +41,7 @@ def train_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike |
                    optimizer: str = "sgd", settings: dict | None = None, dtype: str | None = None,
                    loss: str = "cross_entropy", recompute: str = "none", samples: int | None = None,
                    epochs: float | None = None, dataset_size: int | None = None, tokens: int | None = None,
-                   fidelity: str = "tile", **model_options) -> ParallelTrainResult:
+                   fidelity: str = "tile", **model_options) -> ParallelResult:
     """Simulate one training step of `model` on `devices` devices (or the torus `slice`) of `system` under
     `parallel` (`dp=8,tp=8,pp=16,mb=64,schedule=1f1b,zero=1,sp=1`; accelsim.parallel.plan). `batch` is the global
     batch, split over dp replicas and mb micro-batches."""
@@ -50,20 +50,20 @@ def train_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike |
     if recompute not in MODES:
         raise UserError(f"unknown recompute mode {recompute!r}; allowed: {', '.join(MODES)}")
     sys_ = load_system(system)
-    cut = sys_.fit(devices, _shape(slice))
+    cut = sys_.fit(devices, slice_shape(slice))
     sys_ = sys_.sliced(cut)        # a torus run's groups are priced on its slice (accelsim.parallel.groups)
     plan = parallel if isinstance(parallel, Plan) else parse_plan(parallel, cut.devices)
     if plan.devices != cut.devices:
         raise UserError(f"--parallel {plan.text()} uses {plan.devices} devices, the run has {cut.devices}")
     hw = sys_.device
-    compute = _compute_dtype(hw, dtype)
-    micro = _micro_batch(batch, plan)
-    if _zoo_model(model):
+    compute = compute_dtype(hw, dtype)
+    micro = micro_batch(batch, plan)
+    if is_zoo_model(model):
         model_options.setdefault("dtype", STORED.get(compute, compute).value)
     graph = load_model(model, batch=micro, **training_form(model, model_options))
     out = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
     per_sample = out[1] if len(out) == 3 else None
-    total = _length(samples, epochs, dataset_size, tokens, per_sample)
+    total = training_length(samples, epochs, dataset_size, tokens, per_sample)
     graph.outputs = graph.outputs[:1]           # the loss's input; a decoder's KV cache is not trained
     stages = split(graph, plan.pp * plan.chunks)
     by_kind = groups_on(sys_, plan.tp, plan.dp, plan.pp)
@@ -78,13 +78,13 @@ def train_parallel(model: str | os.PathLike | Graph, system: str | os.PathLike |
             g = stage.graph
             whole = (structure(g), tuple(g.tensors[t].shape for t in (*g.inputs, *g.outputs)))
             if whole not in shards:
-                shards[whole] = _partition(g, plan)
+                shards[whole] = partition(g, plan)
             shard = shards[whole]
         key = stage_key(shard, hw, compute, micro, plan.microbatches, update, loss if last else "stage", recompute,
                         fidelity, stage.index > 0)
         simulated.add(key)
-        roles.append(_passes(sys_, by_kind, plan, stage, *simulate_stage(key, shard)))
-        roles[-1]["model_flops"] = _model_flops(stage.graph, roles[-1]["run"], plan.tp)
+        roles.append(stage_passes(sys_, by_kind, plan, stage, *simulate_stage(key, shard)))
+        roles[-1]["model_flops"] = rank_model_flops(stage.graph, roles[-1]["run"], plan.tp)
     model = {"name": graph.name, "source": graph.source, "parameters": zoo.parameter_count(graph)}
     return assemble(sys_, plan, roles, micro, per_sample, total, len(simulated), model)
 
@@ -124,7 +124,7 @@ _BUILDS: Memo[tuple, tuple] = Memo("accelsim.parallel.train: stage builds", 256)
 
 
 def assemble(sys_: System, plan: Plan, roles: list[dict], micro: int, per_sample: int | None, total: int | None,
-             distinct: int, model: dict | None = None) -> ParallelTrainResult:
+             distinct: int, model: dict | None = None) -> ParallelResult:
     """The step from its pipeline stages' passes, in order: the activations' hops, the schedule, the data-parallel
     reduction and each device's memory (`model`: its name, source and parameters, for the JSON)."""
     pp = groups(plan.tp, plan.dp, plan.pp)["pp"]
@@ -149,7 +149,7 @@ def _sharded_weights(sys_: System, dp: Group, plan: Plan, role: dict) -> tuple[f
     return 2 * gather, max(0.0, gather - role["forward"]) + max(0.0, gather - role["backward"])
 
 
-def _model_flops(whole: Graph, run, tp: int) -> float:
+def rank_model_flops(whole: Graph, run: TrainResult, tp: int) -> float:
     """One rank's share of the model's FLOPs in the step: what the rank simulated, scaled by the whole stage's
     forward multiply-adds over the rank's (a layer tensor parallelism left whole, such as an undivided vocabulary,
     runs on every rank but counts once)."""
@@ -165,28 +165,8 @@ def _model_flops(whole: Graph, run, tp: int) -> float:
 _MACS: Memo[tuple, int] = Memo("accelsim.parallel.train: whole stages' MACs", 64)
 
 
-def _partition(graph: Graph, plan: Plan) -> Graph:
-    from compiler.parallel.tensor import partition
-    return partition(graph, plan.tp, sequence_parallel=plan.sp, groups=plan.groups)
-
-
-def _micro_batch(batch: int | None, plan: Plan) -> int:
-    per = plan.dp * plan.microbatches
-    batch = batch or per
-    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
-        raise UserError(f"batch {batch!r}: must be a positive integer")
-    if batch % per:
-        raise UserError(f"batch {batch} does not split over dp={plan.dp} replicas x mb={plan.microbatches} "
-                        f"micro-batches ({per} per step); use a multiple of {per}")
-    return batch // per
-
-
-def _shape(text: str | None):
-    from accelsim.arch.system import parse_shape
-    return None if text is None else parse_shape(text)
-
-
-def _passes(sys_: System, by_kind: dict[str, Group], plan: Plan, stage, run, step) -> dict:
+def stage_passes(sys_: System, by_kind: dict[str, Group], plan: Plan, stage: Stage, run: TrainResult,
+                 step: TrainingStep) -> dict:
     """One stage's pass times per micro-batch (compute plus its blocking tensor-parallel collectives), its
     optimizer, the gradients it reduces over dp, and what it sends on."""
     phase = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
@@ -196,14 +176,12 @@ def _passes(sys_: System, by_kind: dict[str, Group], plan: Plan, stage, run, ste
     for op in run.result.ops:
         which = "backward" if run.phase_of[op.name] in ("backward", "recompute") else run.phase_of[op.name]
         phase[which] += op.seconds
-        if not tp.trivial and op.op in COLLECTIVE_OPS:
-            kind = COLLECTIVE_OPS[op.op]
-            priced = cost(sys_, tp, kind, collective_size(op, tp.size))
-            if priced:
-                phase[which] += priced.seconds
-                key = (kind, level_name(sys_, tp))
-                comm[key] = comm.get(key, 0.0) + priced.seconds * (1 if which == "optimizer" else plan.microbatches)
-                transfers.append(transfer(op, placed, kind, which, priced.seconds, tp.size))
+        if priced := tp_collective(sys_, tp, op):
+            kind, seconds = priced
+            phase[which] += seconds
+            key = (kind, level_name(sys_, tp))
+            comm[key] = comm.get(key, 0.0) + seconds * (1 if which == "optimizer" else plan.microbatches)
+            transfers.append(transfer(op, placed, kind, which, seconds, tp.size))
     grads = sum(step.graph.tensors[g].nbytes for g in step.grads.values())
     sent = sum(stage.graph.tensors[t].nbytes for t in stage.sent)
     run = replace(run, memory={**run.memory, "units": fsdp_units(step)})
@@ -211,35 +189,6 @@ def _passes(sys_: System, by_kind: dict[str, Group], plan: Plan, stage, run, ste
             "optimizer": phase["optimizer"], "tp_comm": comm, "transfers": transfers, "grad_bytes": grads,
             "sent_bytes": sent,
             "params": sum(step.graph.tensors[p].elements for p in step.params)}
-
-
-COLLECTIVE_OPS = {"AllReduce": "allreduce", "AllGather": "allgather", "ReduceScatter": "reducescatter"}
-assert set(COLLECTIVE_OPS) == COLLECTIVES, "every collective compiler.ops.comm lowers is priced here"
-
-
-def places(graph: Graph) -> dict[str, tuple[str, str]]:
-    """Per comm node of `graph`: (the node that made what it moves, the first node that reads the result)."""
-    producer, reader = graph.producers(), {}
-    for node in graph.nodes:
-        for name in node.inputs:
-            reader.setdefault(name, node.name)
-    return {n.name: (producer[n.inputs[0]].name if n.inputs[0] in producer else n.inputs[0],
-                     reader.get(n.outputs[0], "output")) for n in graph.nodes if n.domain == COMM_DOMAIN}
-
-
-def transfer(op, placed: dict[str, tuple[str, str]], kind: str, phase: str, seconds: float, ranks: int) -> dict:
-    """One tensor-parallel collective of a pass, where it falls: after the layer that made its data, before the
-    one that reads it (AlexNet's split: pool2 into conv3, then into fc6, fc7 and fc8)."""
-    after, before = placed.get(op.node, ("", ""))
-    return {"node": op.node, "collective": kind, "phase": phase, "after": after, "before": before,
-            "bytes": collective_size(op, ranks), "seconds": seconds}
-
-
-def collective_size(op, ranks: int) -> int:
-    """nccl-tests' size of a collective op of a simulated Result: the all-reduced tensor, the gathered whole, or the
-    whole before its scatter (each of the `ranks` keeps 1/ranks of it)."""
-    nbytes = DType.parse(op.dtype).nbytes(math.prod(op.shape))
-    return nbytes * ranks if op.op == "ReduceScatter" else nbytes
 
 
 def _hop(sys_: System, pp: Group, role: dict) -> float:
@@ -267,7 +216,7 @@ def _seconds(result) -> float:
     return result.seconds if result else 0.0
 
 
-def _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinct, model) -> ParallelTrainResult:
+def _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinct, model) -> ParallelResult:
     dp = groups(plan.tp, plan.dp, plan.pp)["dp"]
     out = []
     for k, role in enumerate(roles):
@@ -292,17 +241,17 @@ def _result(sys_, plan, roles, timeline, hops, micro, per_sample, total, distinc
                         model_flops=role["model_flops"],
                         forward=role["forward"] * plan.microbatches, backward=role["backward"] * plan.microbatches,
                         optimizer=role["optimizer"], bubble=timeline.bubble(d), exposed=exposed,
-                        communication=communication, memory=_memory(role, plan, k),
+                        communication=communication, memory=rank_memory(role, plan, k),
                         collectives=role["transfers"]))
-    result = ParallelTrainResult(system=sys_.name, devices=plan.devices, plan=plan, roles=out,
-                                 pipeline_seconds=timeline.seconds, ends=list(timeline.end),
-                                 batch=micro * plan.microbatches * plan.dp,
-                                 tokens_per_sample=per_sample, samples=total, simulated=distinct,
-                                 peak_flops=2.0 * roles[0]["run"].result.arch["peak_macs_per_second"],
-                                 capacity=sys_.device.memory[0].capacity_total, passes=list(timeline.passes),
-                                 hops=list(hops), link_levels={k: level_name(sys_, g) for k, g in
-                                                               groups(plan.tp, plan.dp, plan.pp).items()},
-                                 model=model)
+    result = ParallelResult(training=True, system=sys_.name, devices=plan.devices, plan=plan, roles=out,
+                            pipeline_seconds=timeline.seconds, ends=list(timeline.end),
+                            batch=micro * plan.microbatches * plan.dp,
+                            tokens_per_sample=per_sample, samples=total, simulated=distinct,
+                            peak_flops=2.0 * roles[0]["run"].result.arch["peak_macs_per_second"],
+                            capacity=sys_.device.memory[0].capacity_total, passes=list(timeline.passes),
+                            hops=list(hops), link_levels={k: level_name(sys_, g) for k, g in
+                                                          groups(plan.tp, plan.dp, plan.pp).items()},
+                            model=model)
     if not result.fits:
         memory = result.memory
         largest = sorted(((memory[c], c) for c in CATEGORIES), reverse=True)[:2]
@@ -323,7 +272,7 @@ def _sharing(sys_: System, plan: Plan, role: dict) -> float:
     return sum(t["seconds"] for t in role["transfers"] if t["phase"] == "backward")
 
 
-def _memory(role: dict, plan: Plan, k: int) -> dict:
+def rank_memory(role: dict, plan: Plan, k: int) -> dict:
     """One rank's memory for stage k as DeepSpeed and PyTorch FSDP hold it (Rajbhandari et al. 2020, sec. 5): the
     model states for the whole step, sharded over the Nd = dp replicas by ZeRO stage: the weights (2 bytes a
     parameter in bf16), every gradient (2) and the optimizer's state with its fp32 master copy (K = 12 for AdamW,
@@ -362,7 +311,7 @@ def _memory(role: dict, plan: Plan, k: int) -> dict:
     return memory
 
 
-def fsdp_units(step) -> list[int]:
+def fsdp_units(step: TrainingStep) -> list[int]:
     """Bytes of the stage's parameters per FSDP unit, the two largest: a unit per block (`layers.3`), one for the
     parameters outside the blocks (embedding, head, final norm)."""
     units: dict[str, int] = {}

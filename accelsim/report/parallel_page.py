@@ -2,14 +2,14 @@
 (one row per pipeline position, each micro-batch's forward and backward pass, the waits between them visible as
 gaps), a table per stage (passes, bubble, communication, exposed seconds, memory) and the collectives by link level.
 
-Invariant: every number is the ParallelTrainResult's, so the page and `--json` never disagree; the drawing is
+Invariant: every number is the ParallelResult's, so the page and `--json` never disagree; the drawing is
 inline SVG (works offline).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from accelsim.results.parallel import CATEGORIES, ParallelTrainResult
+from accelsim.results.parallel import CATEGORIES, ParallelResult
 from accelsim.results.units import binary, seconds, si
 from accelsim.report import html
 from accelsim.report.html import Cell
@@ -19,7 +19,7 @@ WIDTH, ROW = 960, 22
 COLOURS = {"F": "#4e79a7", "B": "#f28e2b"}
 
 
-def parallel_report(result: ParallelTrainResult, html_path: str) -> Path:
+def parallel_report(result: ParallelResult, html_path: str) -> Path:
     what = "step" if result.training else "batch"
     blocks = [html.section(f"One {what} on {result.system}", summary(result), html.notes(result.notes)),
               html.section("The pipeline", pipeline_svg(result)),
@@ -29,7 +29,7 @@ def parallel_report(result: ParallelTrainResult, html_path: str) -> Path:
     return write_text(html_path, html.page(title, f"{result.devices} devices", blocks))
 
 
-def summary(result: ParallelTrainResult) -> str:
+def summary(result: ParallelResult) -> str:
     rate = result.throughput()
     memory = result.memory
     items = [("step" if result.training else "batch", seconds(result.seconds)),
@@ -45,7 +45,7 @@ def summary(result: ParallelTrainResult) -> str:
     return html.cards(items)
 
 
-def pipeline_svg(result: ParallelTrainResult) -> str:
+def pipeline_svg(result: ParallelResult) -> str:
     """Each pass a bar at its start and length; forward blue, backward orange, labelled by micro-batch."""
     span = max((end for *_, end in result.passes), default=0.0) or 1.0
     positions = sorted({r.device for r in result.roles})
@@ -67,7 +67,7 @@ def pipeline_svg(result: ParallelTrainResult) -> str:
     return "".join(parts) + "<p>Forward passes in blue, backward in orange; gaps are the pipeline's bubble.</p>"
 
 
-def stage_table(result: ParallelTrainResult) -> str:
+def stage_table(result: ParallelResult) -> str:
     """Per stage its times and memory; inference has no backward pass, optimizer, gradients or exposed reduction."""
     times = ["forward", "backward", "optimizer", "bubble", "communication", "exposed"]
     kept = list(CATEGORIES)
@@ -85,7 +85,7 @@ def stage_table(result: ParallelTrainResult) -> str:
     return html.table(["stage", "position", "blocks", *times, "memory", *kept], rows, table_id="stages")
 
 
-def comm_table(result: ParallelTrainResult) -> str:
+def comm_table(result: ParallelResult) -> str:
     rows = [[e["collective"], e["level"], Cell(seconds(e["seconds"]), e["seconds"])]
             for e in result.communication()["by_collective"]]
     return html.table(["collective", "link level", f"time per {'step' if result.training else 'batch'}"], rows,

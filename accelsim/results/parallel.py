@@ -1,12 +1,15 @@
-"""A training step on a system of devices: per device role (a pipeline stage's tensor- and data-parallel ranks,
-alike) its compute, communication by collective and link level, the exposed part, the pipeline bubble and its
-memory; in total the step time, throughput, model FLOPs and MFU, and the time to train. JSON, CSV and table views.
+"""A parallel run on a system of devices, training and inference alike (ParallelResult; `training` says which):
+per device role (a pipeline stage's tensor- and data-parallel ranks, alike) its compute, communication by
+collective and link level, the pipeline bubble and its memory; a training step adds each role's backward pass,
+optimizer and exposed data-parallel communication, and the time to train. In total the step's (or the batch's)
+time, throughput, model FLOPs and MFU. JSON, CSV and table views.
 
 Invariant: a device's step = its pipeline span (compute, blocking tensor-parallel collectives, waits) + exposed
-data-parallel communication + its optimizer; the step is the slowest device's. The JSON keeps the single-device
-fields of accelsim.results.training (`step`, `memory` at the fullest device's peak, `throughput`, `model_flops`, `mfu`,
-`time_to_train_seconds`) and adds `system`, `device_count` (all the devices), `plan`, `devices` (one entry per role,
-with `count`: the tp x dp devices that play it) and `communication`.
+data-parallel communication + its optimizer (both zero for inference); the step is the slowest device's. The JSON
+keeps the single-device fields of accelsim.results.training (`step`, `memory` at the fullest device's peak,
+`throughput`, `model_flops`, `mfu`, `time_to_train_seconds`) and adds `training`, `system`, `device_count` (all the
+devices), `plan`, `devices` (one entry per role, with `count`: the tp x dp devices that play it) and
+`communication`.
 """
 from __future__ import annotations
 
@@ -15,18 +18,19 @@ import io
 import json
 from dataclasses import dataclass, field
 
+from accelsim.parallel.plan import Plan
 from accelsim.results.result import Result
 from accelsim.results.units import binary, seconds as show, si
 from accelsim.results.training import duration
 
 PARALLEL_SCHEMA_VERSION = 2
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "workspace")
-# what a training step's workspace holds (accelsim.parallel.train._memory): the backward pass's own temporaries,
+# what a training step's workspace holds (accelsim.parallel.train.rank_memory): the backward pass's own temporaries,
 # ZeRO 3's gathered weights of one unit and the next, and the gradients being reduce-scattered
 WORKSPACE = ("temporaries", "gathered_weights", "gradient_bucket")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Role:
     stage: int
     device: int                       # the pipeline position (devices stage % pp hold stage `stage`)
@@ -34,10 +38,10 @@ class Role:
     result: Result                    # one rank of the stage, one micro-batch, simulated op by op
     model_flops: float                # the rank's share of the model's FLOPs in the step
     forward: float                    # seconds in the step, every micro-batch, with blocking collectives
-    backward: float
-    optimizer: float
+    backward: float = 0.0             # training only, as are optimizer and exposed: zero for inference
+    optimizer: float = 0.0
     bubble: float                     # waiting inside the pipeline's span
-    exposed: float                    # data-parallel communication not hidden behind the backward pass
+    exposed: float = 0.0              # data-parallel communication not hidden behind the backward pass
     communication: dict               # (collective, level) -> seconds on the links in the step
     memory: dict                      # by category, and peak (one rank of the stage)
     reduce_start: float = 0.0         # when its data-parallel reduction starts (its last backward pass's start)
@@ -46,22 +50,24 @@ class Role:
     collectives: list = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class ParallelTrainResult:
+@dataclass(frozen=True, kw_only=True)
+class ParallelResult:
+    """One training step (accelsim.parallel.train) or one batch of inference (accelsim.parallel.run, forward passes
+    only) under a parallel plan; the views leave out what inference does not have."""
+    training: bool                    # True: one training step; False: one batch of inference
     system: str
     devices: int
-    plan: object
+    plan: Plan
     roles: list[Role]
     pipeline_seconds: float
     ends: list[float]                 # per pipeline position: when its last pass finished
     batch: int
     tokens_per_sample: int | None
-    samples: int | None
+    samples: int | None = None        # training only: the run's length, for the time to train
     simulated: int                    # distinct stage programs simulated (identical ranks and stages once)
     peak_flops: float                 # per device
     capacity: int                     # bytes per device
     notes: list[str] = field(default_factory=list)
-    training: bool = True             # False: one batch of inference (forward passes only)
     # the schedule: (device, F/B, micro-batch, stage, start, end)
     passes: list = field(default_factory=list, repr=False)
     hops: list = field(default_factory=list, repr=False)     # seconds from stage k to k + 1, and its link level
@@ -196,7 +202,7 @@ class ParallelTrainResult:
         return "\n".join(lines) + "\n"
 
 
-def _inference_rate(result: ParallelTrainResult, rate: dict) -> str:
+def _inference_rate(result: ParallelResult, rate: dict) -> str:
     """Tokens/s for a language model: the batch's tokens (a decode step: one per sequence; a prefill: batch x seq)
     over the batch's time; samples/s otherwise."""
     flops = f"model {si(result.model_flops, 'FLOP')} per batch, MFU {result.mfu():.1%}"

@@ -48,14 +48,15 @@ def train(model: str | os.PathLike | Graph = "alexnet", arch: str | os.PathLike 
     if recompute not in MODES:
         raise UserError(f"unknown recompute mode {recompute!r}; allowed: {', '.join(MODES)}")
     hw = load_arch(arch)
-    compute = _compute_dtype(hw, dtype)
+    compute = compute_dtype(hw, dtype)
     micro, steps_per = _micro_batches(batch, microbatch)
-    if _zoo_model(model):
+    if is_zoo_model(model):
         model_options.setdefault("dtype", STORED.get(compute, compute).value)
     model_options = training_form(model, model_options)
     graph = load_model(model, batch=micro, **model_options)
     out = graph.tensors[graph.outputs[0]].shape if graph.outputs else ()
-    total = _length(samples, epochs, dataset_size, tokens, out[1] if len(out) == 3 else None)   # before simulating
+    total = training_length(samples, epochs, dataset_size, tokens,   # before simulating
+                            out[1] if len(out) == 3 else None)
     result, _ = simulate_step(graph, hw, compute, micro, steps_per, Optimizer(optimizer, dict(settings or {})), loss,
                               recompute, fidelity, trace, warn_fit=True)
     return replace(result, samples=total)
@@ -98,18 +99,21 @@ def step_program(graph: Graph, hw: Arch, compute: DType, micro: int, steps_per: 
     return step, memory, build(step.graph, hw, batch=micro, dtype=compute, mapped=False, fuse="chains")
 
 
-def _zoo_model(model) -> bool:
+def is_zoo_model(model: str | os.PathLike | Graph) -> bool:
+    """Whether `model` names a model of compiler.zoo (built here, at the dtype training stores), not a file or Graph."""
     return not isinstance(model, Graph) and str(model) in zoo.MODELS
 
 
 def training_form(model, options: dict) -> dict:
     """The options that build a zoo model as it trains: BitNet's and the MatMul-free LM's latent weights."""
-    if _zoo_model(model) and "latent" in inspect.signature(zoo.MODELS[str(model)]).parameters:
+    if is_zoo_model(model) and "latent" in inspect.signature(zoo.MODELS[str(model)]).parameters:
         return {"latent": True, **options}
     return options
 
 
-def _compute_dtype(arch: Arch, dtype: str | DType | None) -> DType:
+def compute_dtype(arch: Arch, dtype: str | DType | None) -> DType:
+    """The float type a training step computes in on `arch`: `dtype` when given (a float, else UserError), or the
+    first of TRAINING_DTYPES its matrix units support (UserError naming what they do support, if none)."""
     floats = [d for d in DType if d.is_float and any(u.supports(d) for u in arch.matrix_units)]
     if dtype is None:
         choice = next((d for d in TRAINING_DTYPES if d in floats), None)
@@ -136,7 +140,10 @@ def _micro_batches(batch: int | None, microbatch: int | None) -> tuple[int, int]
     return micro, batch // micro
 
 
-def _length(samples, epochs, dataset_size, tokens, per_sample) -> int | None:
+def training_length(samples: int | None, epochs: float | None, dataset_size: int | None, tokens: int | None,
+                    per_sample: int | None) -> int | None:
+    """The samples a whole training run takes, from one of samples, epochs x dataset_size or tokens (over
+    `per_sample` tokens a sample); None when none is given. A length given twice or out of range: UserError."""
     given = [name for name, v in (("samples", samples), ("epochs", epochs), ("tokens", tokens)) if v is not None]
     if len(given) > 1:
         raise UserError(f"give one training length, not {' and '.join(given)}")

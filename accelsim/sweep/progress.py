@@ -66,7 +66,7 @@ class Progress:
         eta = self.eta()
         if self.enabled and not self._warned and eta is not None and self.done - self.reused >= 3 and eta > LONG_S:
             self._warned = True
-            print(f"{self.label}: {self.total - self.done:,} rows to go will take about {_duration(eta)}; "
+            print(f"{self.label}: {self.total - self.done:,} rows to go will take about {rough_duration(eta)}; "
                   f"Ctrl-C keeps every finished row and the same command resumes (or sample with strategy: random)",
                   file=self.stream, flush=True)
 
@@ -94,12 +94,13 @@ class Progress:
             return
         self._last_decile, self._last_line, self._shown = decile, now, self.done
         eta = self.eta()
-        shown = "" if eta is None else f", ETA {_duration(eta)}"
+        shown = "" if eta is None else f", ETA {rough_duration(eta)}"
         print(f"{self.label}: {self.done}/{self.total} rows ({self.done / self.total:.0%}), {self.invalid} "
-              f"invalid, {_duration(now - self.start)}{shown}", file=self.stream, flush=True)
+              f"invalid, {rough_duration(now - self.start)}{shown}", file=self.stream, flush=True)
 
 
-def _duration(seconds: float) -> str:
+def rough_duration(seconds: float) -> str:
+    """A time taken or to go as a progress line shows it: `42 s`, `3 min 5 s`, `2 h 10 min`."""
     if seconds < 60:
         return f"{seconds:.0f} s"
     if seconds < 3600:

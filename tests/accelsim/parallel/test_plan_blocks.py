@@ -8,7 +8,7 @@ from accelsim.arch.system_load import load_system
 from accelsim.parallel.blocks import Blocks, Setting, block_count
 from accelsim.parallel.plan import parse_plan
 from accelsim.parallel.train import train_parallel
-from accelsim.sim.train import STORED, _compute_dtype
+from accelsim.sim.train import STORED, compute_dtype
 from compiler.errors import ModelError
 from compiler.train import Optimizer
 
@@ -18,7 +18,7 @@ BERT = dict(layers=8, hidden=64, heads=4, seq=32)
 
 def report(model: str, options: dict) -> Blocks:
     system = load_system("dgx_a100")
-    compute = _compute_dtype(system.device, None)
+    compute = compute_dtype(system.device, None)
     stored = {**options, "dtype": STORED.get(compute, compute).value}
     setting = Setting(model, tuple(sorted((k, v) for k, v in stored.items() if k != "layers")), system, compute,
                       Optimizer("adamw"), "cross_entropy")

@@ -10,7 +10,7 @@ import pytest
 import accelsim.parallel.search as search_module
 import accelsim.parallel.space as space_module
 from accelsim.cli import main
-from accelsim.parallel.search import Question, _Pool, search
+from accelsim.parallel.search import Question, PlanPool, search
 from accelsim.parallel.space import candidates, divisors, factors
 from accelsim.parallel.progress import SearchProgress
 from accelsim.arch.system_load import load_system
@@ -122,10 +122,10 @@ def test_workers_are_capped_by_the_cpus_this_process_may_use(monkeypatch):
                         "tile", 4)
     space = candidates(8, 8, 4, training=True)
     assert len({c.plan.tp for c in space}) == 4
-    with _Pool(question, space, 1000) as pool:
+    with PlanPool(question, space, 1000) as pool:
         assert pool.workers == 1 and pool._pool is None
         assert pool.notes == ["--workers 1000: capped at the 1 CPU this process may use"]
-    with _Pool(question, space, None) as pool:           # the default, as well: no note, as it was not asked
+    with PlanPool(question, space, None) as pool:           # the default, as well: no note, as it was not asked
         assert pool.workers == 1 and pool.notes == []
 
 

@@ -3,7 +3,7 @@ in this process, and leaves it as it found it; one that made more than COLLECT_A
 import gc
 
 from accelsim.parallel import search as search_module
-from accelsim.parallel.search import _task
+from accelsim.parallel.search import run_task
 
 
 def test_a_task_runs_with_the_collector_paused_and_leaves_it_as_it_was():
@@ -14,11 +14,11 @@ def test_a_task_runs_with_the_collector_paused_and_leaves_it_as_it_was():
         return [item * 2 for item in items]
 
     assert gc.isenabled()
-    assert _task(work, None, [1, 2], None) == [2, 4]
+    assert run_task(work, None, [1, 2], None) == [2, 4]
     assert seen == [False] and gc.isenabled()
     gc.disable()
     try:
-        _task(work, None, [3], None)
+        run_task(work, None, [3], None)
         assert not gc.isenabled()         # paused before: still paused
     finally:
         gc.enable()
@@ -31,7 +31,7 @@ def test_a_task_that_made_many_objects_collects_once(monkeypatch):
         return [[] for _ in range(5000)]        # kept: the count of objects made rises past the limit
 
     gc.collect()
-    kept = _task(work, None, [], None)
+    kept = run_task(work, None, [], None)
     assert len(kept) == 5000 and gc.get_count()[0] < 1000
 
 

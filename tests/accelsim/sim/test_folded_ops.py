@@ -8,7 +8,7 @@ import accelsim.sim.tile as tile
 from accelsim.sim.build import build
 from accelsim.sim.fold import _extrapolated, simulate_folded
 from accelsim.sim.model import load_arch, load_model
-from accelsim.sim.train import _compute_dtype
+from accelsim.sim.train import compute_dtype
 from compiler.builder import Builder
 from compiler.codegen import Fold, folds_for
 from compiler.codegen.nest import loop_nest
@@ -24,7 +24,7 @@ def fold_everything(monkeypatch):
 def training_step(arch: str):
     """GPT-2's training step (one layer, batch 4, 128 tokens) built for `arch`: its forward and backward GEMMs."""
     hw = load_arch(arch)
-    dtype = _compute_dtype(hw, None)
+    dtype = compute_dtype(hw, None)
     graph = load_model("gpt2", batch=4, seq=128, layers=1, dtype=dtype.value)
     step = training_graph(graph, loss="cross_entropy", optimizer=Optimizer("sgd", {}))
     return build(step.graph, hw, batch=4, dtype=dtype, fuse="chains")
