@@ -95,17 +95,20 @@ def infer_node(graph: Graph, node: Node, inferred: Inferred | None = None) -> No
 
 def signature(graph: Graph, node: Node, ins: list[Tensor | None]) -> tuple[Any, ...] | None:
     """What a node's output shapes and dtypes follow from where its op's rule reads nothing else: the op, its
-    attributes and its inputs' shapes and dtypes (an attribute's type too: 1 and 1.0 are equal keys, not equal
-    values). None where they may follow from more: an input's value (a weight or a constant: Reshape's shape) or
-    what import set on the node for its op (node.resolved). Unhashable where an attribute is no plain value."""
+    attributes (their types too: 1 and 1.0 are equal keys, not equal values), which outputs it has (a Split into 2
+    or 3) and its inputs' shapes and dtypes. None where they may follow from more: an input's value (a weight or a
+    constant: Reshape's shape) or what import set on the node for its op (node.resolved). Unhashable where an
+    attribute is no plain value."""
     if node.resolved:
         return None
     for name in node.inputs:
         if name in graph.weights or name in graph.constants:
             return None
     attrs = tuple([(k, type(v), v) for k, v in node.attrs.items()]) if node.attrs else ()
+    outputs = tuple([bool(name) for name in node.outputs])      # how many, and which are omitted ('')
     # a dtype by its id: members are singletons, and an Enum's own hash is a Python call per input
-    return node.op, node.domain, attrs, tuple([(t.shape, id(t.dtype)) if t is not None else None for t in ins])
+    return node.op, node.domain, attrs, outputs, tuple([(t.shape, id(t.dtype)) if t is not None else None
+                                                        for t in ins])
 
 
 def _check(graph: Graph, node: Node, outs: list[Tensor]) -> None:

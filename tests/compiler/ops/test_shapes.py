@@ -42,6 +42,11 @@ def test_twins_differ_by_attributes_and_input_values():
     swapped = b.node("Transpose", [x], perm=[2, 1, 0])
     row = b.node("Reshape", [x, b.const(np.array([1, 24]))])     # same op and input shapes, another shape value
     col = b.node("Reshape", [x, b.const(np.array([24, 1]))])
-    graph = _reinferred(b.build([flat1, flat2, kept, swapped, row, col]))
-    shapes = [graph.tensors[name].shape for name in (flat1, flat2, kept, swapped, row, col)]
-    assert shapes == [(2, 12), (6, 4), (2, 3, 4), (4, 3, 2), (1, 24), (24, 1)]
+    halves = b.node("Split", [x], outputs=2, axis=2)             # same op, attributes and input, more outputs
+    quarters = b.node("Split", [x], outputs=4, axis=2)
+    names = (flat1, flat2, kept, swapped, row, col, *halves, *quarters)
+    graph = b.build(list(names))
+    assert [graph.tensors[name].shape for name in names] == [
+        (2, 12), (6, 4), (2, 3, 4), (4, 3, 2), (1, 24), (24, 1), *[(2, 3, 2)] * 2, *[(2, 3, 1)] * 4]
+    assert [_reinferred(graph).tensors[name].shape for name in names] == [
+        (2, 12), (6, 4), (2, 3, 4), (4, 3, 2), (1, 24), (24, 1), *[(2, 3, 2)] * 2, *[(2, 3, 1)] * 4]
