@@ -42,7 +42,7 @@ def load_arch(name_or_path: str | os.PathLike) -> Arch:
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ArchError(f"unknown arch {text!r}; {hint}presets: {', '.join(preset_names())} (or give a path "
                             f"to a .yaml file)")
-    return load_arch_text(read_text(path, ArchError, _shown(path)), _shown(path), path.resolve())
+    return load_arch_text(read_text(path, ArchError, shown_path(path)), shown_path(path), path.resolve())
 
 
 MAX_YAML_VALUES = 100_000    # values a document may expand to: a preset has a few hundred, an alias bomb billions
@@ -160,7 +160,7 @@ def arch_document(arch: Arch) -> dict:
     return bounded_yaml(read_text(arch.source_file, ArchError))
 
 
-def _shown(path: Path) -> str:
+def shown_path(path: Path) -> str:
     """The file as messages name it: relative to the working directory when inside it."""
     try:
         return str(path.resolve().relative_to(Path.cwd()))

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from compiler.hardware import ArchError
-from accelsim.arch.load import _shown, presets_dir, read_document
+from accelsim.arch.load import presets_dir, read_document, shown_path
 from accelsim.arch.reference import is_path, named_arch
 from accelsim.arch.system import System
 from accelsim.arch.system_schema import build_system
@@ -45,7 +45,7 @@ def load_system(name_or_path: str | os.PathLike | System) -> System:
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ArchError(f"unknown system {text!r}; {hint}systems: {', '.join(system_names())} (or give a path "
                             f"to a .yaml file with `kind: system`)")
-    return load_system_text(read_text(path, ArchError, _shown(path)), _shown(path), path.resolve())
+    return load_system_text(read_text(path, ArchError, shown_path(path)), shown_path(path), path.resolve())
 
 
 def named_system(text: str, naming_file: str | Path) -> System:
