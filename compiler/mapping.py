@@ -9,9 +9,13 @@ is counted), and the innermost tiles times the spatial factors cover one compute
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-from compiler.ir import Einsum, IROp, Role
+from compiler.ir import Einsum, IROp, Operand, Role
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ class Mapping:
     dtype: str | None = None                  # the dtype whose rate the unit runs at (widened if needed)
     parts: tuple[tuple[str, str], ...] = ()   # Einsums: each loop dim's GEMM role, "b", "m", "n" or "k" (GemmView)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The mapping as JSON values, field by field (what the on-disk caches keep: compiler.map.disk for searched
         mappings, accelsim.sim.cache for a run's)."""
         return {"op": self.op, "signature": self.signature, "unit": self.unit,
@@ -60,7 +64,7 @@ class Mapping:
                 "notes": list(self.notes), "dtype": self.dtype, "parts": [[d, p] for d, p in self.parts]}
 
     @classmethod
-    def from_dict(cls, data: dict) -> Mapping:
+    def from_dict(cls, data: dict[str, Any]) -> Mapping:
         """The Mapping `to_dict` wrote; a TypeError for a value of another type (True is no extent, 3 no flag), a
         KeyError for a field missing. A reader of untrusted data also checks that `to_dict` of it gives `data` back
         (no field extra)."""
@@ -155,21 +159,21 @@ STREAMED = {"ws": ("input row", "past the stationary weights"), "is": ("weight c
             "os": ("operand pair", "into the stationary sums")}
 
 
-def _kind(value, kind: type):
+def _kind(value: object, kind: type[T]) -> T:
     if type(value) is not kind:        # exactly: True is no extent, 3 no flag
         raise TypeError(f"{value!r} is not a {kind.__name__}")
     return value
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     return _kind(value, str)
 
 
-def _optional_text(value) -> str | None:
+def _optional_text(value: object) -> str | None:
     return None if value is None else _text(value)
 
 
-def _extents(pairs) -> tuple[tuple[str, int], ...]:
+def _extents(pairs: Iterable[Sequence[object]]) -> tuple[tuple[str, int], ...]:
     return tuple((_text(d), _kind(e, int)) for d, e in pairs)
 
 
@@ -211,10 +215,11 @@ def gemm_view(op: Einsum) -> GemmView:
             parts["n"].append(d)
         else:
             parts["m"].append(d)
-    return GemmView(*(tuple(parts[p]) for p in "bmnk"), extents=dict(op.loops))
+    b, m, n, k = (tuple(parts[p]) for p in "bmnk")
+    return GemmView(b, m, n, k, extents=dict(op.loops))
 
 
-def _lies(operand) -> str:
+def _lies(operand: Operand) -> str:
     """Where an operand lies, as far as its mapping depends on it: ~ fused (on chip), ^ external (off chip)."""
     return "~" * operand.fused + "^" * operand.external
 
