@@ -72,7 +72,7 @@ class Conv(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         require(node, ins, 2, 3)
         x, w = ins[0], ins[1]
-        spec = _spec(node, x, w)
+        spec = conv_spec(node, x, w)
         if len(ins) > 2 and ins[2] is not None and ins[2].shape != (spec.k_total,):
             raise fail(node, f"bias has shape {list(ins[2].shape)}, expected [{spec.k_total}] "
                              f"(one per output channel)")
@@ -103,7 +103,7 @@ class Conv(OpDef):
 
 def convolve(node: Node, x: np.ndarray, w: np.ndarray, work) -> np.ndarray:
     """The convolution of x by w (no bias) in numpy type `work`; int64 gives ConvInteger's exact sums."""
-    spec = _spec(node, Tensor("x", x.shape, DType.fp32), Tensor("w", w.shape, DType.fp32))
+    spec = conv_spec(node, Tensor("x", x.shape, DType.fp32), Tensor("w", w.shape, DType.fp32))
     xp = np.pad(x.astype(work), [(0, 0), (0, 0)] + list(zip(spec.begin, spec.end)))
     n, g, c, k = x.shape[0], spec.groups, spec.c, spec.k_total // spec.groups
     xg = xp.reshape(n, g, c, *xp.shape[2:])
@@ -119,14 +119,14 @@ def convolve(node: Node, x: np.ndarray, w: np.ndarray, work) -> np.ndarray:
 
 def conv_shape(node: Node, x: Tensor, w: Tensor) -> tuple[int, ...]:
     """The output shape of a Conv-like node over data x and weight w (their dtypes may differ)."""
-    spec = _spec(node, x, Tensor(w.name, w.shape, x.dtype))
+    spec = conv_spec(node, x, Tensor(w.name, w.shape, x.dtype))
     return (x.shape[0], spec.k_total, *spec.outs)
 
 
 def conv_einsum(node: Node, x: Operand, w: Operand, result: Operand, acc: DType) -> list[IROp]:
     """The convolution as one Einsum writing `result` (plus a free view back from groups); x and w may be
     of different dtypes (uint8 data, int8 weights)."""
-    spec = _spec(node, Tensor(x.tensor, x.shape, x.dtype), Tensor(w.tensor, w.shape, x.dtype))
+    spec = conv_spec(node, Tensor(x.tensor, x.shape, x.dtype), Tensor(w.tensor, w.shape, x.dtype))
     rank, groups, k = len(spec.outs), spec.groups, spec.k_total // spec.groups
     outs, wins = OUT_LOOPS[rank], WINDOW_LOOPS[rank]
     grouped = groups > 1
@@ -158,7 +158,7 @@ def _as_input(o: Operand) -> Operand:
 
 
 @dataclass(frozen=True)
-class _Spec:
+class ConvSpec:
     """The resolved geometry of one Conv node (c: input channels per group)."""
 
     groups: int
@@ -172,7 +172,9 @@ class _Spec:
     dilations: list[int]
 
 
-def _spec(node: Node, x: Tensor, w: Tensor) -> _Spec:
+def conv_spec(node: Node, x: Tensor, w: Tensor) -> ConvSpec:
+    """The Conv node's geometry for input `x` and weight `w` (its gradients' ops read the same); a shape, dtype or
+    attribute that does not fit is an error naming the node."""
     if len(x.shape) not in (3, 4, 5):
         raise fail(node, f"input has shape {list(x.shape)}; Conv supports rank 3 to 5 (N, C, 1 to 3 "
                          f"spatial axes)")
@@ -194,6 +196,6 @@ def _spec(node: Node, x: Tensor, w: Tensor) -> _Spec:
     if declared is not None and [int(d) for d in declared] != kernel:
         raise fail(node, f"kernel_shape {list(declared)} does not match the weight's {kernel}")
     outs, begin, end, strides, dilations = window_geometry(node, list(x.shape[2:]), kernel)
-    return _Spec(groups=groups, c=channels // groups, k_total=k_total, kernel=kernel, outs=outs,
+    return ConvSpec(groups=groups, c=channels // groups, k_total=k_total, kernel=kernel, outs=outs,
                  begin=begin, end=end, strides=strides, dilations=dilations)
 

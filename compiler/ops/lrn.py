@@ -19,7 +19,7 @@ class LRN(OpDef):
         if len(x.shape) < 3 or not x.dtype.is_float:
             raise fail(node, f"input is {x.dtype.value} {list(x.shape)}; LRN takes a float tensor "
                              f"N x C x spatial...")
-        _size(node)
+        window_size(node)
         return [out(node, x.shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -29,11 +29,12 @@ class LRN(OpDef):
         # Per element: a square, `size` adds over the channel window, scale and bias (2), a power
         # and a divide: size + 5 ops. It reduces across channels but keeps the input's shape.
         return [Reduce(name=node.name, node=node.name, op=node.op, inputs=input_operands(node, graph),
-                       output=output_operand(node, graph), axes=(1,), ops_per_element=_size(node) + 5,
+                       output=output_operand(node, graph), axes=(1,), ops_per_element=window_size(node) + 5,
                        fn=lambda x: _lrn(node, x))]
 
 
-def _size(node: Node) -> int:
+def window_size(node: Node) -> int:
+    """The LRN node's window, in channels (its gradient's too); not a positive integer: an error naming the node."""
     size = node.attr("size")
     if size is None or int(size) < 1:
         raise fail(node, f"attribute size must be a positive integer (channels in the window), got {size}")
@@ -41,7 +42,7 @@ def _size(node: Node) -> int:
 
 
 def _lrn(node: Node, x: np.ndarray) -> np.ndarray:
-    size = _size(node)
+    size = window_size(node)
     alpha, beta, bias = (float(node.attr(k, d)) for k, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
     work = np.float64 if x.dtype == np.float64 else np.float32
     square = x.astype(work) ** 2

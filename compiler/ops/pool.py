@@ -25,7 +25,7 @@ class _Pool(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         require(node, ins, 1)
         x = ins[0]
-        geometry = _geometry(node, x.shape)
+        geometry = pool_geometry(node, x.shape)
         _check_p(node, self.mode)
         shape = x.shape[:2] + tuple(geometry[1])
         if node.attr("storage_order", 0) not in (0, 1):
@@ -35,8 +35,8 @@ class _Pool(OpDef):
         return [out(node, shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        geometry = _geometry(node, args[0].shape)
-        y = _pool(args[0], self._mode(node), geometry, _include_pad(node))
+        geometry = pool_geometry(node, args[0].shape)
+        y = _pool(args[0], self._mode(node), geometry, includes_pad(node))
         if len(node.outputs) > 1 and node.outputs[1]:
             return [y, _argmax(args[0], geometry, bool(node.attr("storage_order", 0)))]
         return [y]
@@ -47,9 +47,9 @@ class _Pool(OpDef):
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         x = graph.tensor(node.inputs[0])
-        geometry = _geometry(node, x.shape)
+        geometry = pool_geometry(node, x.shape)
         kernel, outs = geometry[0], geometry[1]
-        mode, include = self._mode(node), _include_pad(node)
+        mode, include = self._mode(node), includes_pad(node)
         # Reduce counts ops per input element; a window reads each input about prod(kernel/stride)
         # times, so the count is rounded up from the true window work (never below it).
         per_window = math.prod(kernel) * (2 if self.mode == "lp" else 1) + (self.mode != "max")
@@ -123,12 +123,14 @@ def _check_p(node: Node, mode: str) -> None:
         raise fail(node, f"attribute p={node.attr('p')} is not allowed (a positive integer)")
 
 
-def _include_pad(node: Node) -> bool:
+def includes_pad(node: Node) -> bool:
+    """Whether an AveragePool divides by the window with its padding (count_include_pad), as its gradient does."""
     return bool(node.attr("count_include_pad", 0))
 
 
-def _geometry(node: Node, shape: tuple[int, ...]):
-    """(kernel, outs, pads_begin, pads_end, strides, dilations) for an input shape."""
+def pool_geometry(node: Node, shape: tuple[int, ...]) -> tuple[list[int], ...]:
+    """(kernel, outs, pads_begin, pads_end, strides, dilations) of a pooling node for an input shape (its gradient's
+    too)."""
     if len(shape) < 3:
         raise fail(node, f"input has shape {list(shape)}; expected N, C and at least one spatial axis")
     kernel = node.attr("kernel_shape")

@@ -10,6 +10,8 @@ accumulates them.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
@@ -75,19 +77,19 @@ class ReduceOp(OpDef):
         if has_input and values is None:   # axes fed at run time: evaluation works, simulation needs them constant
             return [out(node, stand_in(node, x.shape, f"the axes (input {node.inputs[1]!r})"), x.dtype)]
         forget_stand_in(node)
-        axes = _axes(node, values, len(x.shape))
+        axes = reduced_axes(node, values, len(x.shape))
         return [out(node, _reduced_shape(node, x.shape, axes), x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         x = args[0]
-        axes = _axes(node, args[1] if len(args) > 1 else None, x.ndim)
+        axes = reduced_axes(node, args[1] if len(args) > 1 else None, x.ndim)
         return [_reduce(node.op, x, axes, bool(node.attr("keepdims", 1)))]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         require_static(node)
         x = graph.tensor(node.inputs[0])
         has_input = len(node.inputs) > 1 and bool(node.inputs[1])
-        axes = _axes(node, const_input(node, graph, 1, "axes") if has_input else None, len(x.shape))
+        axes = reduced_axes(node, const_input(node, graph, 1, "axes") if has_input else None, len(x.shape))
         source = input_operands(node, graph)[:1]  # the axes input is a compile-time constant
         keepdims, op = bool(node.attr("keepdims", 1)), node.op
         if axes is None and op in ELEMENTWISE_WHEN_EMPTY:
@@ -100,8 +102,9 @@ class ReduceOp(OpDef):
                        fn=lambda a: _reduce(op, a, axes, keepdims))]
 
 
-def _axes(node: Node, values, rank: int) -> tuple[int, ...] | None:
-    """The reduced axes, sorted; None when the op is the identity (noop_with_empty_axes)."""
+def reduced_axes(node: Node, values: Any, rank: int) -> tuple[int, ...] | None:
+    """A Reduce node's reduced axes, sorted, from its `axes` attribute or input `values` (the gradient's too); None
+    when the op is the identity (noop_with_empty_axes)."""
     listed = node.attr("axes") if values is None else np.asarray(values).reshape(-1).tolist()
     if not listed:
         return None if node.attr("noop_with_empty_axes", 0) else tuple(range(rank))

@@ -5,6 +5,7 @@ Invariant: the slicing bounds are compile-time constants; a Move reads only the 
 from __future__ import annotations
 
 import math
+from typing import Any, Callable
 
 import numpy as np
 
@@ -48,8 +49,9 @@ def slices(node: Node, shape: tuple[int, ...], starts, ends, axes, steps) -> tup
     return tuple(result)
 
 
-def _bounds(node: Node, value) -> tuple:
-    """(starts, ends, axes, steps): attributes before opset 10, inputs 1-4 from 10 (`value(i)` or None)."""
+def slice_bounds(node: Node, value: Callable[[int], Any]) -> tuple:
+    """A Slice node's (starts, ends, axes, steps): attributes before opset 10, inputs 1-4 from 10 (`value(i)` or
+    None), for its shape rule, its reference and its gradient alike."""
     if "starts" in node.attrs:
         return node.attrs["starts"], node.attrs["ends"], node.attrs.get("axes"), None
     return value(1), value(2), value(3), value(4)
@@ -69,17 +71,17 @@ class Slice(OpDef):
             names = ("data", "starts", "ends", "axes", "steps")
             present = i < len(node.inputs) and node.inputs[i]
             return const_input(node, graph, i, names[i]) if present else None
-        index = slices(node, ins[0].shape, *_bounds(node, value))
+        index = slices(node, ins[0].shape, *slice_bounds(node, value))
         shape = [len(range(d)[s]) for d, s in zip(ins[0].shape, index)]  # Python counts what a slice keeps
         return [out(node, shape, ins[0].dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(args[0])
-        return [x[slices(node, x.shape, *_bounds(node, lambda i: args[i] if i < len(args) else None))]]
+        return [x[slices(node, x.shape, *slice_bounds(node, lambda i: args[i] if i < len(args) else None))]]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         shape = graph.tensor(node.inputs[0]).shape
-        index = slices(node, shape, *_bounds(node, lambda i: graph.value(node.inputs[i])
+        index = slices(node, shape, *slice_bounds(node, lambda i: graph.value(node.inputs[i])
                                             if i < len(node.inputs) and node.inputs[i] else None))
         data = (operand(graph, node.inputs[0]),)
         return [move_op(node, graph, lambda x: np.asarray(x)[index].copy(), inputs=data)]

@@ -21,7 +21,7 @@ from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import Axis, Einsum, IROp, Move, Operand, Reduce, Role
 from compiler.ops.base import TRAINING_DOMAIN, OpDef, fail, operand, out, output_operand, register, require
-from compiler.ops.conv import OUT_LOOPS, WINDOW_LOOPS, _Spec, _spec
+from compiler.ops.conv import OUT_LOOPS, WINDOW_LOOPS, ConvSpec, conv_spec
 from compiler.ops.matmul import accumulator
 from compiler.ops.train import work
 
@@ -35,7 +35,7 @@ def _shape(node: Node) -> tuple[int, ...]:
     return shape
 
 
-def _check_dy(node: Node, dy: Tensor, x_shape: tuple[int, ...], spec: _Spec) -> None:
+def _check_dy(node: Node, dy: Tensor, x_shape: tuple[int, ...], spec: ConvSpec) -> None:
     want = (x_shape[0], spec.k_total, *spec.outs)
     if dy.shape != want:
         raise fail(node, f"dy {dy.name!r} has shape {list(dy.shape)}; the forward Conv's output is {list(want)}")
@@ -43,14 +43,14 @@ def _check_dy(node: Node, dy: Tensor, x_shape: tuple[int, ...], spec: _Spec) -> 
         raise fail(node, f"the gradient {dy.name!r} is {dy.dtype.value}; gradients are floats")
 
 
-def _taps(spec: _Spec):
+def _taps(spec: ConvSpec):
     """(kernel offsets, the padded input's window those offsets read for every output position), per tap."""
     for offsets in itertools.product(*(range(r) for r in spec.kernel)):
         yield offsets, tuple(slice(o * d, o * d + s * (p - 1) + 1, s)
                              for o, d, s, p in zip(offsets, spec.dilations, spec.strides, spec.outs))
 
 
-def _grouped(spec: _Spec, x_shape: tuple[int, ...], dy: np.ndarray):
+def _grouped(spec: ConvSpec, x_shape: tuple[int, ...], dy: np.ndarray):
     """(n, g, c, k, dy as [n, g, k, P...])."""
     n, g, c = x_shape[0], spec.groups, spec.c
     k = spec.k_total // g
@@ -65,13 +65,13 @@ class ConvGradData(OpDef):
         require(node, ins, 2)
         dy, w = ins
         shape = _shape(node)
-        _check_dy(node, dy, shape, _spec(node, Tensor("x", shape, w.dtype), w))
+        _check_dy(node, dy, shape, conv_spec(node, Tensor("x", shape, w.dtype), w))
         return [out(node, shape, dy.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         dy, w = work(*args)
         shape = _shape(node)
-        spec = _spec(node, Tensor("x", shape, DType.fp32), Tensor("w", w.shape, DType.fp32))
+        spec = conv_spec(node, Tensor("x", shape, DType.fp32), Tensor("w", w.shape, DType.fp32))
         n, g, c, k, dy = _grouped(spec, shape, dy)
         wg = w.reshape(g, k, c, *spec.kernel)
         padded = [h + b + e for h, b, e in zip(shape[2:], spec.begin, spec.end)]
@@ -84,7 +84,7 @@ class ConvGradData(OpDef):
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         dy, w = graph.tensor(node.inputs[0]), graph.tensor(node.inputs[1])
         shape = _shape(node)
-        spec = _spec(node, Tensor("x", shape, w.dtype), w)
+        spec = conv_spec(node, Tensor("x", shape, w.dtype), w)
         ops, weight = _flipped(node, graph, w, len(spec.outs))
         combos = list(itertools.product(*(_phases(h, r, s, d, b) for h, r, s, d, b
                                           in zip(shape[2:], spec.kernel, spec.strides, spec.dilations, spec.begin))))
@@ -165,7 +165,7 @@ def _phases(size: int, kernel: int, stride: int, dilation: int, pad: int) -> lis
     return phases
 
 
-def _phase_einsum(node: Node, graph: Graph, spec: _Spec, shape, dy: Tensor, weight: Operand, combo, target: Operand,
+def _phase_einsum(node: Node, graph: Graph, spec: ConvSpec, shape, dy: Tensor, weight: Operand, combo, target: Operand,
                   tag: str) -> list[IROp]:
     """dx's rows of one phase (_Phase names the terms):
     dx[n, g, c, u...] += dy[n, g*K + k, u + dy_offset + dy_step*m...] * w_flipped[g*K + k, c, w_offset + period*m...]"""
@@ -200,13 +200,13 @@ class ConvGradFilter(OpDef):
         require(node, ins, 2)
         x, dy = ins
         shape = _shape(node)
-        _check_dy(node, dy, x.shape, _spec(node, x, Tensor("w", shape, x.dtype)))
+        _check_dy(node, dy, x.shape, conv_spec(node, x, Tensor("w", shape, x.dtype)))
         return [out(node, shape, dy.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         x, dy = work(*args)
         shape = _shape(node)
-        spec = _spec(node, Tensor("x", x.shape, DType.fp32), Tensor("w", shape, DType.fp32))
+        spec = conv_spec(node, Tensor("x", x.shape, DType.fp32), Tensor("w", shape, DType.fp32))
         n, g, c, k, dy = _grouped(spec, x.shape, dy)
         xp = np.pad(x, [(0, 0), (0, 0)] + list(zip(spec.begin, spec.end)))
         xp = xp.reshape(n, g, c, *xp.shape[2:])
@@ -220,7 +220,7 @@ class ConvGradFilter(OpDef):
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         x, dy = graph.tensor(node.inputs[0]), graph.tensor(node.inputs[1])
         shape = _shape(node)
-        spec = _spec(node, x, Tensor("w", shape, x.dtype))
+        spec = conv_spec(node, x, Tensor("w", shape, x.dtype))
         rank, groups, k = len(spec.outs), spec.groups, spec.k_total // spec.groups
         outs, wins = OUT_LOOPS[rank], WINDOW_LOOPS[rank]
         grouped = groups > 1

@@ -27,8 +27,8 @@ from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Reduce
 from compiler.ops.base import (TRAINING_DOMAIN, OpDef, fail, input_operands, out, output_operand, register,
                                require)
-from compiler.ops.lrn import _size as lrn_size
-from compiler.ops.pool import _geometry, _include_pad
+from compiler.ops.lrn import window_size
+from compiler.ops.pool import includes_pad, pool_geometry
 from compiler.ops.train import work
 
 
@@ -104,15 +104,15 @@ class MaxPoolGrad(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         require(node, ins, 2)
         dy, x = ins
-        _check_dy(node, dy, x.shape, _geometry(node, x.shape)[1])
+        _check_dy(node, dy, x.shape, pool_geometry(node, x.shape)[1])
         return [out(node, x.shape, dy.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         dy, x = args
-        return [_max_grad(_geometry(node, x.shape), dy, x).astype(dy.dtype)]
+        return [_max_grad(pool_geometry(node, x.shape), dy, x).astype(dy.dtype)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
-        kernel = _geometry(node, graph.tensor(node.inputs[1]).shape)[0]
+        kernel = pool_geometry(node, graph.tensor(node.inputs[1]).shape)[0]
         return _window_reduce(node, graph, lambda dy, x: self.reference(node, [dy, x])[0], math.prod(kernel) + 1)
 
 
@@ -121,21 +121,21 @@ class AveragePoolGrad(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         require(node, ins, 1)
         shape = tuple(int(d) for d in node.attr("shape", ()))
-        _check_dy(node, ins[0], shape, _geometry(node, shape)[1])
+        _check_dy(node, ins[0], shape, pool_geometry(node, shape)[1])
         return [out(node, shape, ins[0].dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         shape = tuple(int(d) for d in node.attr("shape"))
-        dx = _average_grad(_geometry(node, shape), args[0], shape[2:], _include_pad(node))
+        dx = _average_grad(pool_geometry(node, shape), args[0], shape[2:], includes_pad(node))
         return [dx.astype(args[0].dtype)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
-        kernel = _geometry(node, tuple(int(d) for d in node.attr("shape")))[0]
+        kernel = pool_geometry(node, tuple(int(d) for d in node.attr("shape")))[0]
         return _window_reduce(node, graph, lambda dy: self.reference(node, [dy])[0], math.prod(kernel) + 1)
 
 
 def _lrn_grad(node: Node, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
-    size = lrn_size(node)
+    size = window_size(node)
     alpha, beta, bias = (float(node.attr(k, d)) for k, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
     dy, x = work(dy, x)
     # channel c's window is [c - below, c + above] (compiler/ops/lrn.py); channel i is in the windows of
@@ -154,7 +154,7 @@ class LRNGrad(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         require(node, ins, 2)
         dy, x = ins
-        lrn_size(node)
+        window_size(node)
         if dy.shape != x.shape or len(x.shape) < 3 or not dy.dtype.is_float:
             raise fail(node, f"dy is {dy.dtype.value} {list(dy.shape)}, x {list(x.shape)}: LRN's gradient takes a "
                              f"float dy of x's shape, N x C x spatial...")
@@ -165,5 +165,5 @@ class LRNGrad(OpDef):
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         return [Reduce(name=node.name, node=node.name, op=node.op, inputs=input_operands(node, graph),
-                       output=output_operand(node, graph), axes=(1,), ops_per_element=2 * lrn_size(node) + 11,
+                       output=output_operand(node, graph), axes=(1,), ops_per_element=2 * window_size(node) + 11,
                        fn=lambda dy, x: self.reference(node, [dy, x])[0])]

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from compiler.errors import ModelError
-from compiler.ops.reduce import _axes as reduced_axes
+from compiler.ops.reduce import reduced_axes
 from compiler.ops.softmax import SINGLE_AXIS_OPSET
 from compiler.train.autodiff import Tape, rule
 

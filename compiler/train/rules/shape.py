@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.ops.base import normalize_axis
-from compiler.ops.slice import _bounds
+from compiler.ops.slice import slice_bounds
 from compiler.train.autodiff import Tape, rule
 
 
@@ -43,7 +43,7 @@ def concat(t: Tape, node, dys, wants):
 
 @rule("Slice")
 def slice_(t: Tape, node, dys, wants):
-    starts, ends, axes, steps = _bounds(node, lambda i: t.graph.value(node.inputs[i])
+    starts, ends, axes, steps = slice_bounds(node, lambda i: t.graph.value(node.inputs[i])
                                         if len(node.inputs) > i and node.inputs[i] else None)
     listed = [None if v is None else [int(x) for x in np.asarray(v).reshape(-1)] for v in (starts, ends, axes, steps)]
     attrs = {k: v for k, v in zip(("starts", "ends", "axes", "steps"), listed) if v is not None}

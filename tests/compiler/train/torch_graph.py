@@ -95,8 +95,8 @@ def _lrn(node, x):
 
 
 def _slice(node, graph, x):
-    from compiler.ops.slice import _bounds, slices
-    starts, ends, axes, steps = _bounds(node, lambda i: graph.value(node.inputs[i])
+    from compiler.ops.slice import slice_bounds, slices
+    starts, ends, axes, steps = slice_bounds(node, lambda i: graph.value(node.inputs[i])
                                         if len(node.inputs) > i and node.inputs[i] else None)
     where = slices(node, tuple(x.shape), starts, ends, axes, steps)
     if any(s.step is not None and s.step < 0 for s in where):
