@@ -110,7 +110,7 @@ def layer_cycles(ir: IR, arch: Arch) -> list[dict[str, Any]]:
             continue
         view = gemm_view(op)
         b, m, n, k = (view.size(p) for p in "bmnk")
-        dataflow = systolic._dataflow(unit, None)
+        dataflow = systolic.dataflow_of(unit, None)
         folds, _ = systolic.folds_and_stream(m, n, k, unit.array.rows, unit.array.cols, dataflow)
         one = systolic.scalesim_split(np.array([m]), np.array([n]), np.array([k]), unit, arch, None)[0][0]
         layers.append({"name": op.name, "op": op.op, "b": b, "m": m, "n": n, "k": k, "dataflow": dataflow,

@@ -67,7 +67,7 @@ def matrix_split(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit: ComputeUnit,
     """
     array = unit.array
     assert array is not None, f"{unit.name}: a systolic unit has an array (the schema requires one)"
-    dataflow = _dataflow(unit, mapping)
+    dataflow = dataflow_of(unit, mapping)
     share = instance_tile(mapping, m, n, k) if getattr(mapping, "spatial", ()) else None
     if share is not None:
         m, n, k = share   # several arrays side by side (TPU v4's 8 MXUs): each runs its share at once
@@ -83,7 +83,7 @@ def scalesim_split(m: np.ndarray, n: np.ndarray, k: np.ndarray, unit: ComputeUni
     """(cycles, tail) of tile GEMMs as SCALE-Sim v3 counts them (`compat_cycles`): each row whole on one array,
     its folds and rows overlapping nothing (tail 0)."""
     assert unit.array is not None, f"{unit.name}: SCALE-Sim prices systolic arrays only"
-    cycles = compat_cycles(m, n, k, unit.array.rows, unit.array.cols, _dataflow(unit, mapping))
+    cycles = compat_cycles(m, n, k, unit.array.rows, unit.array.cols, dataflow_of(unit, mapping))
     return _at_arch_clock(cycles, np.zeros_like(cycles), unit, arch)
 
 
@@ -162,7 +162,7 @@ def compat_cycles(m: np.ndarray | int, n: np.ndarray | int, k: np.ndarray | int,
     return cycles
 
 
-def _dataflow(unit, mapping) -> str:
+def dataflow_of(unit: ComputeUnit, mapping: Mapping | None) -> str:
     """The mapping's dataflow, else the unit's first listed one (a preset lists its native dataflow first)."""
     chosen: object = getattr(mapping, "dataflow", None)
     if chosen is None:

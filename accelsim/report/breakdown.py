@@ -6,7 +6,7 @@ cycles = compute_cycles + stall_cycles_by_level + `other`; at roofline fidelity 
 the time beyond compute is blamed on the bound. `other` is idle time whose last dependency is a compute, not a
 transfer (an epilogue beside the array waiting for its results; a kernel's rows issued before its first op's): a
 small share. A wait on a level keeps that level even where the op is charged only part of its run
-(accelsim.sim.tile._charged_stalls).
+(accelsim.sim.tile.charged_stalls).
 """
 from __future__ import annotations
 

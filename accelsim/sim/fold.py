@@ -49,7 +49,7 @@ def simulate_folded(ir, arch: Arch, mappings, pricing, run_tiles, bound) -> list
 
     folds = folds_for(op, mappings[op.name])
     for n in range(len(folds), 0, -1):                # both loops folded, else the longest alone
-        whole = _extrapolated(folds[:n], (), counts)
+        whole = extrapolated(folds[:n], (), counts)
         if whole is not None:
             break
     else:
@@ -61,7 +61,7 @@ def simulate_folded(ir, arch: Arch, mappings, pricing, run_tiles, bound) -> list
     return [_result(op, whole.pop("result"), whole, arch, bound)]
 
 
-def _extrapolated(folds: tuple[Fold, ...], kept: tuple[Fold, ...], counts) -> dict | None:
+def extrapolated(folds: tuple[Fold, ...], kept: tuple[Fold, ...], counts) -> dict | None:
     """The integer counts of the op with `kept` cut as they say and `folds` whole, each extrapolated from a few of
     its iterations (the first fold's along the counts of the rest, recursively); None if one never settles."""
     if not folds:
@@ -72,7 +72,7 @@ def _extrapolated(folds: tuple[Fold, ...], kept: tuple[Fold, ...], counts) -> di
         head += (fold.trips - 1 - head) % PERIOD          # so that whole periods lead to the loop's last iteration
         points = []
         for h in (head - PERIOD, head, head + PERIOD):
-            points.append(_extrapolated(rest, kept + (fold.with_head(h),), counts))
+            points.append(extrapolated(rest, kept + (fold.with_head(h),), counts))
             if points[-1] is None:          # a fold inside never settles: give up this set of folds (bounded work)
                 return None
         before, at, after = points

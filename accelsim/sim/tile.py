@@ -58,7 +58,7 @@ def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pric
     bounds = [*anchors.tolist(), len(ir.ops)]
     for o, end in zip(bounds, bounds[1:]):
         ops = ir.ops[o:end]
-        key = tuple([_op_key(op, mappings.get(op.name)) for op in ops])
+        key = tuple([op_key(op, mappings.get(op.name)) for op in ops])
         found = done.get(key)
         if found is None:
             part, chosen = replace(ir, ops=ops), {op.name: mappings.get(op.name) for op in ops}
@@ -74,7 +74,9 @@ def simulate_ops(ir: IR, arch: Arch, mappings: dict[str, Mapping], pricing: Pric
     return results
 
 
-def _op_key(op: IROp, mapping: Mapping | None) -> tuple:
+def op_key(op: IROp, mapping: Mapping | None) -> tuple:
+    """All an op's simulated run depends on besides the arch: ops with equal keys (a decoder's identical layers)
+    are simulated once."""
     return (op_signature(op), getattr(op, "axes", None), getattr(op, "ops_per_element", None), op.op,
             op.kind, getattr(op, "view", None), op.launch, mapping and _mapping_key(mapping))
 
@@ -156,7 +158,7 @@ def _let_go(dep, on_release, share, lead, start, end, prices) -> np.ndarray:
     return np.where(dep >= 0, done, -1)
 
 
-def _charged_stalls(stalls: dict[str, int], idle: int) -> dict[str, int]:
+def charged_stalls(stalls: dict[str, int], idle: int) -> dict[str, int]:
     """The stalls of an op's run, fitted into the idle cycles it is charged. An op of a kernel run beside its array
     (a fused epilogue) is charged part of its run or a little more (accelsim.sim.output_stage.charged): its waits
     are the same waits, so they keep their levels, scaled down where the charge is shorter than the run. Dropping
@@ -205,7 +207,7 @@ def _op_result(i: int, op: IROp, arch: Arch, code: Code, rate, span, busy, stall
     # charged: what the op adds to its kernel (a fused epilogue beside the array, less than it ran)
     cycles, ran = int(span[0][i]), int(span[1][i])
     busy_i = min(int(busy[i]), cycles)
-    stalls = _charged_stalls({n: int(c) for n, c in zip(names, stall[i]) if c}, cycles - busy_i)
+    stalls = charged_stalls({n: int(c) for n, c in zip(names, stall[i]) if c}, cycles - busy_i)
     seconds = cycles / clock
     channel = {n: int(c) for n, c in zip(names, per_level["busy"][i]) if c}
     launch = launch_cycles(op, unit, arch, computes["work"]) if op.launch and len(computes) else 0

@@ -99,7 +99,7 @@ def predictions(path: str | os.PathLike = DATA / "published.csv", sample: int | 
     host = harness(Path(path).parent / "dataset.yaml")
     held = caches(Path(path).parent / "dataset.yaml")
     if sample:
-        rows = [r for s in dict.fromkeys(r.suite for r in rows) for r in _every(
+        rows = [r for s in dict.fromkeys(r.suite for r in rows) for r in thinned(
             [r for r in rows if r.suite == s], sample)]
     archs: dict = {}
     found = []
@@ -150,7 +150,8 @@ def _launch(arch: Arch) -> float:
     return max(u.launch_overhead_s for u in arch.compute)
 
 
-def _every(rows: list, step: int) -> list:
+def thinned(rows: list, step: int) -> list:
+    """Every `step`-th row, and the last one always (a sample of a suite keeps its largest case)."""
     picked = rows[::step]
     return picked + ([rows[-1]] if rows and rows[-1] is not picked[-1] else [])
 

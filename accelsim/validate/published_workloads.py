@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from accelsim.validate.published_gpu import Prediction, _every
+from accelsim.validate.published_gpu import Prediction, thinned
 from accelsim.validate.sourced import agreeing, figures, is_published, settings, sourced_rows
 from compiler.dtypes import DType
 from compiler.errors import UserError
@@ -169,7 +169,7 @@ def predictions(path: str | os.PathLike = DATA / CSV, sample: int | None = None)
     rows = [r for r in read(path) if r.scored]
     fusion = builds(Path(path).parent / "dataset.yaml")
     if sample:
-        rows = [r for s in dict.fromkeys(r.suite for r in rows) for r in _every(
+        rows = [r for s in dict.fromkeys(r.suite for r in rows) for r in thinned(
             [r for r in rows if r.suite == s], sample)]
     archs: dict = {}
     seconds: dict = {}

@@ -6,7 +6,7 @@ import pytest
 
 import accelsim.sim.tile as tile
 from accelsim.sim.build import build
-from accelsim.sim.fold import _extrapolated, simulate_folded
+from accelsim.sim.fold import extrapolated, simulate_folded
 from accelsim.sim.model import load_arch, load_model
 from accelsim.sim.train import compute_dtype
 from compiler.builder import Builder
@@ -37,9 +37,9 @@ def test_a_folded_op_has_every_figure_of_the_whole_op(arch, trains, fold_everyth
     seen = set()
     for op in compiled.ir.ops:
         mapping = compiled.mappings.get(op.name)
-        if mapping is None or not folds_for(op, mapping) or tile._op_key(op, mapping) in seen:
+        if mapping is None or not folds_for(op, mapping) or tile.op_key(op, mapping) in seen:
             continue
-        seen.add(tile._op_key(op, mapping))
+        seen.add(tile.op_key(op, mapping))
         alone = replace(compiled.ir, ops=[op])
         whole, _ = tile.run_tiles(alone, compiled.arch, compiled.mappings, compiled.pricing)
         result = simulate_folded(alone, compiled.arch, compiled.mappings, compiled.pricing, tile.run_tiles,
@@ -160,10 +160,10 @@ def synthetic_counts(per_inner):
 def test_two_folds_extrapolate_each_along_the_other():
     folds = (Fold(0, 40, 4), Fold(1, 30, 4))
     periodic = synthetic_counts(lambda b: 6 * b)
-    whole = _extrapolated(folds, (), periodic)
+    whole = extrapolated(folds, (), periodic)
     assert whole == periodic(()) and whole["cycles"] == 7 + 40 * (5 + 6 * 30)
     # an inner loop whose iterations cost more and more never settles: the pair is given up
-    assert _extrapolated(folds, (), synthetic_counts(lambda b: b * b)) is None
+    assert extrapolated(folds, (), synthetic_counts(lambda b: b * b)) is None
     # folded alone, the outer loop still settles: it is what simulate_folded falls back to
     growing = synthetic_counts(lambda b: b * b)
-    assert _extrapolated(folds[:1], (), growing) == growing(())
+    assert extrapolated(folds[:1], (), growing) == growing(())

@@ -1,4 +1,4 @@
-"""Where an op's idle time goes when a fused epilogue runs beside the array (accelsim.sim.tile._charged_stalls):
+"""Where an op's idle time goes when a fused epilogue runs beside the array (accelsim.sim.tile.charged_stalls):
 a conv whose weights stream from DRAM waits on DRAM, with or without its BatchNorm beside it. Checked against
 the DRAM's bytes over its bandwidth, not against the engine's own split."""
 from dataclasses import replace
@@ -7,7 +7,7 @@ import pytest
 
 import accelsim
 from accelsim.report.breakdown import COMPUTE, OTHER, time_split
-from accelsim.sim.tile import _charged_stalls, run_tiles
+from accelsim.sim.tile import charged_stalls, run_tiles
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +33,6 @@ def test_a_dram_bound_conv_with_an_epilogue_beside_it_waits_on_dram(conv_with_ep
 
 
 def test_stalls_fit_the_idle_time_an_op_is_charged():
-    assert _charged_stalls({"dram": 300, "sram": 100}, 500) == {"dram": 300, "sram": 100}
-    assert _charged_stalls({"dram": 300, "sram": 100}, 200) == {"dram": 150, "sram": 50}
-    assert _charged_stalls({"dram": 3, "sram": 1}, 0) == {}
+    assert charged_stalls({"dram": 300, "sram": 100}, 500) == {"dram": 300, "sram": 100}
+    assert charged_stalls({"dram": 300, "sram": 100}, 200) == {"dram": 150, "sram": 50}
+    assert charged_stalls({"dram": 3, "sram": 1}, 0) == {}
