@@ -9,10 +9,12 @@ longer than its work at full peak. Both peaks and bandwidths come from the Resul
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, TypeAlias
 
-if TYPE_CHECKING:   # in annotations only: Result imports the table, which imports this
-    from accelsim.results.result import OpResult, Result
+# accelsim.results.result's OpResult and Result, named without importing them (even for the type checker): Result
+# imports the table, which imports this, and the import graph has no cycles
+OpResult: TypeAlias = Any
+Result: TypeAlias = Any
 
 COMPUTE = "compute"
 
