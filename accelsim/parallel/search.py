@@ -14,13 +14,10 @@ the pool does.
 """
 from __future__ import annotations
 
-import atexit
-import multiprocessing
 import os
 import sys
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 
 from accelsim.arch.system import System
@@ -35,6 +32,7 @@ from accelsim.parallel.plan import SEARCH_BUDGET as BUDGET, Plan
 from accelsim.parallel.progress import SearchProgress
 from accelsim.parallel.space import MAX_MICROBATCHES, ZERO, Candidate, candidates
 from accelsim.parallel.rank import partition
+from accelsim.parallel.workers import Workers
 from accelsim.sim.memory import at_dtypes, dtypes
 from accelsim.sim.model import load_model
 from accelsim.sim.train import STORED, compute_dtype, is_zoo_model, training_form
@@ -217,38 +215,37 @@ class PlanPool:
         self.workers = max(wanted, 1)
         self._pool = None
         if self.workers > 1:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(starting()),
-                                             initializer=_worker)
-            for _ in range(self.workers):
-                self._pool.submit(_blocks if question.blocks is not None else _started, question)
+            self._pool = Workers(self.workers, starting(), run_task,
+                                 _blocks if question.blocks is not None else _started, (question,))
 
     def __enter__(self) -> PlanPool:
         return self
 
     def __exit__(self, *exc) -> None:
         if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+            self._pool.close()
 
     def late(self) -> bool:
         return self.until is not None and time.time() > self.until
 
-    def each(self, work, jobs: list[list[int]], items: list):
-        """(job, work(question, its items)) for each job (a list of indices into `items`), as they finish."""
+    def each(self, work, jobs: list[list[int]], items: list, near=lambda job: ()):
+        """(job, work(question, its items)) for each job (a list of indices into `items`), as they finish; `near(job)`
+        names what the job builds, for a later task that shares it (accelsim.parallel.workers)."""
         if self._pool is None:
             for job in jobs:
                 yield job, run_task(work, self.question, [items[i] for i in job], self.until)
             return
-        futures = {self.submit(work, [items[i] for i in job]): n for n, job in enumerate(jobs)}
-        for future in as_completed(futures):
-            yield jobs[futures[future]], future.result()
+        tasks = {self.submit(work, [items[i] for i in job], near=near(job)): n for n, job in enumerate(jobs)}
+        for task in self._pool.as_completed(list(tasks)):
+            yield jobs[tasks[task]], task.result()
 
-    def submit(self, work, items: list, timed: bool = True):
+    def submit(self, work, items: list, timed: bool = True, near: tuple = ()):
         """work(question, items) started in a worker (here: done now), as something with .result(); `timed`: it
-        stops at the time limit."""
+        stops at the time limit; `near`: what it shares with earlier tasks (their worker is preferred)."""
         until = self.until if timed else None
         if self._pool is None:
             return _Done(run_task(work, self.question, items, until))
-        return self._pool.submit(run_task, work, self.question, items, until)
+        return self._pool.submit(work, self.question, items, until, near=near)
 
 
 def starting() -> str:
@@ -280,18 +277,6 @@ def run_task(work, question: Question, items: list, until: float | None) -> list
         return work(question, items, until)
 
 
-def _worker() -> None:
-    """A worker leaves as soon as the pool is shut down: tearing down its caches (a few hundred MB of small
-    objects) object by object took seconds the search waited for."""
-    atexit.register(_leave)
-
-
-def _leave() -> None:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
 @dataclass(frozen=True)
 class _Done:
     value: list
@@ -316,7 +301,11 @@ def _evaluate(pool: PlanPool, question: Question, kept: list[Candidate], top: in
     prune = blocks_ and question.fidelity != "roofline" and not exhaustive
     settle = pool.bar.settle if pool.bar is not None else lambda *_: None
     second = []
-    for job, out in pool.each(measure, _groups(range(len(kept)), lambda i: kept[i].plan.tp), kept):
+    def near(i: int) -> tuple:      # what a task on plan i builds: its tp's and micro-batch's stages, its tp's lines
+        return ("tp", kept[i].plan.tp, kept[i].micro(question.batch)), ("tp", kept[i].plan.tp)
+
+    for job, out in pool.each(measure, _groups(range(len(kept)), lambda i: kept[i].plan.tp), kept,
+                              lambda job: near(job[0])[1:]):
         for i, record in zip(job, out):
             records[i] = record
         settle(records)
@@ -324,7 +313,7 @@ def _evaluate(pool: PlanPool, question: Question, kept: list[Candidate], top: in
             fit = [i for i in job if records[i] is not None and not isinstance(records[i], Discarded)]
             for group in _groups(fit, lambda i: kept[i].micro(question.batch)):
                 second.append((group, pool.submit(lower_bound if prune else score,
-                                                  [(kept[i], records[i]) for i in group])))
+                                                  [(kept[i], records[i]) for i in group], near=near(group[0]))))
     if not prune:
         for group, future in second:
             for i, record in zip(group, future.result()):
@@ -338,7 +327,8 @@ def _evaluate(pool: PlanPool, question: Question, kept: list[Candidate], top: in
     found = {"any": False}      # whether a plan is simulated yet: the first round is, even past the time limit
 
     def run(indices: list[int]) -> dict:
-        futures = [(group, pool.submit(score, [(kept[i], records[i]) for i in group], timed=found["any"]))
+        futures = [(group, pool.submit(score, [(kept[i], records[i]) for i in group], timed=found["any"],
+                                       near=near(group[0])))
                    for group in _groups(indices, lambda i: (kept[i].plan.tp, kept[i].micro(question.batch)))]
         return {i: s for group, future in futures for i, s in zip(group, future.result()) if s is not None}
 
