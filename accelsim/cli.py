@@ -35,7 +35,7 @@ EXIT_MISMATCH, EXIT_USAGE, EXIT_INTERNAL = 1, 2, 3
 def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _show_warning
     argv = sys.argv[1:] if argv is None else argv
-    parser = _parser(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()
@@ -75,7 +75,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 _PLAIN_WARNING = warnings.showwarning
 
 
-def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The whole command line, or, given `argv`, all of it but the `validate` actions unless argv's command is
     validate: declaring them imports the CUDA harness and onnx's conformance cases (~1.5 s)."""
     command = None if argv is None else next((arg for arg in argv if not arg.startswith("-")), "")

@@ -58,7 +58,7 @@ def catalogue() -> tuple[dict[str, list], dict[str, str]]:
     from compiler.map import disk, entry
 
     where = entry.folder(disk.root(), "ops")
-    key = _key() if where is not None else None
+    key = catalogue_key() if where is not None else None
     if key is not None:
         body = entry.read(disk.path(key, where), key, CATALOGUE_BYTES)
         if body is not None:
@@ -80,7 +80,7 @@ def catalogue() -> tuple[dict[str, list], dict[str, str]]:
     return supported, dict(OUT_OF_SCOPE)
 
 
-def _key() -> list | None:
+def catalogue_key() -> list | None:
     """What the catalogue depends on: this code (every source of accelsim and compiler: the registry, lowering, the
     frontend's range and refusals) and the onnx whose schemas and conformance cases it reads."""
     from importlib.metadata import PackageNotFoundError, version

@@ -106,7 +106,7 @@ def pareto_table(spec, rows: list[dict], best: list[dict]) -> str:
         if not front:
             continue
         header = [*names, *spec.objectives]
-        lines = [header] + [[_value(r.get(a.key)) for a in spec.axes] +
+        lines = [header] + [[cell_text(r.get(a.key)) for a in spec.axes] +
                             [engineering(r[o], OBJECTIVES[o][0]) for o in spec.objectives] for r in front]
         widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
         out += ["  " + "  ".join(c.rjust(w) for c, w in zip(line, widths)) for line in lines]
@@ -126,7 +126,8 @@ def short_names(keys: list[str]) -> list[str]:
     return out
 
 
-def _value(value) -> str:
+def cell_text(value: object) -> str:
+    """A swept value as the table shows it: plain units (accelsim.results.units.plain), a list comma-separated."""
     if isinstance(value, list):
         return ",".join(map(plain, value))
     return plain(value)

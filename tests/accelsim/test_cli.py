@@ -189,7 +189,7 @@ def test_readme_python_runs():
 def test_every_subcommand_and_option_explains_itself():
     import argparse
 
-    from accelsim.cli import _parser
+    from accelsim.cli import build_parser
 
     missing = []
 
@@ -202,5 +202,5 @@ def test_every_subcommand_and_option_explains_itself():
                     walk(sub, path + [name])
             elif not action.help:
                 missing.append(" ".join(path) + f": {action.option_strings or action.dest} has no help")
-    walk(_parser(), ["accelsim"])
+    walk(build_parser(), ["accelsim"])
     assert not missing

@@ -78,10 +78,10 @@ def test_the_package_names_resolve_on_first_use():
 
 def test_choices_read_late_are_the_compilers():
     """--loss and --optimizer list, and accept, what compiler.train.step defines, though read only when needed."""
-    from accelsim.cli import _parser
+    from accelsim.cli import build_parser
     from compiler.train.step import DEFAULTS, LOSSES
 
-    evaluate = _parser(["eval"])._subparsers._group_actions[0].choices["eval"]
+    evaluate = build_parser(["eval"])._subparsers._group_actions[0].choices["eval"]
     options = {action.dest: action for action in evaluate._actions}
     assert list(options["loss"].choices) == list(LOSSES)
     assert list(options["optimizer"].choices) == sorted(DEFAULTS)
@@ -91,10 +91,10 @@ def test_choices_read_late_are_the_compilers():
 
 
 def test_validate_actions_are_declared_for_validate_only():
-    from accelsim.cli import _parser
+    from accelsim.cli import build_parser
 
     def actions(argv):
-        sub = _parser(argv)._subparsers._group_actions[0].choices["validate"]
+        sub = build_parser(argv)._subparsers._group_actions[0].choices["validate"]
         return set(sub._subparsers._group_actions[0].choices)
 
     assert actions(["validate", "cpu", "--help"]) == actions(None) == {"score", "cuda", "onnx", "cpu"}

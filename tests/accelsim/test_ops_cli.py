@@ -41,7 +41,7 @@ def test_a_catalogue_of_code_that_changed_is_computed_again(lowerings, monkeypat
                                   '{"ops": {"Relu": [7, 28, "6", {}]}, "out_of_scope": {}}',
                                   '{"ops": {}}', '[]', 'not json'])
 def test_a_file_with_its_digest_but_not_a_catalogue_is_warned_about_and_computed_again(lowerings, body):
-    key = ops_cli._key()
+    key = ops_cli.catalogue_key()
     where = disk.path(key, entry.folder(disk.root(), "ops"))
     entry.write(where, key, body, ops_cli.CATALOGUE_BYTES)
     with pytest.warns(CacheWarning, match="does not hold a catalogue of ops"):
@@ -55,7 +55,7 @@ def test_a_fifo_an_oversized_or_edited_file_is_warned_about_and_computed_again(l
     import os
 
     ops_cli.catalogue()
-    key = ops_cli._key()
+    key = ops_cli.catalogue_key()
     where = disk.path(key, entry.folder(disk.root(), "ops"))
     if damage == "fifo":
         where.unlink()

@@ -5,7 +5,7 @@ import re
 import accelsim
 from accelsim.report import figures, sweep_page
 from accelsim.report.breakdown import ceilings
-from accelsim.sweep.cli import _value
+from accelsim.sweep.cli import cell_text
 from accelsim.arch import load_arch
 
 UNIT = re.compile(r"\((s|ms|us|ns|J|mJ|uJ|nJ|pJ|B|KiB|MiB|GiB|op/B[^)]*|op/s|k cells)\)")
@@ -41,5 +41,5 @@ def test_sweep_tables_and_axes_print_numbers_for_people(tmp_path, monkeypatch):
     table = page[page.index('id="points"'):]
     assert "latency (s)" in table and "energy (J)" in table and "123.5 us" in table and "1.9 mJ" in table
     assert "16,000,000,000" in table and ">0.000123" not in table     # data-sort keeps the raw value
-    assert [_value(v) for v in (1.6e10, 0.000123456789, 25600000000, [8, 16], "ws")] == \
+    assert [cell_text(v) for v in (1.6e10, 0.000123456789, 25600000000, [8, 16], "ws")] == \
         ["16,000,000,000", "123.5 u", "25,600,000,000", "8,16", "ws"]

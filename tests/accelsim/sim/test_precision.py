@@ -159,10 +159,10 @@ def test_a_dtype_eval_does_not_emulate_exits_2(capsys, argv, words):
 
 
 def test_the_help_names_every_dtype_eval_emulates():
-    from accelsim.cli import _parser
+    from accelsim.cli import build_parser
     from accelsim.sim.precision import OPERANDS
 
-    evaluate = _parser(["eval"])._subparsers._group_actions[0].choices["eval"]
+    evaluate = build_parser(["eval"])._subparsers._group_actions[0].choices["eval"]
     dtype = next(action for action in evaluate._actions if "--dtype" in action.option_strings)
     assert all(d.value in dtype.help for d in OPERANDS)
 
