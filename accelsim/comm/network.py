@@ -142,7 +142,8 @@ class Transfers:
     def arrays(self) -> dict[str, np.ndarray]:
         """path, share, hops: [T, PATH]; stages, nbytes, piece: [T]; dep: [T, D], padded with -1 (share 0)."""
         width = max((b[5].shape[1] for b in self._blocks), default=1)
-        out = {"path": [], "share": [], "hops": [], "stages": [], "nbytes": [], "dep": [], "piece": []}
+        out: dict[str, list[np.ndarray]] = {"path": [], "share": [], "hops": [], "stages": [], "nbytes": [], "dep": [],
+                                            "piece": []}
         for path, share, hops, stages, nbytes, after, piece in self._blocks:
             pad = PATH - path.shape[1]
             out["path"].append(np.pad(path, ((0, 0), (0, pad)), constant_values=-1))

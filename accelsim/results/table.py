@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import io
+from typing import Literal
 
 from accelsim.results.units import binary, energy, engineering, seconds, si  # noqa: F401 (the units' one home)
 
 from accelsim.results import roof
 
 
-COLUMNS = (("layer", "left"), ("op", "left"), ("shape", "left"), ("MACs | ops", "right"), ("bytes", "right"),
-           ("FLOP/B", "right"), ("roof", "left"), ("bound", "left"), ("time", "right"), ("util", "right"))
+COLUMNS: tuple[tuple[str, Literal["left", "right"]], ...] = (
+    ("layer", "left"), ("op", "left"), ("shape", "left"), ("MACs | ops", "right"), ("bytes", "right"),
+    ("FLOP/B", "right"), ("roof", "left"), ("bound", "left"), ("time", "right"), ("util", "right"))
 # a column left out below this width (layer names wrap first): the roofline's two first (the lines under the table
 # still count the roofs and say where a bound differs), then shape, then op
 DROPPED = (("FLOP/B", 140), ("roof", 140), ("shape", 110), ("op", 90))

@@ -46,7 +46,7 @@ def dtypes(ir: IR) -> dict[str, DType]:
     return {operand.tensor: operand.dtype for op in ir.ops for operand in (*op.inputs, op.output)}
 
 
-def at_dtypes(graph: Graph, held: dict[str, DType], on_chip: set[str] = frozenset()) -> Graph:
+def at_dtypes(graph: Graph, held: dict[str, DType], on_chip: set[str] | frozenset[str] = frozenset()) -> Graph:
     """`graph` as liveness should count it: each tensor `held` names at that dtype, one `on_chip` (fused) with no
     elements, the others as they are; nodes and arrays shared. Only its sizes mean anything: never run it."""
     tensors = {}

@@ -110,7 +110,7 @@ def _needed_by(dep: np.ndarray, computes: np.ndarray, lo: int, hi: int, stores: 
     return out
 
 
-def _stored(code, producer: int, computes: np.ndarray, t: int) -> int:
+def _stored(code, producer: int | np.integer, computes: np.ndarray, t: int) -> int:
     """The row after which the producer's compute t has issued its stores: an epilogue chunk issues there, so
     that its own stores never queue ahead of the producer's on a shared channel."""
     stop = computes[t + 1] if t + 1 < len(computes) else code.op_rows[producer + 1]

@@ -44,7 +44,7 @@ def _quantize_op(op: IROp, weights: DType, data: DType) -> IROp:
     einsum = isinstance(op, Einsum)
     inputs = tuple([_operand(o, weights if einsum and o.role == Role.weight else data) for o in op.inputs])
     output, acc = _operand(op.output, data), accumulator(data) if einsum else None
-    if output is op.output and all(map(is_, inputs, op.inputs)) and (not einsum or acc == op.acc):
+    if output is op.output and all(map(is_, inputs, op.inputs)) and (not isinstance(op, Einsum) or acc == op.acc):
         return op                 # already in the target's types: no copy (a 100,000-op graph makes many)
     changes = {"inputs": inputs, "output": output}
     if einsum:
