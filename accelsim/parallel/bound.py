@@ -34,6 +34,16 @@ def rounds(indices: list[int], lower: dict[int, float], peak: dict[int, int], to
     return scored, [i for i in order if i not in scored]
 
 
+def ahead(order: list[int], lower: dict[int, float], peak: dict[int, int], scored: dict, busy: set[int], top: int,
+          workers: int, program: Callable[[int], Hashable]) -> list[int]:
+    """The plans the next round takes if the plans in `busy` (being simulated) leave the others needed: what a worker
+    that would sit idle until its round ends can simulate ahead (`order`: lowest bound first, as `rounds` orders)."""
+    waiting = [i for i in order
+               if i not in scored and i not in busy and needed(lower[i], peak[i], scored.values(), top)]
+    shared = {program(i) for i in waiting[:PER_WORKER * max(workers, 1)]}
+    return [i for i in waiting if program(i) in shared]
+
+
 def needed(lower: float, peak: int, scored, top: int) -> bool:
     """Whether a plan bounded below by `lower` seconds and holding `peak` bytes could still be among the best `top`
     or on the Pareto front, given the plans simulated so far."""

@@ -26,7 +26,7 @@ from accelsim.collector import COLLECT_AFTER, paused
 from accelsim.results.parallel import CATEGORIES
 from accelsim.results.plans import Discarded, PlanSearch, Pruned, Scored, pareto
 from accelsim.parallel.blocks import Blocks, Setting, block_count
-from accelsim.parallel.bound import needed, rounds
+from accelsim.parallel.bound import ahead, needed, rounds
 from accelsim.parallel.bottleneck import bottleneck
 from accelsim.parallel.plan import SEARCH_BUDGET as BUDGET, Plan
 from accelsim.parallel.progress import SearchProgress
@@ -225,6 +225,14 @@ class PlanPool:
         if self._pool is not None:
             self._pool.close()
 
+    def idle(self) -> bool:
+        """Whether a worker has nothing to do (never, in this process)."""
+        return self._pool is not None and self._pool.idle()
+
+    def wait(self) -> None:
+        """Until a worker finishes its task."""
+        self._pool.pump()
+
     def late(self) -> bool:
         return self.until is not None and time.time() > self.until
 
@@ -280,6 +288,7 @@ def run_task(work, question: Question, items: list, until: float | None) -> list
 @dataclass(frozen=True)
 class _Done:
     value: list
+    done: bool = True
 
     def result(self) -> list:
         return self.value
@@ -325,20 +334,45 @@ def _evaluate(pool: PlanPool, question: Question, kept: list[Candidate], top: in
         lower.update((i, b) for i, b in zip(group, future.result()) if b is not None)
 
     found = {"any": False}      # whether a plan is simulated yet: the first round is, even past the time limit
+    done: dict[int, Scored] = {}                  # every plan simulated, in its round or ahead of it
+    early: list[tuple[list[int], object]] = []    # tasks started ahead of their round, while a worker was idle
+    least = {i: s for i, (s, _) in lower.items()}
+    peak = {i: m["peak"] for i, (_, m) in lower.items()}
+    order = sorted(lower, key=lambda i: (least[i], i))
+
+    def key(i: int) -> tuple:
+        return kept[i].plan.tp, kept[i].micro(question.batch)
+
+    def start(group: list[int], timed: bool = True):
+        return pool.submit(score, [(kept[i], records[i]) for i in group], timed=timed, near=near(group[0]))
 
     def run(indices: list[int]) -> dict:
-        futures = [(group, pool.submit(score, [(kept[i], records[i]) for i in group], timed=found["any"],
-                                       near=near(group[0])))
-                   for group in _groups(indices, lambda i: (kept[i].plan.tp, kept[i].micro(question.batch)))]
-        return {i: s for group, future in futures for i, s in zip(group, future.result()) if s is not None}
+        """The round's plans simulated; a worker left idle before the round ends simulates the next round's likely
+        plans (bound.ahead): once their round comes they are done, and if it never comes nothing is reported."""
+        mine = [(group, task) for group, task in early if set(group) & set(indices)]
+        flying = {i for group, _ in early for i in group}
+        tasks = mine + [(group, start(group, found["any"]))
+                        for group in _groups([i for i in indices if i not in done and i not in flying], key)]
+        while not all(task.done for _, task in tasks):
+            if pool.idle():
+                busy = {i for group, _ in tasks + early for i in group}
+                nxt = _groups(ahead(order, least, peak, done, busy, top, pool.workers,
+                                    lambda i: _program(kept[i], question.batch)), key)
+                if nxt:
+                    early.append((nxt[0], start(nxt[0])))
+                    continue
+            pool.wait()
+        for group, task in tasks:
+            done.update((i, s) for i, s in zip(group, task.result()) if s is not None)
+        early[:] = [(group, task) for group, task in early if (group, task) not in mine]
+        return {i: done[i] for i in indices if i in done}
 
     def stop(scored: dict, waiting: list[int]) -> bool:
         settle(records, scored, len(lower) - len(waiting) - len(scored))
         found["any"] = bool(scored)
         return bool(scored) and pool.late()
 
-    peak = {i: m["peak"] for i, (_, m) in lower.items()}
-    scored, left = rounds(list(lower), {i: s for i, (s, _) in lower.items()}, peak, top, pool.workers,
+    scored, left = rounds(list(lower), least, peak, top, pool.workers,
                           lambda i: _program(kept[i], question.batch), run, stop)
     pruned = [Pruned(kept[i].fields(question.batch), kept[i].text, lower[i][0], lower[i][1]) for i in left
               if not needed(lower[i][0], peak[i], scored.values(), top)]      # the rest: skipped at the time limit

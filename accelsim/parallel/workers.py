@@ -69,6 +69,10 @@ class Workers:
                 left.remove(task)
                 yield task
 
+    def idle(self) -> bool:
+        """Whether a worker is free with no task waiting for it."""
+        return not self._queue and None in self._busy
+
     def pump(self) -> None:
         """Wait for a worker to finish its task, take its result and give it the next."""
         busy = [self._conns[w] for w, task in enumerate(self._busy) if task is not None]

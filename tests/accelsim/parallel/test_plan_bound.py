@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from accelsim.parallel.bound import needed, rounds
+from accelsim.parallel.bound import ahead, needed, rounds
 from accelsim.parallel.search import search
 
 TINY = dict(layers=4, hidden=64, heads=4, seq=64, vocab=512)
@@ -68,3 +68,17 @@ def test_rounds_simulate_the_lowest_bounds_first_and_stop_when_nothing_is_needed
     again, _ = rounds(list(lower), lower, peak, top=1, workers=1, program=lambda i: 0, run=lambda ix: {
         i: truth[i] for i in ix})
     assert set(again) == set(lower)                          # plans sharing their programs go together
+
+
+def test_ahead_is_the_next_round_as_far_as_the_plans_simulated_so_far_tell():
+    lower = {0: 1.0, 1: 5.0, 2: 2.0, 3: 9.0, 4: 9.5, 5: 9.6}         # as above: rounds asks [0, 2, 1, 3], then [4]
+    peak = {0: 10, 1: 10, 2: 30, 3: 40, 4: 5, 5: 50}
+    truth = {i: Plan(lower[i] * 1.1, {"peak": peak[i]}) for i in lower}
+    order = sorted(lower, key=lambda i: (lower[i], i))
+
+    def next_round(scored, busy):
+        return ahead(order, lower, peak, scored, busy, top=2, workers=1, program=lambda i: i)
+    assert next_round({}, {0, 2, 1, 3}) == [4, 5]                      # nothing known yet: both may be needed
+    assert next_round({0: truth[0], 2: truth[2]}, {1, 3}) == [4]       # plan 5 is behind 0 and 2, and larger than 0
+    assert next_round({i: truth[i] for i in range(5)}, set()) == []    # the last round is done: nothing ahead
+    assert ahead(order, lower, peak, {}, set(), top=2, workers=1, program=lambda i: i % 2) == [0, 2, 1, 3, 4, 5]
