@@ -231,7 +231,8 @@ class PlanPool:
 
     def wait(self) -> None:
         """Until a worker finishes its task."""
-        self._pool.pump()
+        if self._pool is not None:
+            self._pool.pump()
 
     def late(self) -> bool:
         return self.until is not None and time.time() > self.until

@@ -35,7 +35,7 @@ class Workers:
     first, then `run(*call)` for each task it is given."""
 
     def __init__(self, count: int, method: str, run: Callable, start: Callable, start_args: tuple):
-        context = multiprocessing.get_context(method)
+        context: Any = multiprocessing.get_context(method)     # a fork or spawn context: both have Process
         self._conns: list[Connection] = []
         self._procs = []
         for _ in range(count):
@@ -78,9 +78,11 @@ class Workers:
         busy = [self._conns[w] for w, task in enumerate(self._busy) if task is not None]
         if not busy:
             raise RuntimeError("no task is running to wait for")
-        for conn in wait(busy):
-            w = self._conns.index(conn)
+        ready = wait(busy)
+        for w, conn in enumerate(self._conns):
             task = self._busy[w]
+            if task is None or conn not in ready:
+                continue
             try:
                 ok, value = conn.recv()
             except (EOFError, OSError):
