@@ -52,7 +52,7 @@ def lrn(site: Site) -> Decision:
 
 def batch_norm(site: Site) -> Decision:
     x = site.ins[0]
-    per_channel = len(site.in_shapes[1]) == 1           # spatial=0 normalises per activation
+    per_channel = len(site.in_shape(1)) == 1           # spatial=0 normalises per activation
     if x.kind == "S" and x.axis == CHANNEL and per_channel:
         wants = [None] + [S(0)] * (len(site.ins) - 1)
         return Decision(wants, [S(CHANNEL)] + [S(0)] * (len(site.out_shapes) - 1))   # y, running statistics

@@ -9,18 +9,22 @@ exactly the ranks given.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 
 from compiler.errors import ModelError
-from compiler.graph import Graph
+from compiler.graph import Graph, Node
 from compiler.ops.base import COMM_DOMAIN
 from compiler.ops.interpret import arguments, folded, initial_env, store
 from compiler.ops.shapes import opdef
 
+if TYPE_CHECKING:
+    from compiler.ops.comm import CommOp
 
-def run_ranks(graphs: Sequence[Graph], feeds_per_rank: Sequence[dict] | dict) -> list[dict[str, np.ndarray]]:
+
+def run_ranks(graphs: Sequence[Graph],
+              feeds_per_rank: Sequence[dict[str, Any]] | dict[str, Any]) -> list[dict[str, np.ndarray]]:
     """Every rank's outputs by name. `feeds_per_rank`: one dict of inputs per rank, or one dict all ranks read."""
     graphs = list(graphs)
     if not graphs:
@@ -36,7 +40,9 @@ def run_ranks(graphs: Sequence[Graph], feeds_per_rank: Sequence[dict] | dict) ->
             continue
         if first.domain == COMM_DOMAIN:
             _check_group(first, len(graphs))
-            results = opdef(graphs[0], first).combine(first, [arguments(n, env) for n, env in zip(nodes, envs)])
+            # a collective reads every input it names (its infer requires them)
+            given = cast("list[list[np.ndarray]]", [arguments(n, env) for n, env in zip(nodes, envs)])
+            results = cast("CommOp", opdef(graphs[0], first)).combine(first, given)
             for graph, node, env, result in zip(graphs, nodes, envs, results):
                 store(graph, node, env, result)
             continue
@@ -59,7 +65,7 @@ def _check_lockstep(graphs: list[Graph]) -> None:
             raise ModelError(f"rank {rank}'s graph has outputs {graph.outputs}, rank 0's {first.outputs}")
 
 
-def _check_group(node, ranks: int) -> None:
+def _check_group(node: Node, ranks: int) -> None:
     size = node.attr("size")
     if size != ranks:
         raise ModelError(f"{node.where()} spans the {size} ranks of group {node.attr('group')!r}, but run_ranks "

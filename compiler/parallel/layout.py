@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -26,6 +26,12 @@ class Layout:
 
     def __str__(self) -> str:
         return f"S({self.axis})" if self.kind == "S" else self.kind
+
+    @property
+    def split_axis(self) -> int:
+        """The split axis of an S (a rule asks only once it knows the kind)."""
+        assert self.axis is not None, f"layout {self} has no split axis"
+        return self.axis
 
     @property
     def sharded(self) -> bool:
@@ -77,12 +83,18 @@ class Site:
             return None
         return next((a for a in (1, 0) if shape[a] > 1 and shape[a] % self.tp == 0), None)
 
+    def in_shape(self, i: int) -> tuple[int, ...]:
+        """Input `i`'s global shape (a rule reads only the inputs that are given)."""
+        shape = self.in_shapes[i]
+        assert shape is not None, f"{self.node.name}: input {i} is not given"
+        return shape
+
 
 @dataclass
 class Decision:
-    wants: list[Layout | None]    # per input, the layout it must arrive in (None: as it is)
+    wants: Sequence[Layout | None]    # per input, the layout it must arrive in (None: as it is)
     outs: list[Layout]
-    attrs: dict = field(default_factory=dict)   # attributes the rank's node takes instead (a grouped Conv's group)
+    attrs: dict[str, Any] = field(default_factory=dict)   # what the rank's node takes instead (a grouped Conv's group)
 
 
 def decide(site: Site) -> Decision:
@@ -129,19 +141,20 @@ def elementwise(site: Site) -> Decision:
     present = _present(site)
     if any(site.ins[i].kind == "P" for i in present) and _keeps_partial(site):
         return Decision([None] * len(site.ins), [P] * len(site.out_shapes))
-    split = [site.ins[i].axis + len(out) - len(site.in_shapes[i]) for i in present if site.ins[i].kind == "S"]
+    split = [site.ins[i].split_axis + len(out) - len(site.in_shape(i)) for i in present if site.ins[i].kind == "S"]
     target = split[0] if split else None
     if target is None and any(site.ins[i].kind == "P" for i in present):
         target = site.token_axis(out)
     elif target is None and _starts_sequence(site, present):
         target = site.token_axis(out)
     if target is None:
-        wants = [R if i in present and site.ins[i].kind in "SP" else None for i in range(len(site.ins))]
+        wants: list[Layout | None] = [R if i in present and site.ins[i].kind in "SP" else None
+                                      for i in range(len(site.ins))]
         local = any(site.ins[i].kind == "L" for i in present)
         return Decision(wants, [L if local else R] * len(site.out_shapes))
-    wants: list[Layout | None] = [None] * len(site.ins)
+    wants = [None] * len(site.ins)
     for i in present:
-        a = _aligned(site.in_shapes[i], out, target)
+        a = _aligned(site.in_shape(i), out, target)
         if site.ins[i].kind == "L":
             if a is not None:
                 return _whole(site)
@@ -164,7 +177,7 @@ def _starts_sequence(site: Site, present: list[int]) -> bool:
     if axis is None:
         return False
     return all(site.ins[i].kind in "RL" for i in present) and any(
-        not site.static[i] and _aligned(site.in_shapes[i], out, axis) is not None for i in present)
+        not site.static[i] and _aligned(site.in_shape(i), out, axis) is not None for i in present)
 
 
 def reshape_axis(source: tuple[int, ...], target: tuple[int, ...], axis: int, tp: int) -> int | None:
@@ -185,10 +198,10 @@ def view(site: Site) -> Decision:
     if x.kind != "S":
         return Decision(wants, [x])
     if site.node.op == "Transpose":
-        rank = len(site.in_shapes[0])
+        rank = len(site.in_shape(0))
         perm = [int(p) for p in site.node.attr("perm", list(range(rank))[::-1])]
-        return Decision(wants, [S(perm.index(x.axis))])
-    b = reshape_axis(site.in_shapes[0], site.out_shapes[0], x.axis, site.tp)
+        return Decision(wants, [S(perm.index(x.split_axis))])
+    b = reshape_axis(site.in_shape(0), site.out_shapes[0], x.split_axis, site.tp)
     if b is None:
         wants[0] = R
         return Decision(wants, [R])
@@ -201,8 +214,8 @@ def keep_split(site: Site, free: Callable[[int], bool], shift: Callable[[int], i
     wants: list[Layout | None] = [None] * len(site.ins)
     for i in _present(site)[1:]:
         wants[i] = R
-    if x.kind == "S" and free(x.axis):
-        return Decision(wants, [S(shift(x.axis))] * len(site.out_shapes))
+    if x.kind == "S" and free(x.split_axis):
+        return Decision(wants, [S(shift(x.split_axis))] * len(site.out_shapes))
     if x.kind in "RL":
         return Decision(wants, [x] * len(site.out_shapes))
     wants[0] = R
@@ -210,24 +223,24 @@ def keep_split(site: Site, free: Callable[[int], bool], shift: Callable[[int], i
 
 
 def softmax(site: Site) -> Decision:
-    rank = len(site.in_shapes[0])
+    rank = len(site.in_shape(0))
     axis = normalize_axis(site.node, int(site.node.attr("axis", -1 if site.opset >= 13 else 1)), rank)
     return keep_split(site, lambda a: a != axis if site.opset >= 13 else a < axis)
 
 
 def layer_norm(site: Site) -> Decision:
-    rank = len(site.in_shapes[0])
+    rank = len(site.in_shape(0))
     axis = normalize_axis(site.node, int(site.node.attr("axis", -1)), rank)
     x = site.ins[0]
     if x.kind in "RP":
-        token = site.token_axis(site.in_shapes[0])
+        token = site.token_axis(site.in_shape(0))
         if token is not None and token < axis and (x.kind == "P" or not site.static[0]):
             return Decision([S(token)] + [R] * (len(site.ins) - 1), [S(token)] * len(site.out_shapes))
     return keep_split(site, lambda a: a < axis)
 
 
 def reduction(site: Site) -> Decision:
-    node, shape = site.node, site.in_shapes[0]
+    node, shape = site.node, site.in_shape(0)
     listed = node.attr("axes")
     if listed is None and len(node.inputs) > 1 and node.inputs[1]:
         listed = np.asarray(site.value(node.inputs[1])).reshape(-1).tolist()
@@ -240,7 +253,7 @@ def reduction(site: Site) -> Decision:
     if x.kind == "P" and node.op in LINEAR_REDUCTIONS:
         return Decision(wants, [P])
     if x.kind == "S" and x.axis not in axes:
-        return Decision(wants, [S(x.axis if keep else x.axis - sum(a < x.axis for a in axes))])
+        return Decision(wants, [S(x.split_axis if keep else x.split_axis - sum(a < x.split_axis for a in axes))])
     if x.kind == "S" and node.op == "ReduceSum":
         return Decision(wants, [P])
     if x.kind == "S" and site.scale(node.outputs[0]):
@@ -253,12 +266,12 @@ def reduction(site: Site) -> Decision:
 
 def gather(site: Site) -> Decision:
     data, indices = site.ins[0], site.ins[1]
-    axis = normalize_axis(site.node, int(site.node.attr("axis", 0)), len(site.in_shapes[0]))
+    axis = normalize_axis(site.node, int(site.node.attr("axis", 0)), len(site.in_shape(0)))
     if data.kind == "S" and data.axis != axis:
-        shifted = data.axis if data.axis < axis else data.axis + len(site.in_shapes[1]) - 1
+        shifted = data.split_axis if data.split_axis < axis else data.split_axis + len(site.in_shape(1)) - 1
         return Decision([None, R], [S(shifted)])
     if data.kind == "R" and indices.kind == "S":
-        return Decision([None, None], [S(axis + indices.axis)])
+        return Decision([None, None], [S(axis + indices.split_axis)])
     if _vocabulary(site, axis):
         return Decision([S(axis), R], [P])
     return Decision([R, R], [R])
@@ -268,7 +281,7 @@ def _vocabulary(site: Site, axis: int) -> bool:
     """A lookup of ids the model is given (not constant positions) in a weight table whose rows the degree divides
     and which has at least as many rows as each row has entries (a vocabulary, not BERT's two token types): split
     by its rows, each rank looking up its own (compiler/parallel/vocab.py), as Megatron's VocabParallelEmbedding."""
-    data, shape = site.ins[0], site.in_shapes[0]
+    data, shape = site.ins[0], site.in_shape(0)
     rows = shape[axis]
     return (site.static[0] and not site.static[1] and site.ins[1].kind == "R" and data in (R, S(axis))
             and rows % site.tp == 0 and rows * rows >= math.prod(shape))
@@ -276,14 +289,14 @@ def _vocabulary(site: Site, axis: int) -> bool:
 
 def concat(site: Site) -> Decision:
     axis = normalize_axis(site.node, int(site.node.attr("axis")), len(site.out_shapes[0]))
-    split = [x.axis for x in site.ins if x.kind == "S" and x.axis != axis]
+    split = [x.split_axis for x in site.ins if x.kind == "S" and x.axis != axis]
     if not split or any(x.kind == "L" for x in site.ins):
         return Decision([R] * len(site.ins), [R])
     return Decision([S(split[0])] * len(site.ins), [S(split[0])])
 
 
 def slice_(site: Site) -> Decision:
-    node, rank = site.node, len(site.in_shapes[0])
+    node, rank = site.node, len(site.in_shape(0))
     if "starts" in node.attrs:
         listed, count = node.attrs.get("axes"), len(node.attrs["starts"])
     else:
@@ -295,12 +308,12 @@ def slice_(site: Site) -> Decision:
 
 
 def split(site: Site) -> Decision:
-    axis = normalize_axis(site.node, int(site.node.attr("axis", 0)), len(site.in_shapes[0]))
+    axis = normalize_axis(site.node, int(site.node.attr("axis", 0)), len(site.in_shape(0)))
     return keep_split(site, lambda a: a != axis)
 
 
 def expand(site: Site) -> Decision:
-    shift = len(site.out_shapes[0]) - len(site.in_shapes[0])
+    shift = len(site.out_shapes[0]) - len(site.in_shape(0))
     return keep_split(site, lambda a: True, lambda a: a + shift)
 
 
@@ -311,8 +324,8 @@ def tensor_scatter(site: Site) -> Decision:
     update = site.ins[1]
     if update.kind != "S" or update.axis in (0, axis):
         return replicated(site)
-    wants: list[Layout | None] = [S(update.axis), S(update.axis)] + [R] * (len(site.ins) - 2)
-    return Decision(wants, [S(update.axis)])
+    wants: list[Layout] = [S(update.split_axis), S(update.split_axis)] + [R] * (len(site.ins) - 2)
+    return Decision(wants, [S(update.split_axis)])
 
 
 RULES: dict[str, Callable[[Site], Decision]] = {
@@ -323,21 +336,22 @@ RULES: dict[str, Callable[[Site], Decision]] = {
 
 # -- products: MatMul, Gemm, two-operand Einsum, MatMulInteger -------------------------------------------------------
 
-def terms(site: Site) -> tuple[list[list[str | None]], list[str]] | None:
+def terms(site: Site) -> tuple[list[Sequence[str | None]], list[str]] | None:
     """Per product operand a letter per axis (None: broadcast along an output axis), and the output's letters."""
     node, (a, b), y = site.node, site.in_shapes[:2], site.out_shapes[0]
     if node.op == "Gemm":
         ta = ["k", "m"] if node.attr("transA", 0) else ["m", "k"]
         tb = ["n", "k"] if node.attr("transB", 0) else ["k", "n"]
         return [ta, tb], ["m", "n"]
+    if node.op == "Einsum" and len([i for i in node.inputs if i]) != 2:
+        return None
+    assert a is not None and b is not None, f"{node.name}: a product's operands are given"
     if node.op == "Einsum":
-        if len([i for i in node.inputs if i]) != 2:
-            return None
         letters, result, _ = parse(node, [a, b])
         return [list(letters[0]), list(letters[1])], list(result)
     batch = BATCH_LETTERS[:len(y) - (len(a) > 1) - (len(b) > 1)]
 
-    def side(shape, tail):
+    def side(shape: tuple[int, ...], tail: list[str | None]) -> list[str | None]:
         if len(shape) == 1:
             return ["k"]
         lead = [c if shape[i] == y[len(batch) - (len(shape) - 2) + i] else None
@@ -356,7 +370,7 @@ def product(site: Site) -> Decision:
         return replicated(site)
     if site.static[0] != site.static[1]:
         return _with_weight(site, letters, result, lay, w=0 if site.static[0] else 1)
-    split = {letters[i][x.axis] for i, x in enumerate(lay) if x.kind == "S"}
+    split = {letters[i][x.split_axis] for i, x in enumerate(lay) if x.kind == "S"}
     if len(split) != 1:
         return replicated(site)
     c = split.pop()
@@ -365,16 +379,17 @@ def product(site: Site) -> Decision:
     return _finish(site, wants, out, result, c)
 
 
-def _with_weight(site: Site, letters, result, lay, w: int) -> Decision:
+def _with_weight(site: Site, letters: list[Sequence[str | None]], result: list[str], lay: list[Layout],
+                 w: int) -> Decision:
     """A product with a weight operand: row-parallel when the activation is split on a summed letter the weight
     has (the weight is split alike and the output is a partial sum), else column-parallel on the weight's own
     output letter (the activation whole, the output split), else replicated."""
     x = 1 - w
-    extents = dict(zip(letters[w], site.in_shapes[w]))
+    extents = dict(zip(letters[w], site.in_shape(w)))
     if lay[x].kind == "S":
-        c = letters[x][lay[x].axis]
+        c = letters[x][lay[x].split_axis]
         if c not in result and c in letters[w] and not _has_bias(site):
-            wants = [None, None]
+            wants: list[Layout | None] = [None, None]
             wants[w] = S(letters[w].index(c))
             return _finish(site, wants, P, result, c)
     features = [c for c in result if c in letters[w] and c not in letters[x]]
@@ -390,13 +405,13 @@ def _has_bias(site: Site) -> bool:
     return site.node.op == "Gemm" and len(site.node.inputs) > 2 and bool(site.node.inputs[2])
 
 
-def _finish(site: Site, wants: list, out: Layout, result: list[str], c: str) -> Decision:
+def _finish(site: Site, wants: Sequence[Layout | None], out: Layout, result: list[str], c: str | None) -> Decision:
     """The product's decision with its other inputs: Gemm's C split with the output or broadcast along it (added
     once per rank, so never to a partial sum), MatMulInteger's zero points whole."""
     rest: list[Layout | None] = [R if name else None for name in site.node.inputs[2:]]
     if _has_bias(site):
         if out.kind == "P":
             return replicated(site)
-        a = _aligned(site.in_shapes[2], site.out_shapes[0], out.axis)
+        a = _aligned(site.in_shape(2), site.out_shapes[0], out.split_axis)
         rest[0] = S(a) if a is not None else R
     return Decision(list(wants) + rest, [out])

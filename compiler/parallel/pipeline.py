@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from compiler.errors import ModelError
 from compiler.graph import Graph
@@ -60,7 +61,7 @@ def split(graph: Graph, pp: int) -> list[Stage]:
         for name in node.inputs:
             if name in producer:
                 last_read[name] = max(last_read.get(name, -1), owner[node.name])
-    stages = []
+    stages: list[Stage] = []
     for s in range(pp):
         # activations alive across the cut after stage s: made at or before s, read after it
         sent = tuple(t for t, made in producer.items() if made <= s < last_read.get(t, -1))
@@ -85,7 +86,8 @@ def _stage_of_nodes(graph: Graph, stage_of_block: dict[str, int], pp: int) -> di
     return owner
 
 
-def _stage_graph(graph: Graph, owner: dict[str, int], s: int, received: tuple, sent: tuple, pp: int) -> Graph:
+def _stage_graph(graph: Graph, owner: dict[str, int], s: int, received: tuple[str, ...], sent: tuple[str, ...],
+                 pp: int) -> Graph:
     nodes = [n for n in graph.nodes if owner[n.name] == s]
     read = {i for n in nodes for i in n.inputs if i} | set(sent)
     inputs = [i for i in graph.inputs if i in read] + [r for r in received if r not in graph.inputs]
@@ -102,10 +104,10 @@ def _divisors(n: int) -> str:
     return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
 
 
-def structure(graph: Graph) -> tuple:
+def structure(graph: Graph) -> tuple[Any, ...]:
     """What makes two stages the same work: their ops, attributes and shapes in order, not their names (a middle
     stage of a uniform model is simulated once for all of them)."""
-    def shape(name: str):
+    def shape(name: str) -> tuple[tuple[int, ...], str] | None:
         t = graph.tensors.get(name)
         return None if t is None else (t.shape, t.dtype.value)
     return tuple((n.op, n.domain, tuple(shape(i) for i in n.inputs), tuple(shape(o) for o in n.outputs),

@@ -31,6 +31,7 @@ each LRN applied to each rank's channels alone, as cuda-convnet ran AlexNet).
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import numpy as np
 
@@ -100,7 +101,7 @@ class _Pass:
                          tensors={i: src.tensors[i] for i in src.inputs}, weights={}, opset=src.opset,
                          source=f"{src.source} (tensor-parallel rank {rank} of {tp})", import_body=src.import_body)
         self.env: dict[str, tuple[str, Layout]] = {i: (i, R) for i in src.inputs}   # source tensor -> (local, layout)
-        self.made: dict[tuple, str] = {}
+        self.made: dict[tuple[Any, ...], str] = {}
         self.names: set[str] = set(src.tensors) | {n.name for n in src.nodes}
 
     # -- the walk ----------------------------------------------------------------------------------------------
@@ -137,17 +138,17 @@ class _Pass:
         tensor = self.src.tensors[name]
         shape = list(tensor.shape)
         if layout.kind == "S":
-            shape[layout.axis] //= self.tp
+            shape[layout.split_axis] //= self.tp
         self.out.tensors[name] = Tensor(name, tuple(shape), tensor.dtype)
         self.env[name] = (name, layout)
 
-    def _weight(self, name: str, value, layout: Layout) -> None:
+    def _weight(self, name: str, value: np.ndarray | None, layout: Layout) -> None:
         tensor = self.src.tensors[name]
         shape = list(tensor.shape)
         if layout.kind == "S":
-            shape[layout.axis] //= self.tp
+            shape[layout.split_axis] //= self.tp
             if value is not None:
-                value = np.ascontiguousarray(np.split(np.asarray(value), self.tp, axis=layout.axis)[self.rank])
+                value = np.ascontiguousarray(np.split(np.asarray(value), self.tp, axis=layout.split_axis)[self.rank])
         self.out.weights[name] = value
         self.out.tensors[name] = Tensor(name, tuple(shape), tensor.dtype)
         self.env[name] = (name, layout)
@@ -207,7 +208,7 @@ class _Pass:
     def _lookup(self, node: Node, inputs: list[str], output: str) -> None:
         """Megatron's vocabulary-parallel embedding (compiler/parallel/vocab.py): the Gather keeps its name, the
         nodes around it are named after it."""
-        def emit(op: str, ins: list[str], what: str, output: str | None = None, **attrs) -> str:
+        def emit(op: str, ins: list[str], what: str, output: str | None = None, **attrs: Any) -> str:
             name = self._fresh(f"{node.name}/{what}") if what else node.name
             result = output or (name if what else self._fresh(f"{node.name}/rows"))
             self._append(Node(name, op, tuple(ins), (result,), attrs))
@@ -236,7 +237,7 @@ class _Pass:
         if node.op not in ("Reshape", "Expand") or layout is None or layout.kind != "S":
             return inputs
         shape = list(self.src.tensors[node.outputs[0]].shape)
-        shape[layout.axis] //= self.tp
+        shape[layout.split_axis] //= self.tp
         name = self._fresh(f"{node.name}/const_local_shape")
         self.out.weights[name] = np.asarray(shape, np.int64)
         self.out.tensors[name] = Tensor(name, (len(shape),), self.src.tensors[node.inputs[1]].dtype)
@@ -267,7 +268,7 @@ class _Pass:
             local = self._comm("AllGather", local, None, axis=have.axis, grad="shard")
         return self._comm("Shard", local, target, axis=want.axis)
 
-    def _comm(self, op: str, local: str, target: str | None, **attrs) -> str:
+    def _comm(self, op: str, local: str, target: str | None, **attrs: Any) -> str:
         """A comm node reading `local`; its output is `target` (a graph output's name) or a fresh name, made once
         per tensor, op and attributes (q, k and v share one ParallelEnter)."""
         key = (op, local, tuple(sorted(attrs.items())))
@@ -313,11 +314,11 @@ class _Pass:
                 self._request(source, R)
             elif node.op == "Transpose":
                 perm = [int(p) for p in node.attr("perm", list(range(len(self.src.tensors[name].shape)))[::-1])]
-                self._request(source, S(perm[want.axis]))
+                self._request(source, S(perm[want.split_axis]))
             elif node.op in ELEMENTWISE:
                 shape, out = self.src.tensors[source].shape, self.src.tensors[name].shape
-                a = want.axis - (len(out) - len(shape))
-                if a >= 0 and shape[a] == out[want.axis]:
+                a = want.split_axis - (len(out) - len(shape))
+                if a >= 0 and shape[a] == out[want.split_axis]:
                     self._request(source, S(a))
             else:
                 self._request(source, R)
