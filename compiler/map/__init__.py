@@ -23,22 +23,24 @@ def map_op(op: IROp, arch: Arch, report: Report, budget: int = DEFAULT_BUDGET, c
     """The best of `budget` candidates for an Einsum on `arch` by `report` (`cache=None` always searches; the
     process-wide CACHE also keeps searches on disk, a Cache of the caller's own only in memory); a vector op's one
     chunk plan, which needs no search (cached too: a decoder repeats its norms 32 times)."""
-    einsum = isinstance(op, Einsum)
+    einsum = op if isinstance(op, Einsum) else None
     signature = op_signature(op)
     # The cost model's binding is in the key: a SCALE-Sim-priced search may pick other tiles than a native one.
     # A vector plan depends on the reduced axes and on whether the op is a view, which signatures leave out.
-    key = (signature, arch_key(arch), budget, disk.cost_model(report)) if einsum else \
+    key = (signature, arch_key(arch), budget, disk.cost_model(report)) if einsum is not None else \
         (signature, getattr(op, "axes", None), bool(getattr(op, "view", False)), arch_key(arch))
     found = cache.lookup(key, op.name) if cache is not None else None
     if found is not None:
         return found
-    stored = disk.key(signature, arch, budget, report) if einsum and cache is CACHE else None
-    best = disk.load(stored, op, arch) if stored is not None else None
-    if best is None:
-        best = search(candidates(op, arch), report, budget, every_tiling=smaller_buffers(op, arch)) if einsum \
-            else plan(op, arch)
-        if stored is not None:
-            disk.store(stored, best, op, arch)
+    if einsum is None:
+        best = plan(op, arch)
+    else:
+        stored = disk.key(signature, arch, budget, report) if cache is CACHE else None
+        loaded = disk.load(stored, einsum, arch) if stored is not None else None
+        best = loaded if loaded is not None else search(candidates(einsum, arch), report, budget,
+                                                        every_tiling=smaller_buffers(einsum, arch))
+        if loaded is None and stored is not None:
+            disk.store(stored, best, einsum, arch)
     if cache is not None:
         cache.store(key, best)
     return best

@@ -18,7 +18,9 @@ import os
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
+from compiler.ir import Einsum
 from compiler.map import entry
 from compiler.map.legal import check
 from compiler.mapping import Mapping
@@ -50,7 +52,7 @@ def folder() -> Path | None:
     return entry.folder(root(), "mappings")
 
 
-def key(signature: str, arch: Arch, budget: int, report) -> list | None:
+def key(signature: str, arch: Arch, budget: int, report: object) -> list[Any] | None:
     """What the search of one op depends on, as JSON-able values; None when the arch or the report has no content
     that another process could recognise, or the cache is off (then nothing is read or written)."""
     if folder() is None:
@@ -62,13 +64,15 @@ def key(signature: str, arch: Arch, budget: int, report) -> list | None:
     return [FORMAT, signature, content, budget, model[0], model[1], source_digest(model[2])]
 
 
-def path(entry_key: list, under: Path | None = None) -> Path:
+def path(entry_key: list[Any], under: Path | None = None) -> Path:
     """The file of `entry_key` in `under` (by default the mappings' folder)."""
     name = hashlib.sha256(json.dumps(entry_key).encode()).hexdigest()[:40]
-    return (under or folder()) / name[:2] / f"{name[2:]}.json"       # 256 subfolders: a sweep leaves many files
+    where = under or folder()
+    assert where is not None, "the cache is on: key() gave a key"
+    return where / name[:2] / f"{name[2:]}.json"       # 256 subfolders: a sweep leaves many files
 
 
-def load(entry_key: list, op, arch: Arch) -> Mapping | None:
+def load(entry_key: list[Any], op: Einsum, arch: Arch) -> Mapping | None:
     """The mapping stored under `entry_key` for `op` on `arch`, renamed to the op's name; None if absent or (warned
     about, removed) not a mapping of this op that is legal on `arch`."""
     where = path(entry_key)
@@ -83,11 +87,12 @@ def load(entry_key: list, op, arch: Arch) -> Mapping | None:
     except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as error:
         problem = f"does not hold a mapping ({type(error).__name__}: {error})"
     if problem:
-        return entry.bad(where, problem)
+        entry.bad(where, problem)
+        return None
     return mapping if mapping.op == op.name else dataclasses.replace(mapping, op=op.name)
 
 
-def store(entry_key: list, mapping: Mapping, op, arch: Arch) -> None:
+def store(entry_key: list[Any], mapping: Mapping, op: Einsum, arch: Arch) -> None:
     """Writes the file aside and renames it into place; a folder that cannot be written is no error. A mapping
     `load` would refuse is not kept (it would be searched again each time, with a warning)."""
     if fault(mapping, entry_key[1], op, arch) is None:
@@ -95,7 +100,7 @@ def store(entry_key: list, mapping: Mapping, op, arch: Arch) -> None:
                     MAPPING_BYTES)
 
 
-def fault(mapping: Mapping, signature: str, op, arch: Arch) -> str | None:
+def fault(mapping: Mapping, signature: str, op: Einsum, arch: Arch) -> str | None:
     """Why `mapping` cannot be `op`'s mapping of `signature` on `arch`, or None: the op's signature and loops, every
     level's tile of every loop between 1 and the enclosing level's, loop orders over those dims, spatial loops that
     split a dim's innermost tile at most its extent ways (compiler.mapping.Spatial), each dim's GEMM role, then
@@ -158,7 +163,7 @@ _MODELS: Memo[types.FunctionType, tuple[str, str, str]] = Memo("compiler.map.dis
 SCALARS = (bool, int, float, str, type(None))
 
 
-def cost_model(report) -> tuple[str, str, str] | None:
+def cost_model(report: object) -> tuple[str, str, str] | None:
     """(the report function's name and bytecode, what it closes over, its source folder): the cost model and what
     it is bound to. A closed-over number or string counts by value, anything else by its class: a per-op table
     by kind, accelsim.price.cost.reporter's Pricing by class (SCALE-Sim's prices apart from native ones; a

@@ -16,6 +16,7 @@ import stat
 import tempfile
 import warnings
 from pathlib import Path
+from typing import Any
 
 from compiler.errors import CacheWarning
 from compiler.memo import Memo
@@ -70,12 +71,12 @@ def _not_mine(info: os.stat_result) -> str | None:
     return None
 
 
-def digest(key: list, body: bytes) -> str:
+def digest(key: list[Any], body: bytes) -> str:
     """What a file's header carries: the SHA-256 of its key (as JSON) and its body."""
     return hashlib.sha256(json.dumps(key, separators=(",", ":")).encode() + b"\n" + body).hexdigest()
 
 
-def read(path: Path, key: list, limit: int) -> bytes | None:
+def read(path: Path, key: list[Any], limit: int) -> bytes | None:
     """The body of the file at `path` holding `key`; None if there is none, or (warned about and removed) if it is
     not a regular file of this user's, is over `limit` bytes, or does not carry `key` and the digest of its body."""
     try:
@@ -83,38 +84,49 @@ def read(path: Path, key: list, limit: int) -> bytes | None:
     except FileNotFoundError:
         return None
     except OSError as error:
-        return bad(path, f"cannot be read ({error.strerror or error})")
+        bad(path, f"cannot be read ({error.strerror or error})")
+        return None
     if not stat.S_ISREG(info.st_mode):
-        return bad(path, f"is {_kind(info.st_mode)}, not a regular file")
+        bad(path, f"is {_kind(info.st_mode)}, not a regular file")
+        return None
     try:
         handle = os.open(path, _FLAGS)        # no link followed, no wait on a FIFO swapped in since the lstat
     except FileNotFoundError:
         return None
     except OSError as error:
-        return bad(path, f"cannot be read ({error.strerror or error})")
+        bad(path, f"cannot be read ({error.strerror or error})")
+        return None
     with open(handle, "rb") as file:
         info = os.fstat(file.fileno())        # the file read, not the name looked at
         if not stat.S_ISREG(info.st_mode):
-            return bad(path, f"is {_kind(info.st_mode)}, not a regular file")
+            bad(path, f"is {_kind(info.st_mode)}, not a regular file")
+            return None
         problem = _not_mine(info)
         if problem:
-            return bad(path, problem)
+            bad(path, problem)
+            return None
         if info.st_size > limit:              # a sparse giant is refused by its size, before a byte is read
-            return bad(path, f"holds {info.st_size:,} bytes, over the {limit:,} a cache file may hold")
+            bad(path, f"holds {info.st_size:,} bytes, over the {limit:,} a cache file may hold")
+            return None
         data = file.read(limit + 1)
     if len(data) > limit:
-        return bad(path, f"holds over the {limit:,} bytes a cache file may hold")
+        bad(path, f"holds over the {limit:,} bytes a cache file may hold")
+        return None
     head, _, body = data.partition(b"\n")
     try:
         header = json.loads(head)
         if type(header) is not dict or set(header) != {"key", "digest"}:
-            return bad(path, "has no header of the current layout")
+            bad(path, "has no header of the current layout")
+            return None
     except (ValueError, RecursionError):
-        return bad(path, "has no header of the current layout")
+        bad(path, "has no header of the current layout")
+        return None
     if header["key"] != key:
-        return bad(path, "holds another key than its name says")
+        bad(path, "holds another key than its name says")
+        return None
     if header["digest"] != digest(key, body):
-        return bad(path, "does not match its digest: it was changed after it was written")
+        bad(path, "does not match its digest: it was changed after it was written")
+        return None
     return body
 
 
@@ -128,7 +140,7 @@ def _kind(mode: int) -> str:
 
 def bad(path: Path, why: str) -> None:
     """Warns that the file at `path` is not used, and why, and removes it (the caller computes it again and writes
-    it anew); a folder in its place is left as it is. Returns None, what a reader returns for no entry."""
+    it anew); a folder in its place is left as it is."""
     try:
         os.unlink(path)
         done = "removed, and computed again"
@@ -138,7 +150,7 @@ def bad(path: Path, why: str) -> None:
     return None
 
 
-def write(path: Path, key: list, body: str, limit: int) -> None:
+def write(path: Path, key: list[Any], body: str, limit: int) -> None:
     """The header and `body` written aside and renamed onto `path`, readable and writable by this user only: a
     reader sees the old file or the new one, never half of one, however many processes write at once; a folder
     that cannot be written is no error, and a file over `limit` bytes (that `read` would refuse) is not written."""

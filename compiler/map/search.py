@@ -4,7 +4,7 @@ tie keeps the earlier one; on a PE array every tiling is reported (`search`'s ev
 from __future__ import annotations
 
 import itertools
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from compiler.errors import UserError
 from compiler.frozen import but
@@ -31,7 +31,7 @@ def search(candidates: Iterable[Mapping], report: Report, budget: int = DEFAULT_
         found = {i: report(mapping) for i, mapping in enumerate(space)}
         return space[min(found, key=lambda i: (found[i], i))]
     keys = [tiling(mapping) for mapping in space]
-    firsts: dict[tuple, int] = {}
+    firsts: dict[tuple[Any, ...], int] = {}
     for index, key in enumerate(keys):
         firsts.setdefault(key, index)
     found = {i: report(space[i]) for i in firsts.values()}
@@ -40,7 +40,7 @@ def search(candidates: Iterable[Mapping], report: Report, budget: int = DEFAULT_
     return space[min(found, key=lambda i: (found[i], i))]
 
 
-def tiling(mapping: Mapping) -> tuple:
+def tiling(mapping: Mapping) -> tuple[Any, ...]:
     """What a candidate's loop orders share: its unit, dataflow, tiles per level and spatial loops."""
     return (mapping.unit, mapping.dataflow, tuple((lv.level, lv.tile) for lv in mapping.levels), mapping.spatial)
 
@@ -48,21 +48,21 @@ def tiling(mapping: Mapping) -> tuple:
 MAPPINGS = 65536      # best mappings kept per process: a few hundred bytes each, a model has a few hundred shapes
 
 
-class Cache(Memo[tuple, Mapping]):
+class Cache(Memo[tuple[Any, ...], Mapping]):
     """Best mappings per key, the least recently used going first past `size`, with hit and miss counts (tests and
     `accelsim map` read them)."""
 
     def __init__(self, size: int = MAPPINGS, name: str = "compiler.map: best mappings") -> None:
         super().__init__(name, size)
 
-    def lookup(self, key: tuple, op_name: str) -> Mapping | None:
+    def lookup(self, key: tuple[Any, ...], op_name: str) -> Mapping | None:
         found = self.get(key)
         if found is None:
             return None
         # The same op gets the very object back; a twin op (same shapes, other name) a renamed copy.
         return found if found.op == op_name else but(found, op=op_name)
 
-    def store(self, key: tuple, mapping: Mapping) -> None:
+    def store(self, key: tuple[Any, ...], mapping: Mapping) -> None:
         self[key] = mapping
 
 

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Iterator
+from typing import Any, Iterator, Sequence
 
+from compiler.dtypes import DType
 from compiler.ir import Einsum
 from compiler.map.legal import nothing_fits
 from compiler.map.targets import SYSTOLIC, Targets, targets
 from compiler.targeting import Footprints, Overflow, op_levels, per_instance, pick_unit
 from compiler.mapping import LevelTile, Mapping, Spatial, gemm_view, op_signature
 from compiler.memo import Memo
-from compiler.hardware import Arch
+from compiler.hardware import Arch, ComputeUnit
 
 POLICIES = ("kmn", "mnk", "nmk")     # which group an outer level tiles first when it must shrink
 MIN_K_STEPS = 2     # split-K leaves each instance two steps of k at least: one loads while one computes
@@ -27,6 +28,9 @@ RUNG_TILES = 64
 # ifmap and ofmap SRAMs), not smaller, as each rung multiplies the tilings the search reports
 INNER_RUNG_TILES = 2
 
+Groups = dict[str, tuple[str, ...]]         # GEMM group (b, m, n, k) -> its dims, outermost first
+Tiling = tuple[str | None, list[dict[str, int]], dict[str, int]]     # (dataflow, tile per level, spread)
+
 
 def candidates(op: Einsum, arch: Arch) -> Iterator[Mapping]:
     """Legal Mappings of an Einsum; a MappingError naming operand, level and bytes if none fits."""
@@ -37,7 +41,9 @@ def candidates(op: Einsum, arch: Arch) -> Iterator[Mapping]:
     sizes = Footprints(op, arch)
     levels = op_levels(sizes.paths)
     signature = op_signature(op)
-    tilings, seen, problem = [], set(), None
+    tilings: list[Tiling] = []
+    seen: set[tuple[Any, ...]] = set()
+    problem: Overflow | None = None
     align = _micro_blocks(unit, groups, dtype)
     kind = targets(arch)
     for flow, step_targets, inner_first in _targets(kind, unit, op, sizes.paths[-1]):
@@ -65,6 +71,7 @@ def candidates(op: Einsum, arch: Arch) -> Iterator[Mapping]:
                         seen.add(key)
                         tilings.append((flow, tiling, spread))
     if not tilings:
+        assert problem is not None, "the last resort, one MAC per step, neither fits nor overflows"
         raise nothing_fits(op, arch, problem)
     # After every target's largest tiles, what smaller buffers hold, smallest first
     smaller = _smaller_buffers(sizes, levels, kind, unit, op, groups, extents, align) if kind.smaller_buffers else []
@@ -82,7 +89,8 @@ def candidates(op: Einsum, arch: Arch) -> Iterator[Mapping]:
                 yield _build(op, sizes, signature, unit, dtype, flow, levels, tiles, options[rank], spread, groups)
 
 
-def _targets(kind: Targets, unit, op: Einsum, output_path: list[int]):
+def _targets(kind: Targets, unit: ComputeUnit, op: Einsum, output_path: list[int]
+             ) -> Iterator[tuple[str | None, dict[str, int | None] | None, tuple[str, ...]]]:
     """(dataflow, step size per group for one instance, groups to shrink first when it does not fit): the kind's
     targets (compiler.map.targets), then the last resort, tried only when nothing above fits: one MAC per step
     (None: every group 1)."""
@@ -90,7 +98,7 @@ def _targets(kind: Targets, unit, op: Einsum, output_path: list[int]):
     yield (unit.dataflows[0].value if unit.dataflows else None), None, ()
 
 
-def _micro_blocks(unit, groups, dtype) -> dict[str, int]:
+def _micro_blocks(unit: ComputeUnit, groups: Groups, dtype: DType) -> dict[str, int]:
     """{dim: rows or columns of the SIMD micro-kernel} for the m and n groups that are one dim each (a conv's m
     is a product of dims, left as it is): a CPU BLAS sizes its blocks in whole micro-tiles, as OpenBLAS does.
     The micro-tile is accelsim.price.simd's: rows x register rows by cols x accumulators per register."""
@@ -112,12 +120,13 @@ def _aligned(extent: int, room: int, block: int | None) -> int | None:
     return block * (room // block)
 
 
-def _split(groups, extents, targets, align=None) -> dict[str, int]:
+def _split(groups: Groups, extents: dict[str, int], targets: dict[str, int | None],
+           align: dict[str, int] | None = None) -> dict[str, int]:
     """Per-dim tiles whose product per group is at most its target: inner dims whole first, then a
     balanced share of the next (56 rows in tiles of 19: 3 trips, 1 padded row), then what room is left;
     a SIMD micro-kernel's rows and columns in whole micro-tiles (`_aligned`)."""
     align = align or {}
-    tile = {}
+    tile: dict[str, int] = {}
     for g, dims in groups.items():
         room = targets.get(g, 1 if not targets else None)
         for d in reversed(dims):
@@ -131,7 +140,8 @@ def _split(groups, extents, targets, align=None) -> dict[str, int]:
     return tile
 
 
-def _shrink_to_fit(sizes, levels, step, groups, inner_first, extents, align=None):
+def _shrink_to_fit(sizes: Sizes, levels: list[int], step: dict[str, int], groups: Groups, inner_first: Sequence[str],
+                   extents: dict[str, int], align: dict[str, int] | None = None) -> dict[str, int] | Overflow:
     """Halve the step, `inner_first` groups first, until every on-chip level on the operands' paths holds
     it (each level's tile is at least the step: a strided conv's input halo may not fit where the
     innermost level's outputs do)."""
@@ -163,7 +173,8 @@ def _smaller(extent: int, tile: int) -> int:
     return _fit(extent, max(1, tile // 2))
 
 
-def _spreads(groups, extents, step, count: int, dealt: bool = False) -> Iterator[dict[str, int]]:
+def _spreads(groups: Groups, extents: dict[str, int], step: dict[str, int], count: int, dealt: bool = False
+             ) -> Iterator[dict[str, int]]:
     """Ways to split the step over the unit's instances: along b, then m, then n dims; where a block scheduler
     deals the blocks (`dealt`, a GPU), also over m and n together (`_tiled`); and where that leaves half the
     instances or more idle, also along k dims for them (split-K, as cuBLAS and cuDNN do: each instance then
@@ -183,7 +194,7 @@ def _spreads(groups, extents, step, count: int, dealt: bool = False) -> Iterator
             yield spread | split
 
 
-def _tiled(groups, extents, step, count: int) -> dict[str, int]:
+def _tiled(groups: Groups, extents: dict[str, int], step: dict[str, int], count: int) -> dict[str, int]:
     """{dim: instances} over the b, m and n dims together that busies the most instances, then makes the
     fewest steps, then the squarest output tile (the A and B rows it reads, which a shared L2 serves once per
     step): an A100's 108 SMs over 64 x 48 blocks of 256 x 128 as 12 x 9 (96 steps of 3,072 x 1,152) where m
@@ -195,9 +206,10 @@ def _tiled(groups, extents, step, count: int) -> dict[str, int]:
     known = _TILED.get(asked)
     if known is not None:
         return dict(known)
-    best, key = {}, None
+    best: dict[str, int] = {}
+    key: tuple[int, int, float] | None = None
 
-    def visit(i, left, spread):
+    def visit(i: int, left: int, spread: dict[str, int]) -> None:
         nonlocal best, key
         if i == len(dims):
             used = math.prod(spread.values())
@@ -217,13 +229,15 @@ def _tiled(groups, extents, step, count: int) -> dict[str, int]:
     return best
 
 
-_TILED: Memo[tuple, dict[str, int]] = Memo("compiler.map.space._tiled", 16384)     # answers kept per process
+_TILED: Memo[tuple[Any, ...], dict[str, int]] = Memo("compiler.map.space._tiled", 16384)     # answers kept per process
 
 
-def _spread(dims, extents, step, count: int, per_instance: int = 1) -> dict[str, int]:
+def _spread(dims: Sequence[str], extents: dict[str, int], step: dict[str, int], count: int,
+            per_instance: int = 1) -> dict[str, int]:
     """{dim: instances}: `dims` in order, each split over as many of `count` instances as it has steps
     (`per_instance` steps each)."""
-    spread, left = {}, count
+    spread: dict[str, int] = {}
+    left = count
     for d in dims:
         f = min(math.ceil(extents[d] / step[d]) // per_instance, left)
         if f > 1:
@@ -232,7 +246,8 @@ def _spread(dims, extents, step, count: int, per_instance: int = 1) -> dict[str,
     return spread
 
 
-def _outer_tiles(sizes, levels, step, spread, groups, policy, extents):
+def _outer_tiles(sizes: Sizes, levels: list[int], step: dict[str, int], spread: dict[str, int], groups: Groups,
+                 policy: str, extents: dict[str, int]) -> list[dict[str, int]] | Overflow:
     """Tiles from the whole op (outermost level) inward to the step; each level between is shrunk from
     the one outside it, groups in `policy` order, never below the step."""
     tiles = [dict(extents)]
@@ -245,7 +260,8 @@ def _outer_tiles(sizes, levels, step, spread, groups, policy, extents):
     return tiles if len(levels) > 1 else tiles[:1]
 
 
-def _level_tile(sizes, level, outer, step, spread, groups, policy) -> dict[str, int] | Overflow:
+def _level_tile(sizes: Sizes, level: int, outer: dict[str, int], step: dict[str, int], spread: dict[str, int],
+                groups: Groups, policy: str) -> dict[str, int] | Overflow:
     """The tile at `level`: the one outside it (`outer`) shrunk, groups in `policy` order, never below the step."""
     tile = dict(outer)
     for d in [d for g in "b" + policy for d in groups[g]]:
@@ -255,7 +271,7 @@ def _level_tile(sizes, level, outer, step, spread, groups, policy) -> dict[str, 
     return sizes.overflow(level, tile, True, spread) or tile
 
 
-def smaller_buffers(op, arch: Arch) -> bool:
+def smaller_buffers(op: Einsum, arch: Arch) -> bool:
     """Whether the space of `op` also holds the tilings smaller buffers give: on a PE array, whose SRAMs a DMA
     fills tile by tile (compiler.map.targets). A GPU's L2 streams instead (`_streamed`), and the GPU and CPU cost
     models are held to published and measured timings (validation/) that these tilings have not been checked
@@ -264,7 +280,8 @@ def smaller_buffers(op, arch: Arch) -> bool:
     return targets(arch).smaller_buffers
 
 
-def _smaller_buffers(sizes, levels, kind: Targets, unit, op, groups, extents, align) -> list[tuple]:
+def _smaller_buffers(sizes: Footprints, levels: list[int], kind: Targets, unit: ComputeUnit, op: Einsum, groups: Groups,
+                     extents: dict[str, int], align: dict[str, int]) -> list[Tiling]:
     """(dataflow, tiles, spread) as smaller buffers would give them: the step shrunk to fit each combination of the
     levels' rooms, and `_outer_tiles` under each combination of rooms of the levels outside it, each room a rung of
     `_rungs`. Whether a rung is offered depends on the rung and the op, never on the capacity, so a bigger buffer
@@ -277,7 +294,8 @@ def _smaller_buffers(sizes, levels, kind: Targets, unit, op, groups, extents, al
         return []       # a level refilled tile by tile (TPU v1's weight FIFO) already streams its fill
     rungs = {level: _rungs(sizes, level, extents, RUNG_TILES if level == levels[1] else INNER_RUNG_TILES)
              for level in levels[1:]}
-    found, seen = [], set()
+    found: list[Tiling] = []
+    seen: set[tuple[Any, ...]] = set()
     for rooms in itertools.product(*rungs.values()):
         view = _Room(sizes, dict(zip(rungs, rooms)))
         for flow, step_targets, inner_first in _targets(kind, unit, op, sizes.paths[-1]):
@@ -300,14 +318,14 @@ def _smaller_buffers(sizes, levels, kind: Targets, unit, op, groups, extents, al
     return found
 
 
-def _rungs(sizes, level: int, extents: dict[str, int], depth: int) -> list[int | None]:
+def _rungs(sizes: Footprints, level: int, extents: dict[str, int], depth: int) -> list[int | None]:
     """Rooms a smaller buffer at arch `level` would have: None (its capacity), then each power of two below both
     the capacity and what the whole op needs there (its tiles double-buffered), while the room twice as large holds
     a `depth`-th of that need or less. Each depends on the op and the power of two alone, never on the capacity."""
     whole = sum(n for _, n in sizes.need(level, extents, True))
     top = min(sizes.arch.memory[level].capacity_bytes, whole)
     room = 1 << (top - 1).bit_length() - 1 if top > 1 else 0
-    rooms = [None]
+    rooms: list[int | None] = [None]
     while room and 2 * room * depth >= whole:
         rooms.append(room)
         room //= 2
@@ -318,7 +336,7 @@ class _Room:
     """Footprints as they would be with `rooms` bytes at arch levels (None: the level's capacity; any other level as
     it is)."""
 
-    def __init__(self, sizes: Footprints, rooms: dict[int, int | None]):
+    def __init__(self, sizes: Footprints, rooms: dict[int, int | None]) -> None:
         self.sizes, self.arch = sizes, sizes.arch
         self.rooms = {level: room for level, room in rooms.items() if room is not None}
 
@@ -331,17 +349,20 @@ class _Room:
         return None if total <= room else Overflow(max(need, key=lambda t: t[1])[0], lv.name, total, room)
 
 
-def _held(sizes, levels, tiles) -> int:
+Sizes = Footprints | _Room      # what the tiling steps ask which tiles fit: the arch's levels, or smaller rooms
+
+
+def _held(sizes: Footprints, levels: list[int], tiles: list[dict[str, int]]) -> int:
     """Bytes the tiling's levels between DRAM and the step hold: what orders `_smaller_buffers`' tilings."""
     return sum(n for level, tile in zip(levels[1:-1], tiles[1:-1]) for _, n in sizes.need(level, tile, True))
 
 
-def _streamed(tiles, groups, extents) -> list[list[dict[str, int]]]:
+def _streamed(tiles: list[dict[str, int]], groups: Groups, extents: dict[str, int]) -> list[list[dict[str, int]]]:
     """A GPU's SMs read through its L2 as they go; they do not wait for it to fill. Where a level between DRAM and
     the step holds the whole op in one tile (a weight that fits the L2), nothing overlaps that tile's fill: the
     same tiling with the tile cut along k into STREAM_CUTS parts pipelines it, and the cost model chooses.
     DeepGEMM's 64 x 7168 x 2048 fp8 on an H800 (14.7 MB of weight): 6.4 us measured, 9.9 us whole, 7.9 us cut."""
-    found = []
+    found: list[list[dict[str, int]]] = []
     for i in range(1, len(tiles) - 1):
         if tiles[i] != extents:
             continue
@@ -358,7 +379,8 @@ def _streamed(tiles, groups, extents) -> list[list[dict[str, int]]]:
     return found
 
 
-def shrink_dim(sizes, level, tile, d, outer, floor, spread) -> None:
+def shrink_dim(sizes: Sizes, level: int, tile: dict[str, int], d: str, outer: int, floor: int,
+               spread: dict[str, int]) -> None:
     """The largest multiple of `floor` (the step's tile, so inner levels divide it evenly), at most
     `outer`, that fits; `floor` itself if none does."""
     before = sizes.overflow(level, tile, True, spread)
@@ -385,10 +407,10 @@ def shrink_dim(sizes, level, tile, d, outer, floor, spread) -> None:
     tile[d] = min(outer, floor * math.ceil(units / trips))
 
 
-def _orders(op: Einsum, tiles, groups) -> Iterator[tuple[tuple[str, ...], ...]]:
+def _orders(op: Einsum, tiles: list[dict[str, int]], groups: Groups) -> Iterator[tuple[tuple[str, ...], ...]]:
     """Loop orders per level: one permutation of the m/n/k groups at every level (b outermost), each
     distinct once dims with one trip are dropped. k innermost first: partial sums stay put."""
-    seen = set()
+    seen: set[tuple[tuple[str, ...], ...]] = set()
     for perm in ("mnk", "nmk", "kmn", "knm", "mkn", "nkm"):
         dims = [d for g in "b" + perm for d in groups[g]]
         orders = tuple(tuple(dims) for _ in tiles)
@@ -399,27 +421,31 @@ def _orders(op: Einsum, tiles, groups) -> Iterator[tuple[tuple[str, ...], ...]]:
             yield orders
 
 
-def _build(op, sizes, signature, unit, dtype, flow, levels, tiles, orders, spread, groups) -> Mapping:
+def _build(op: Einsum, sizes: Footprints, signature: str, unit: ComputeUnit, dtype: DType, flow: str | None,
+           levels: list[int], tiles: list[dict[str, int]], orders: tuple[tuple[str, ...], ...], spread: dict[str, int],
+           groups: Groups) -> Mapping:
     loops = [d for d, _ in op.loops]
     names = [lv.name for lv in sizes.arch.memory]
     level_tiles = tuple(LevelTile(names[lv], tuple((d, tile[d]) for d in loops), order, i > 0 and sizes.buffered(lv))
                         for i, (lv, tile, order) in enumerate(zip(levels, tiles, orders)))
     step = per_instance(tiles[-1], spread)
     spatial = [Spatial(d, "units", f) for d, f in spread.items()]
-    notes = []
+    notes: list[str] = []
     if flow is not None:
+        array = unit.array
+        assert array is not None, f"{unit.name}: a dataflow's step is a PE-array fold"
         rows, cols, _ = SYSTOLIC[flow]
         spatial += [Spatial(d, "rows", step[d]) for d in groups[rows] if step[d] > 1]
         spatial += [Spatial(d, "cols", step[d]) for d in groups[cols] if step[d] > 1]
         on_rows = math.prod(step[d] for d in groups[rows])
         on_cols = math.prod(step[d] for d in groups[cols])
-        folds = math.ceil(on_rows / unit.array.rows) * math.ceil(on_cols / unit.array.cols)
+        folds = math.ceil(on_rows / array.rows) * math.ceil(on_cols / array.cols)
         used = on_rows * on_cols
         if folds == 1:
-            notes.append(f"fold uses {used} of {unit.array.pes} PEs ({100 * used / unit.array.pes:.0f}%)")
+            notes.append(f"fold uses {used} of {array.pes} PEs ({100 * used / array.pes:.0f}%)")
         else:
-            notes.append(f"step of {folds} folds issued back to back ({rows}={on_rows} on {unit.array.rows} "
-                         f"rows), using {100 * used / (folds * unit.array.pes):.0f}% of the PEs")
+            notes.append(f"step of {folds} folds issued back to back ({rows}={on_rows} on {array.rows} "
+                         f"rows), using {100 * used / (folds * array.pes):.0f}% of the PEs")
     size = {g: math.prod(step[d] for d in groups[g]) for g in "bmnk"}
     if unit.limits is not None:
         frag = f"MMA fragment m16n8k{256 // dtype.bits}" if dtype.bits <= 16 else "FMA on CUDA cores"
