@@ -1,8 +1,10 @@
 """accelsim.collector.paused: the collector off inside, as it was after, and one collection past collect_after new
 objects; the `accelsim` command runs under it."""
 import gc
+from dataclasses import replace
 
 import accelsim.cli as cli
+from accelsim import commands
 from accelsim.collector import paused
 
 
@@ -30,7 +32,8 @@ def test_a_block_that_made_many_objects_collects_once():
 
 def test_a_command_runs_with_the_collector_paused(monkeypatch, capsys):
     seen = []
-    monkeypatch.setattr(cli, "_archs", lambda args: seen.append(gc.isenabled()))
+    monkeypatch.setattr(commands, "COMMANDS", tuple(replace(c, handler=lambda args: seen.append(gc.isenabled()))
+                                                    if c.name == "archs" else c for c in commands.COMMANDS))
     assert cli.main(["archs"]) == 0
     assert seen == [False] and gc.isenabled()
 

@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from accelsim.cli import main
-from accelsim.ops_cli import lowered_kinds
+from accelsim.commands.ops import lowered_kinds
 from accelsim.sim.api import evaluate, run
 from compiler import conformance
 from compiler.conformance import (DISPUTED, Verdict, counts, in_scope_pass_fraction, node_cases, onnxruntime_outputs,

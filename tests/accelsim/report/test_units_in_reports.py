@@ -5,7 +5,7 @@ import re
 import accelsim
 from accelsim.report import figures, sweep_page
 from accelsim.report.breakdown import ceilings
-from accelsim.sweep.cli import cell_text
+from accelsim.commands.sweep import cell_text
 from accelsim.arch import load_arch
 
 UNIT = re.compile(r"\((s|ms|us|ns|J|mJ|uJ|nJ|pJ|B|KiB|MiB|GiB|op/B[^)]*|op/s|k cells)\)")

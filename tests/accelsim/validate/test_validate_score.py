@@ -10,7 +10,7 @@ import pytest
 
 from accelsim.arch import load_arch
 from accelsim.validate import cases
-from accelsim.validate.cli import add_score_parser
+from accelsim.commands.validate import add_score_parser
 from accelsim.validate.score import load, metrics, ranks, score, spearman
 from compiler.errors import UserError
 

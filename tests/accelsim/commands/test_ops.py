@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from accelsim import ops_cli
+from accelsim.commands import ops as ops_cli
 from compiler.errors import CacheWarning
 from compiler.map import disk, entry
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 
 from accelsim.args import (many_devices, model_args, model_options, on_many_devices, positive, report_many, rows,
                            write)
+from accelsim.commands.command import Command
 
 
 class Choices:
@@ -48,9 +49,7 @@ def add_choice(parser, flag: str, choices: Choices, **kwargs) -> None:
     parser.add_argument(flag, **kwargs).choices = choices
 
 
-def add_train_parser(sub) -> None:
-    p = sub.add_parser("train", help="simulate one training step (forward, backward, optimizer), its memory and "
-                                     "the time to train")
+def add_train(p: argparse.ArgumentParser) -> None:
     model_args(p, default="alexnet")
     p.add_argument("--arch", default="gtx580", help="preset name (see `accelsim archs`) or a YAML file "
                                                     "(default: gtx580)")
@@ -80,7 +79,6 @@ def add_train_parser(sub) -> None:
                                                    "fidelity; open it at ui.perfetto.dev)")
     p.add_argument("--limit", type=int, default=20, metavar="N", help="layers shown in the table, longest first "
                                                                       "(default 20; 0 for all)")
-    p.set_defaults(handler=_train)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -123,3 +121,7 @@ def _train_many(args: argparse.Namespace) -> int:
                             dataset_size=args.dataset_size, tokens=args.tokens, **model_options(args))
     report_many(result, args)
     return 0
+
+
+COMMAND = Command("train", "simulate one training step (forward, backward, optimizer), its memory and the time to "
+                  "train", add_train, _train)

@@ -1,16 +1,15 @@
-"""`accelsim validate score`, `validate cuda` and `validate onnx`: score prints a table per dataset and suite and
-exits 1 when a target is missed (like a failed test); cuda exits 1 when a generated kernel disagrees with the vendor
-library; onnx runs onnx's conformance node cases through the reference interpreter (compiler/conformance.py) and
-exits 1 when a case mismatches or crashes.
-
-accelsim/cli.py adds these under its `validate` group (add_score_parser, add_cuda_parser); bad input is a UserError
-there (exit 2).
+"""`accelsim validate score`, `validate cuda`, `validate onnx` and `validate cpu`: score prints a table per
+dataset and suite and exits 1 when a target is missed (like a failed test); cuda exits 1 when a generated kernel
+disagrees with the vendor library; onnx runs onnx's conformance node cases through the reference interpreter
+(compiler/conformance.py) and exits 1 when a case mismatches or crashes; cpu times GEMMs, convolutions and training
+steps on this machine (accelsim/validate/cpu.py). Bad input is a UserError (exit 2).
 """
 from __future__ import annotations
 
 import argparse
 import math
 
+from accelsim.commands.command import Command
 from compiler.errors import UserError
 
 EXIT_MISSED = 1
@@ -133,3 +132,45 @@ def onnx_command(args) -> int:
     text, clean = check(args.op, args.list, args.all_ops)
     print(text, end="")
     return 0 if clean else EXIT_MISSED
+
+
+def add_cpu_parser(validate) -> None:
+    """`cpu` under the `validate` subparsers group."""
+    cpu = validate.add_parser("cpu", help="time GEMMs (numpy), convolutions and training steps (torch) on this "
+                              "machine and write them beside accelsim's predictions")
+    cpu.add_argument("--suite", default="all", help="gemm, conv, train (forward, backward and optimizer of small "
+                     "models) or all (default: all)")
+    cpu.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads, and cores the model prices "
+                     "(default 1)")
+    cpu.add_argument("--repeats", type=int, default=7, help="timed samples per case, median kept (default 7; "
+                     "at most 3 for cases over 0.3 s)")
+    cpu.add_argument("--out", metavar="DIR", help="a new or empty dataset folder (default: a new folder "
+                     "<host preset name>-<date>-<time> here)")
+    cpu.add_argument("--arch", help="price on this preset or YAML file as it is (default: the host's, detected, "
+                     "with --threads cores)")
+    cpu.set_defaults(handler=cpu_command, folders=("out",))
+
+
+def cpu_command(args) -> int:
+    from accelsim.validate.cpu import validate_cpu
+
+    validate_cpu(args.suite, args.threads, args.repeats, args.out, args.arch)
+    return 0
+
+
+def add_validate(parser: argparse.ArgumentParser) -> None:
+    """`validate score`, `validate cuda`, `validate onnx` and `validate cpu`."""
+    actions = add_actions(parser)
+    add_score_parser(actions)
+    add_cuda_parser(actions)
+    add_onnx_parser(actions)
+    add_cpu_parser(actions)
+
+
+def add_actions(parser: argparse.ArgumentParser):
+    """The `validate` ACTION group, empty: what is declared when another command is asked for."""
+    return parser.add_subparsers(dest="validate_command", metavar="ACTION", required=True)
+
+
+COMMAND = Command("validate", "measure real hardware and score the model against it", add_validate,
+                  add_cheap=add_actions)

@@ -17,6 +17,7 @@ import json
 import sys
 from collections import defaultdict
 
+from accelsim.commands.command import Command
 from compiler.memo import memo
 
 FOLDED = "folded"        # computed at import time from constants: emits no IR
@@ -24,12 +25,8 @@ FORMAT = 1               # the catalogue's layout (`_valid`); a change bumps it
 CATALOGUE_BYTES = 1 << 20          # ~30 KB for 171 ops; a larger file is refused before it is read
 
 
-def add_ops_parser(sub) -> None:
-    p = sub.add_parser("ops", help="list the supported ONNX ops, the opsets each is read at and the IR op kinds "
-                                   "it lowers to (from lowering onnx's conformance cases: about 10 seconds the "
-                                   "first time, then read from the cache)")
+def add_ops(p: argparse.ArgumentParser) -> None:
     p.add_argument("names", nargs="*", metavar="OP", help="only these ops (default: all)")
-    p.set_defaults(handler=_ops)
 
 
 def _ops(args: argparse.Namespace) -> int:
@@ -197,3 +194,8 @@ def _reason(message: str, limit: int = 70) -> str:
     """A refusal's own words without the file and node it names, cut at a word."""
     text = message.split("): ", 1)[-1]
     return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
+
+
+COMMAND = Command("ops", "list the supported ONNX ops, the opsets each is read at and the IR op kinds it lowers to "
+                  "(from lowering onnx's conformance cases: about 10 seconds the first time, then read from the cache)",
+                  add_ops, _ops)

@@ -1,6 +1,6 @@
 """`accelsim sweep SPEC.yaml`: run or resume a design-space sweep, then print each model's Pareto-optimal points.
 
-accelsim/cli.py registers it with add_sweep_parser(sub). Everything that can be wrong with the spec or the
+Everything that can be wrong with the spec or the
 options is a UserError (exit 2) raised before the first point is evaluated.
 """
 from __future__ import annotations
@@ -9,6 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from accelsim.commands.command import Command
 from accelsim.results.units import plain
 from compiler.errors import UserError
 
@@ -16,9 +17,7 @@ EXIT_INTERRUPTED = 130   # as accelsim/cli.py answers Ctrl-C elsewhere
 HELP = "evaluate a design space (axes by arch key path) and print the Pareto-optimal points per model"
 
 
-def add_sweep_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("sweep", help=HELP, description=HELP + ". Rerunning the same command resumes: rows "
-                       "already in the results file are not evaluated again.")
+def add_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", metavar="SPEC.yaml", help="the sweep spec (see examples/sweep/)")
     p.add_argument("--db", metavar="FILE", help="SQLite results file (default: the spec's name with .sqlite, in "
                    "the current folder)")
@@ -29,8 +28,6 @@ def add_sweep_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--html", metavar="FILE", help="write a report page with the Pareto plot (accelsim.report)")
     p.add_argument("--plot", metavar="DIR", help="write the report's figures as PNG files (accelsim.report)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
-    p.set_defaults(handler=sweep_command)
-    return p
 
 
 def sweep_command(args) -> int:
@@ -131,3 +128,7 @@ def cell_text(value: object) -> str:
     if isinstance(value, list):
         return ",".join(map(plain, value))
     return plain(value)
+
+
+COMMAND = Command("sweep", HELP, add_sweep, sweep_command, description=HELP + ". Rerunning the same command resumes: "
+                  "rows already in the results file are not evaluated again.")

@@ -5,12 +5,14 @@ Invariant: bad sizes, dataflows or file names are a UserError (one line, exit 2)
 """
 from __future__ import annotations
 
+import argparse
+
+from accelsim.commands.command import Command
 from compiler.errors import UserError
 
 
-def add_explain_parser(sub) -> None:
-    """Register `explain` (and its `systolic` action) on the `accelsim` subparsers."""
-    explain = sub.add_parser("explain", help="teaching views drawn from the models (an animated systolic array)")
+def add_explain(explain: argparse.ArgumentParser) -> None:
+    """`explain`'s actions: `systolic`."""
     actions = explain.add_subparsers(dest="explain_command", metavar="WHAT", required=True)
     sy = actions.add_parser("systolic", help="a small GEMM C = A @ B moving through a systolic array, cycle by "
                             "cycle, from the cycle-level model (accelsim/engine/cycle/systolic.py; OS: "
@@ -65,3 +67,6 @@ def _systolic(args) -> int:
             print(frame_text(film, frame, width))
     print(matrix_text(film), end="")
     return 0
+
+
+COMMAND = Command("explain", "teaching views drawn from the models (an animated systolic array)", add_explain)

@@ -92,7 +92,7 @@ def test_the_commands_and_python_of_the_collectives_page_run(capsys):
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[2] / "docs" / "collectives.md").read_text()
+    text = (Path(__file__).resolve().parents[3] / "docs" / "collectives.md").read_text()
     commands = [line.split() for line in text.splitlines() if line.startswith(".venv/bin/accelsim ")]
     assert len(commands) >= 3
     for argv in commands:

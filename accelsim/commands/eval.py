@@ -2,13 +2,15 @@
 (--dtype, --arch: accelsim.sim.emulate), or one training step's loss, gradients and updates (--train)."""
 from __future__ import annotations
 
+import argparse
+
 from accelsim.args import model_args, model_options, positive, rows
-from accelsim.train_cli import LOSSES, OPTIMIZERS, add_choice
+from accelsim.commands.command import Command
+from accelsim.commands.train import LOSSES, OPTIMIZERS, add_choice
 from compiler.errors import UserError
 
 
-def add_eval_parser(sub) -> None:
-    ev = sub.add_parser("eval", help="run a model's numerics in the numpy reference interpreter")
+def add_eval(ev: argparse.ArgumentParser) -> None:
     model_args(ev, default=None)
     ev.add_argument("--inputs", metavar="IN.npz", help="input arrays keyed by graph input name, and with --train the "
                     "loss's labels under the key 'labels' (default: random, seeded)")
@@ -28,7 +30,6 @@ def add_eval_parser(sub) -> None:
                     "own dtypes (docs/precision.md)")
     ev.add_argument("--arch", help="with or without --dtype: accumulate as this arch's matrix units do (default "
                     "dtype: its native one)")
-    ev.set_defaults(handler=_eval)
 
 
 def _eval(args) -> int:
@@ -97,3 +98,6 @@ def _write_arrays(path: str, arrays: dict) -> None:
     with replacing(path, f"--out {path}") as temporary, open(temporary, "wb") as file:
         np.savez(file, **arrays)
     print(f"wrote {len(arrays)} arrays to {path}")
+
+
+COMMAND = Command("eval", "run a model's numerics in the numpy reference interpreter", add_eval, _eval)

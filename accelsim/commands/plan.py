@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import argparse
 
-from accelsim.args import model_args, model_options, positive, write
+from accelsim.args import LateHelp, model_args, model_options, positive, systems, write
+from accelsim.commands.command import Command
 from accelsim.parallel.plan import SEARCH_BUDGET as BUDGET, SEARCH_S as TIME_LIMIT_S
-from accelsim.train_cli import OPTIMIZERS, add_choice
+from accelsim.commands.train import OPTIMIZERS, add_choice
 from compiler.errors import UserError
 
 RECOMPUTE, ZERO = "none,selective,full", "0,1,2,3"
 
 
-def add_plan_parser(sub) -> None:
-    p = sub.add_parser("plan", help="search parallel plans (dp, tp, pp, micro-batches, schedule, recomputation, "
-                                    "ZeRO) for a model on a system of devices and rank them by step time")
+def add_plan(p: argparse.ArgumentParser) -> None:
     model_args(p, default=None)
-    p.add_argument("--system", required=True, help="a system of devices (see `accelsim archs`): dgx_a100, dgx_h100, "
-                                                   "gtx580x2, tpu_v4_pod, or a YAML file")
+    p.add_argument("--system", required=True, action=LateHelp, text=lambda: f"a system of devices (see `accelsim "
+                                                                          f"archs`): {systems()}, or a YAML file")
     p.add_argument("--devices", type=int, help="devices of the system to use (default: the system's default)")
     p.add_argument("--train", action="store_true", help="plan a training step (default: one batch of inference, "
                                                         "which searches tp, pp, dp and micro-batches only)")
@@ -49,7 +48,6 @@ def add_plan_parser(sub) -> None:
                                                         "otherwise as a line every 10%% once a search takes seconds)")
     p.add_argument("--json", metavar="FILE", help="write the search as JSON ('-' for stdout): every plan shown and "
                                                   "every discarded plan with its reason")
-    p.set_defaults(handler=_plan)
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -84,3 +82,7 @@ def _list(text: str, kind, flag: str) -> tuple:
         return tuple(kind(item) for item in text.replace(" ", "").split(",") if item)
     except ValueError:
         raise UserError(f"{flag} {text!r}: expected a comma-separated list") from None
+
+
+COMMAND = Command("plan", "search parallel plans (dp, tp, pp, micro-batches, schedule, recomputation, ZeRO) for a "
+                  "model on a system of devices and rank them by step time", add_plan, _plan)

@@ -6,12 +6,11 @@ import argparse
 import json
 
 from accelsim.args import LateHelp, systems, words, write
+from accelsim.commands.command import Command
 from accelsim.comm.registry import AUTO, OPS
 
 
-def add_collective_parser(sub) -> None:
-    p = sub.add_parser("collective", help=f"time a collective ({', '.join(OPS)}) on a system of devices, "
-                                          "nccl-tests style")
+def add_collective(p: argparse.ArgumentParser) -> None:
     p.add_argument("op", help=words(OPS))
     p.add_argument("--system", required=True, action=LateHelp, text=lambda: f"a system preset ({systems()}; see "
                    "`accelsim archs`) or a YAML file with `kind: system`")
@@ -26,7 +25,6 @@ def add_collective_parser(sub) -> None:
                                                                    "(default 4MiB, NCCL's buffer)")
     p.add_argument("--json", metavar="FILE", help="write the rows as JSON ('-' for stdout): op, devices, "
                                                   "algorithm, rows of bytes, seconds, algbw, busbw (bytes/s)")
-    p.set_defaults(handler=_collective)
 
 
 def _algorithm_help() -> str:
@@ -68,3 +66,7 @@ def _levels(net) -> str:
         members = "x".join(map(str, shape)) if len(shape) > 1 else str(net.participants(i))
         parts.append(f"{members} on {net.system.levels[i].name}")
     return ", ".join(parts)
+
+
+COMMAND = Command("collective", f"time a collective ({', '.join(OPS)}) on a system of devices, nccl-tests style",
+                  add_collective, _collective)
