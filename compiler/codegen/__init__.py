@@ -9,14 +9,16 @@ compute row computes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from compiler.codegen.einsum import einsum_rows
-from compiler.codegen.fold import Fold, folds_for
+from compiler.codegen.fold import folds_for
+from compiler.codegen.nest import Fold
 from compiler.codegen.vector import chunk_axis, vector_rows
 from compiler.errors import UserError
-from compiler.ir import IR, Einsum, Move
+from compiler.ir import IR, Einsum, IROp, Move
 from compiler.mapping import Mapping, op_signature
 from compiler.program import MAX_ROWS, empty
 from compiler.hardware import Arch
@@ -44,7 +46,10 @@ class Code:
     folds: dict[str, tuple[Fold, ...]] = field(default_factory=dict)   # ops whose rows keep part of folded loops
 
 
-def _rows(op, arch: Arch, mapping: Mapping, folds: tuple[Fold, ...] = ()) -> tuple:
+OpRows = tuple[np.ndarray, np.ndarray, tuple[str, ...], np.ndarray, np.ndarray, tuple[bool, ...], int]
+
+
+def _rows(op: IROp, arch: Arch, mapping: Mapping, folds: tuple[Fold, ...] = ()) -> OpRows:
     """(rows with deps local to the op, compute rows, dims, tile start, extent, inputs cut, axis)."""
     unit = unit_index(arch, mapping.unit)
     if isinstance(op, Einsum):
@@ -66,11 +71,13 @@ def generate(ir: IR, arch: Arch, mappings: dict[str, Mapping],
     (compiler.codegen.fold), which `Code.folds` records. Refused before the rows of an op that would take the
     Program past compiler.program.MAX_ROWS are built."""
     folds = folds or {}
-    blocks, tiles, used = [], [], {}
+    blocks: list[np.ndarray] = []
+    tiles: list[Tiles | None] = []
+    used: dict[str, Mapping] = {}
     offset = 0
     op_rows = [0]
     # ResNet's repeated blocks compile to the same rows: generate once per (signature, mapping), then copy.
-    made: dict[tuple, tuple] = {}
+    made: dict[tuple[Any, ...], OpRows] = {}
     for index, op in enumerate(ir.ops):
         if isinstance(op, Move) and op.view:
             blocks.append(empty(0))

@@ -39,11 +39,12 @@ def _latest(steps: np.ndarray, at: np.ndarray, strict: bool = False) -> np.ndarr
 
 
 def assemble(streams: list[Stream], steps: int, compute: dict[str, np.ndarray], op: int, unit: int,
-             ahead: bool = False, name: str = "") -> np.ndarray:
-    """Program rows of one op. `ahead` issues each double-buffered input's loads one step early, before the
-    compute and stores of the step before theirs, as a GPU's copy engines (TMA, cp.async) fetch the next tile
-    while the current one is computed and stored: on a channel that loads and stores share, a tile's load is then
-    not queued behind the previous tile's store. An inner load moves only where the load it copies from moves."""
+             ahead: bool = False, name: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """(Program rows of one op, the compute rows among them). `ahead` issues each double-buffered input's loads one
+    step early, before the compute and stores of the step before theirs, as a GPU's copy engines (TMA, cp.async)
+    fetch the next tile while the current one is computed and stored: on a channel that loads and stores share, a
+    tile's load is then not queued behind the previous tile's store. An inner load moves only where the load it
+    copies from moves."""
     inputs = [s for s in streams if s.operand != OUTPUT]
     outputs = sorted((s for s in streams if s.operand == OUTPUT), key=lambda s: s.pos)
     early = set()     # the input streams issued a step ahead: each with every stream outside it on its path
@@ -125,8 +126,8 @@ def assemble(streams: list[Stream], steps: int, compute: dict[str, np.ndarray], 
             add(r, np.where(_latest(ost, st) >= 0, orow[np.maximum(_latest(ost, st), 0)], -1))
         # buffer reuse: the slot this load fills last served the tile `back` loads earlier
         back = 2 if s.double_buffered else 1
-        n = np.arange(len(st))
-        prior = n - back + 1
+        slot = np.arange(len(st))
+        prior = slot - back + 1
         last_use = np.where(prior >= 1, st[np.maximum(prior, 0)] - 1, -1)
         add(r, np.where(last_use >= 0, c[np.maximum(last_use, 0)], -1))
         if not any(o.operand == s.operand and o.pos > s.pos for o in inputs):
@@ -146,8 +147,8 @@ def assemble(streams: list[Stream], steps: int, compute: dict[str, np.ndarray], 
             add(c[found], lrow[hit[found]])
             back = 2 if s.double_buffered else 1
             starts = s.runs.starts
-            n = np.arange(len(starts))
-            add(c[starts[n >= back]], srow[n[n >= back] - back])
+            nth = np.arange(len(starts))
+            add(c[starts[nth >= back]], srow[nth[nth >= back] - back])
         else:
             ist, irow = by_stream[(STORE, id(outputs[i + 1]))]
             add(srow, irow[_latest(ist, sst)])

@@ -87,7 +87,8 @@ def einsum_streams(op: Einsum, mapping: Mapping, arch: Arch, nest: Nest) -> list
     return streams
 
 
-def einsum_rows(op: Einsum, mapping: Mapping, arch: Arch, op_index: int, unit: int, folds: tuple[Fold, ...] = ()):
+def einsum_rows(op: Einsum, mapping: Mapping, arch: Arch, op_index: int, unit: int, folds: tuple[Fold, ...] = ()
+                ) -> tuple[np.ndarray, np.ndarray, tuple[str, ...], np.ndarray, np.ndarray]:
     """(rows, compute row indices within them, step tile start and extent per dim: shape (steps, dims)); with
     `folds`, the rows of the iterations they keep (compiler.codegen.fold)."""
     nest = Nest(mapping, folds)
@@ -96,7 +97,7 @@ def einsum_rows(op: Einsum, mapping: Mapping, arch: Arch, op_index: int, unit: i
     view = gemm_view(op)
     pos = {d: i for i, d in enumerate(nest.dims)}
 
-    def size(dims) -> np.ndarray:
+    def size(dims: tuple[str, ...]) -> np.ndarray:
         return np.prod(extent[[pos[d] for d in dims]], axis=0) if dims else np.ones(nest.steps, np.int64)
 
     padded = int(np.prod(np.minimum(nest.tiles[-1], nest.extents)))

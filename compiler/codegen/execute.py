@@ -27,14 +27,16 @@ def einsum_tiled(op: Einsum, tiles: Tiles, args: list[np.ndarray]) -> np.ndarray
     return out.astype(op.acc.numpy)
 
 
-def _pieces(dims, start, extent, split):
+def _pieces(dims: tuple[str, ...], start: np.ndarray, extent: np.ndarray, split: set[str]
+            ) -> list[tuple[dict[str, int], dict[str, int]]]:
     pieces = [({d: int(s) for d, s in zip(dims, start)}, {d: int(e) for d, e in zip(dims, extent)})]
     for d in split:
         pieces = [({**at, d: at[d] + i}, {**size, d: 1}) for at, size in pieces for i in range(size[d])]
     return [(at, size) for at, size in pieces if all(size.values())]
 
 
-def _tile(op: Einsum, args: list[np.ndarray], at: dict, size: dict):
+def _tile(op: Einsum, args: list[np.ndarray], at: dict[str, int], size: dict[str, int]
+          ) -> tuple[np.ndarray, tuple[slice, ...]]:
     """The tile as the same Einsum over a smaller loop space, operand indices shifted by its start. A dim of
     extent 1 in a sum of terms becomes a constant; an operand it thereby leaves keeps it as a new unit axis."""
     inputs, arrays, in_axes = [], [], []

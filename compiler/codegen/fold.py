@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from compiler.codegen.nest import Fold, clipped_segments, loop_nest
-from compiler.ir import Einsum
+from compiler.ir import Einsum, IROp
 from compiler.mapping import Mapping
 
 FOLD_STEPS = 16_384     # an op walking fewer steps is generated whole (about 0.1 s of codegen and engine)
@@ -37,7 +37,7 @@ def plain_dims(op: Einsum) -> set[str]:
     return plain
 
 
-def folds_for(op, mapping: Mapping, head: int = HEAD) -> tuple[Fold, ...]:
+def folds_for(op: IROp, mapping: Mapping, head: int = HEAD) -> tuple[Fold, ...]:
     """The loops of `op`'s nest to fold, longest first (the outermost of equals): those that may (foldable), one
     more while the steps kept are still FOLD_STEPS or more (a vocabulary of 50,257 inside a batch of 512), at most
     MAX_FOLDS; none for an op of fewer than FOLD_STEPS steps."""
@@ -53,7 +53,7 @@ def folds_for(op, mapping: Mapping, head: int = HEAD) -> tuple[Fold, ...]:
     return tuple(folds)
 
 
-def foldable(op, mapping: Mapping, head: int = HEAD) -> list[int]:
+def foldable(op: IROp, mapping: Mapping, head: int = HEAD) -> list[int]:
     """Indices of the loops of `mapping`'s nest (compiler.codegen.nest.loop_nest) that may fold: long enough for
     leaving iterations out to save most of the work, over a dim every operand reads plainly, and walking tiles of
     that dim that are all alike: a loop inside another over the same dim folds only where every tile it cuts has

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 
@@ -84,7 +85,7 @@ class Nest:
 
     def index(self, j: int, steps: np.ndarray) -> np.ndarray:
         """Iteration of loop j at each step: of the op's loop, where a fold maps its last kept one to the last."""
-        at = (steps // self.strides[j]) % self.trips[j]
+        at: np.ndarray = (steps // self.strides[j]) % self.trips[j]
         fold = self.folds.get(j)
         if fold is not None:
             at = np.where(at < fold.head, at, fold.trips - 1)
@@ -115,7 +116,7 @@ class Nest:
         n = len(steps)
         start = np.zeros((len(self.dims), n), np.int64)
         extent = np.repeat(self.extents[:, None], n, axis=1)
-        loops_at = {}
+        loops_at: dict[int, list[tuple[int, int]]] = {}
         for j, (d, _, lv) in enumerate(self.loops):
             loops_at.setdefault(lv, []).append((j, d))
         for lv in range(level + 1):
@@ -142,18 +143,18 @@ def loop_nest(mapping: Mapping) -> list[tuple[str, int, int]]:
     return loops
 
 
-def clipped_segments(mapping: Mapping, level: int) -> dict[str, Counter]:
+def clipped_segments(mapping: Mapping, level: int) -> dict[str, Counter[int]]:
     """Per dim, {extent: tiles} of the tiles mapping level `level` holds as the nest walks the op. A ragged outer
     edge clips the tiles inside it, and inner tiles wholly past it are empty: the engine moves and computes
     nothing there (Nest.tile), so 1024 in l2 tiles of 496 and steps of 16 is 64 steps of work,
     not 3 x 31 = 93."""
-    out = {}
+    out: dict[str, Counter[int]] = {}
     for d, extent in mapping.loops:
         segments, outer = Counter({extent: 1}), extent
         for lv in mapping.levels[:level + 1]:
             tile = lv.extent(d)
             trips = math.ceil(outer / tile)
-            inner = Counter()
+            inner: Counter[int] = Counter()
             for length, count in segments.items():
                 whole = min(trips, length // tile)
                 inner[tile] += whole * count
@@ -164,9 +165,9 @@ def clipped_segments(mapping: Mapping, level: int) -> dict[str, Counter]:
     return out
 
 
-def clipped_shapes(segments: dict[str, Counter], dims) -> Counter:
+def clipped_shapes(segments: dict[str, Counter[int]], dims: Iterable[str]) -> Counter[tuple[int, ...]]:
     """{clipped tile over `dims` (extents in that order): tiles with it}."""
-    shapes = Counter({(): 1})
+    shapes: Counter[tuple[int, ...]] = Counter({(): 1})
     for d in dims:
         shapes = Counter({shape + (length,): n * m for shape, n in shapes.items() for length, m in segments[d].items()})
     return shapes

@@ -24,14 +24,17 @@ def chunk_axis(op: IROp, mapping: Mapping) -> tuple[int, list[bool]]:
     if not order:
         return 0, [False] * len(op.inputs)
     axis = [d for d, _ in mapping.loops].index(order[0])
-    return axis, sliced(op, axis)
+    cut = sliced(op, axis)
+    assert cut is not None, f"{op.name}: a chunk plan cuts an axis that can be cut (compiler.map.vector)"
+    return axis, cut
 
 
-def vector_rows(op: IROp, arch: Arch, mapping: Mapping, op_index: int, unit: int, folds: tuple[Fold, ...] = ()):
+def vector_rows(op: IROp, arch: Arch, mapping: Mapping, op_index: int, unit: int, folds: tuple[Fold, ...] = ()
+                ) -> tuple[np.ndarray, np.ndarray, tuple[str, ...], np.ndarray, np.ndarray, tuple[bool, ...]]:
     """(rows, compute rows, dims, chunk start and extent per output axis: shape (chunks, axes), which inputs are
     cut along the chunk axis) of the chunk plan `mapping` (compiler.map.vector.plan); with `folds`, the rows of the
     chunks they keep (compiler.codegen.fold)."""
-    move = isinstance(op, Move)
+    move = op if isinstance(op, Move) else None
     paths = vector_paths(arch, op)
     axis, cut = chunk_axis(op, mapping)
     shape = op.output.shape or (1,)
@@ -44,22 +47,22 @@ def vector_rows(op: IROp, arch: Arch, mapping: Mapping, op_index: int, unit: int
     out_elements = np.prod(extent, axis=0)
     # a copy reads what it writes (compiler.ir.Move), shared among its inputs by size; an in-place write leaves
     # the buffer it writes into (input 0) where it lies and moves the update (input 1) alone, not its positions
-    in_place = move and op.in_place
+    in_place = move is not None and move.in_place
     sources = [o.nbytes if not in_place or i == 1 else 0 for i, o in enumerate(op.inputs)]
     for i, (operand, path) in enumerate(zip(op.inputs, paths)):
         if in_place and i != 1:
             continue
-        total = -(-op.written * sources[i] // max(1, sum(sources))) if move else operand.nbytes
+        total = -(-move.written * sources[i] // max(1, sum(sources))) if move is not None else operand.nbytes
         runs = nest.runs({dims[axis]} if cut[i] else set(), 1)
-        if cut[i] and not move:       # sliced like the output: exact elements per chunk
+        if cut[i] and move is None:       # sliced like the output: exact elements per chunk
             moved = (operand.elements // shape[axis] * extent[axis][runs.starts] * operand.dtype.bits + 7) // 8
         else:
             moved = np.ceil(total * share[runs.starts]).astype(np.int64) if cut[i] else np.array([total], np.int64)
         streams += [Stream(i, level, j, runs, moved, moved, True) for j, level in enumerate(path)]
     runs = nest.runs({dims[axis]}, 1)
     out_bytes = (out_elements * op.output.dtype.bits + 7) // 8
-    if in_place:
-        out_bytes = np.ceil(op.written * share).astype(np.int64)
+    if in_place and move is not None:
+        out_bytes = np.ceil(move.written * share).astype(np.int64)
     streams += [Stream(OUTPUT, level, j, runs, out_bytes, out_bytes, True) for j, level in enumerate(paths[-1])]
     per = getattr(op, "ops_per_element", 0)
     if op.kind == OpKind.map:

@@ -7,6 +7,8 @@ a vector op's chunk plan) and records them in its TritonKernel; an op no generat
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from compiler.codegen.triton.einsum import triton_gemm
 from compiler.codegen.triton.elementwise import SUPPORTED as MAP_OPS
 from compiler.codegen.triton.elementwise import map_kernel
@@ -25,7 +27,8 @@ SUPPORTED = {"einsum": ("any 2-operand Einsum: MatMul, Gemm, batched MatMul, Con
                         "dilations)",), "map": MAP_OPS, "reduce": REDUCE_OPS}
 
 
-def triton_kernel(op: IROp, arch: Arch, mapping: Mapping | None = None, report=None) -> TritonKernel:
+def triton_kernel(op: IROp, arch: Arch, mapping: Mapping | None = None,
+                  report: Callable[[Mapping], float] | None = None) -> TritonKernel:
     """The Triton kernel of `op` on SIMT `arch` from its mapping (accelsim.sim.build maps every op); without
     one, an Einsum is mapped by compiler.map.map_op with `report` (the cost model, which the caller hands in:
     the compiler never imports it) and a vector op gets the mapper's chunk plan."""

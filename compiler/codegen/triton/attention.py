@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from compiler.codegen.triton.kernel import PRELUDE, NoTritonKernel, TritonKernel, pow2, torch_names
-from compiler.ir import Einsum, IROp
+from compiler.ir import Einsum, IROp, Operand
 from compiler.hardware import Arch
 
 SIDES = {"Mul": "s * {side}", "Div": "s / {side}", "Add": "s + {side}", "Sub": "s - {side}"}
@@ -24,11 +24,13 @@ def attention_kernel(ops: list[IROp], arch: Arch | None = None, block: tuple[int
     for op in (scores, weighted):
         if not _batched_matmul(op):
             raise NoTritonKernel(f"{op.name!r}: the attention kernel takes a batched matmul over plain loop dims "
-                                 f"with no broadcast batch; this one is {op.describe()}")
+                                 f"with no broadcast batch; this one is "
+                                 f"{op.describe() if isinstance(op, Einsum) else op.kind.value}")
     *batch, m, n = scores.output.shape
     d, dv = scores.inputs[0].shape[-1], weighted.output.shape[-1]
     heads = math.prod(batch)
-    steps, sides = [], []
+    steps: list[str] = []
+    sides: list[Operand] = []
     for op in maps:
         chained = [i for i, o in enumerate(op.inputs) if o.shape == scores.output.shape and o.fused]
         if len(op.inputs) != 2 or len(chained) != 1 or op.op not in SIDES:
@@ -62,7 +64,8 @@ def _batched_matmul(op: IROp) -> bool:
     return True
 
 
-def _module(scores, weighted, steps, sides, sizes, blocks, grid) -> str:
+def _module(scores: IROp, weighted: IROp, steps: list[str], sides: list[Operand], sizes: tuple[int, int, int, int, int],
+            blocks: tuple[int, int, int, int], grid: tuple[int, int]) -> str:
     heads, m, n, d, dv = sizes
     bm, bn, bd, bdv = blocks
     side_args = "".join(f"side{i}_ptr, " for i in range(len(sides)))

@@ -14,10 +14,10 @@ from compiler.codegen.triton.kernel import (PRELUDE, TL_TYPES, DEFAULT_WARP, NoT
                                             torch_names)
 from compiler.dtypes import DType
 from compiler.errors import UserError
-from compiler.ir import Axis, Einsum
+from compiler.ir import Axis, Einsum, IROp
 from compiler.mapping import Mapping, gemm_view
 from compiler.targeting import per_instance, units_spread
-from compiler.hardware import Arch
+from compiler.hardware import Arch, ComputeUnit
 
 # As accelsim.price.simt prices a block: 64 accumulators per thread, whole warps, at most 1,024 threads.
 # Without an arch: 32-thread warps and Triton's default of 3 stages.
@@ -55,11 +55,12 @@ def triton_gemm(op: Einsum, mapping: Mapping, arch: Arch | None = None) -> Trito
     min_k = MIN_BLOCK_K_8BIT if dot.bits == 8 else MIN_BLOCK
     block = {g: max(MIN_BLOCK if g != "k" else min_k, pow2(tile[g])) for g in "mnk"}
     priced = (tile["b"] * tile["m"], tile["n"], tile["k"])          # simt folds batch into BM
-    warp = unit.limits.warp if unit else DEFAULT_WARP
+    limits = unit.limits if unit is not None else None      # a SIMT unit's, checked above
+    warp = limits.warp if limits else DEFAULT_WARP
     warps = -(-priced[0] * priced[1] // (OUTPUTS_PER_THREAD * warp))
-    threads = min(warps * warp, MAX_THREADS_PER_BLOCK, unit.limits.threads if unit else MAX_THREADS_PER_BLOCK)
+    threads = min(warps * warp, MAX_THREADS_PER_BLOCK, limits.threads if limits else MAX_THREADS_PER_BLOCK)
     num_warps = pow2(max(1, threads // warp))       # Triton wants a power-of-two warp count: 3 priced warps run 4
-    stages = _stages(mapping, arch, unit, priced, op, block, storage) if unit else DEFAULT_STAGES
+    stages = _stages(mapping, arch, unit, priced, op, block, storage) if unit and arch is not None else DEFAULT_STAGES
     programs = -(-size["b"] // tile["b"]) * -(-size["m"] // tile["m"]) * -(-size["n"] // tile["n"])
     kind = "conv" if op.op == "Conv" else "batched_gemm" if groups["b"] else "gemm"
     notes = [f"dot {dot.value}" + (f" ({precision})" if precision else "") + f", accumulate {_acc(dot).value}"]
@@ -70,7 +71,7 @@ def triton_gemm(op: Einsum, mapping: Mapping, arch: Arch | None = None) -> Trito
                         notes=tuple(notes))
 
 
-def _check(op, mapping: Mapping) -> None:
+def _check(op: IROp, mapping: Mapping) -> None:
     if not isinstance(op, Einsum):
         raise NoTritonKernel(f"triton_gemm: {op.name!r} is a {op.kind.value} op, not an Einsum")
     if len(op.inputs) != 2:
@@ -82,7 +83,7 @@ def _check(op, mapping: Mapping) -> None:
                         f"{op.name!r}")
 
 
-def _dot(op, storage: tuple[DType, DType], rate: DType) -> tuple[DType, str | None]:
+def _dot(op: Einsum, storage: tuple[DType, DType], rate: DType) -> tuple[DType, str | None]:
     """(the operand type tl.dot multiplies, its input_precision for fp32 operands). Operands run in their own
     type where the unit has an MMA for it; where accelsim prices them at another rate (a GTX 580 widens fp16 to
     fp32; an A100 has no fp8 MMA) they are widened in registers to a type that holds them exactly."""
@@ -112,7 +113,8 @@ def _acc(dot: DType) -> DType:
     return DType.int32 if dot == DType.int8 else DType.fp64 if dot == DType.fp64 else DType.fp32
 
 
-def _stages(mapping: Mapping, arch: Arch, unit, tile, op, block, storage) -> int:
+def _stages(mapping: Mapping, arch: Arch, unit: ComputeUnit, tile: tuple[int, int, int], op: Einsum,
+            block: dict[str, int], storage: tuple[DType, DType]) -> int:
     """The unit's pipeline_stages if the mapping double-buffers shared memory (the outermost per-SM level), cut
     to how many (BM + BN) x BK operand stages fit in it (accelsim.price.simt's rule), then to how many of the
     padded power-of-two blocks do: more would not launch on a real GPU."""
@@ -120,6 +122,7 @@ def _stages(mapping: Mapping, arch: Arch, unit, tile, op, block, storage) -> int
     held = next((lv for lv in mapping.levels if shared is not None and lv.level == shared.name), None)
     stages = unit.pipeline_stages if held is None or held.double_buffered else 1
     in_bytes = max(DType(mapping.dtype).bits if mapping.dtype else op.inputs[0].dtype.bits, 8) // 8
+    assert unit.limits is not None, f"{unit.name}: a SIMT unit has limits"
     smem = unit.limits.shared_memory_bytes
     stages = max(1, min(stages, smem // ((tile[0] + tile[1]) * tile[2] * in_bytes)))
     stored = max(max(s.bits, 8) // 8 for s in storage)
@@ -131,7 +134,9 @@ class _Source:
     split by which loop of the kernel each index term changes in (batch, the m or n block, the K step);
     masks only where an edge can be ragged or an index can leave its axis (a conv's padding)."""
 
-    def __init__(self, op, groups, extents, size, tile, block, x_at, dot, precision, storage):
+    def __init__(self, op: Einsum, groups: dict[str, list[str]], extents: dict[str, int], size: dict[str, int],
+                 tile: dict[str, int], block: dict[str, int], x_at: int, dot: DType, precision: str | None,
+                 storage: tuple[DType, DType]) -> None:
         self.op, self.groups, self.extents, self.size, self.tile, self.block = op, groups, extents, size, tile, block
         self.x_at, self.dot, self.precision, self.storage = x_at, dot, precision, storage
         self.group_of = {d: g for g, dims in groups.items() for d in dims}

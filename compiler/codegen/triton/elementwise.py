@@ -7,11 +7,14 @@ is read at the offset its broadcast shape gives each output element, so a bias i
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 from compiler.codegen.triton.kernel import PRELUDE, TL_TYPES, NoTritonKernel, TritonKernel, captured, torch_names
-from compiler.codegen.triton.vector import map_launch
+from compiler.codegen.triton.vector import Launch, map_launch
 from compiler.dtypes import DType
 from compiler.hardware import Arch
+from compiler.ir import Map
+from compiler.mapping import Mapping
 
 # Frontend op -> lines computing y from x0, x1, ... (already in the compute type); {name} is a constant the
 # op's fn captured (captured()).
@@ -45,7 +48,7 @@ EPILOGUES = ("Conv", "Gemm", "BatchNormalization")    # Maps the Conv and Gemm l
 SUPPORTED = tuple(UNARY) + ("Gelu",) + tuple(BINARY) + tuple(COMPARE) + VARIADIC + ("Where", "Cast") + EPILOGUES
 
 
-def map_kernel(op, arch: Arch, mapping=None) -> TritonKernel:
+def map_kernel(op: Map, arch: Arch, mapping: Mapping | None = None) -> TritonKernel:
     """The Triton kernel of Map `op`, blocked by its vector chunk plan (`mapping`, computed when None)."""
     if op.op not in SUPPORTED:
         raise NoTritonKernel(f"{op.name!r}: Map ops of type {op.op} have no triton kernel; supported: "
@@ -71,7 +74,7 @@ def map_kernel(op, arch: Arch, mapping=None) -> TritonKernel:
         other = "" if dtype == DType.bool else ", other=1.0" if dtype.is_float else ", other=1"
         load = f"tl.load(in{i}_ptr{at}" + (f", mask=mask{other}" if masked and kept else "") + ")"
         convert = compute is not None and not (op.op == "Where" and i == 0)      # Where's condition stays bool
-        body.append(f"    x{i} = {load}" + (f".to({TL_TYPES[compute]})" if convert else ""))
+        body.append(f"    x{i} = {load}" + (f".to({TL_TYPES[compute]})" if convert and compute is not None else ""))
     body += ["    " + line for line in lines]
     body.append("    tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty)" + (", mask=mask)" if masked else ")"))
     return TritonKernel(op=op.name, kind="map", source=_module(op, body, launch), tile=(launch.share,),
@@ -80,7 +83,7 @@ def map_kernel(op, arch: Arch, mapping=None) -> TritonKernel:
                         notes=(f"{op.op} in {compute.value if compute else 'its input type'}",))
 
 
-def _formula(op) -> tuple[list[str], list[tuple[int, ...]], DType | None]:
+def _formula(op: Map) -> tuple[list[str], list[tuple[int, ...]], DType | None]:
     """(lines computing y, each input's shape as broadcast against the output, the compute type)."""
     shapes = [o.shape for o in op.inputs]
     floats = [o.dtype for o in op.inputs if o.dtype.is_float]
@@ -127,12 +130,13 @@ def _formula(op) -> tuple[list[str], list[tuple[int, ...]], DType | None]:
     return [f"y = (x0 - x3) * (x1 / tl.sqrt(x4 + {epsilon!r})) + x2"], views, compute
 
 
-def _merged(shape: tuple[int, ...], views) -> tuple[list[int], list[list[bool]]]:
+def _merged(shape: tuple[int, ...], views: Sequence[tuple[int, ...]]) -> tuple[list[int], list[list[bool]]]:
     """The output's dims with extent-1 dims dropped and neighbours every input treats alike (whole or
     broadcast) merged; per input, which merged dims it spans. (1, 16, 768) + (768,): dims [16, 768]."""
     rank = len(shape)
     aligned = [(1,) * (rank - len(v)) + tuple(v) for v in views]
-    dims, flags = [], [[] for _ in views]
+    dims: list[int] = []
+    flags: list[list[bool]] = [[] for _ in views]
     previous = None
     for d, extent in enumerate(shape):
         if extent == 1:
@@ -148,7 +152,7 @@ def _merged(shape: tuple[int, ...], views) -> tuple[list[int], list[list[bool]]]
     return dims, flags
 
 
-def _module(op, body: list[str], launch) -> str:
+def _module(op: Map, body: list[str], launch: Launch) -> str:
     n = len(op.inputs)
     args = ", ".join(f"in{i}" for i in range(n))
     checks = [f"    _expect(in{i}, {tuple(o.shape)!r}, {f'input {i} ({o.tensor})'!r})" for i, o in enumerate(op.inputs)]

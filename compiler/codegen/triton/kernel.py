@@ -14,10 +14,12 @@ import tempfile
 import types
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterable
 
 from compiler.dtypes import DType
 from compiler.errors import UserError
 from compiler.hardware import Arch
+from compiler.ir import IROp, Operand
 
 DEFAULT_WARP = 32
 
@@ -59,7 +61,7 @@ class TritonKernel:
 
     def describe(self) -> str:
         """One line for a table or a CSV cell: `gemm tile 100x70x50 block 128x128x64 4 warps 3 stages grid 1`."""
-        def x(values):
+        def x(values: Iterable[int]) -> str:
             return "x".join(map(str, values))
         text = (f"{self.kind} tile {x(self.tile)} block {x(self.block)} {self.num_warps} warps "
                 f"{self.num_stages} stages grid {x(self.grid)}")
@@ -77,17 +79,17 @@ def warp_size(arch: Arch | None) -> int:
     return limits[0].warp if limits else DEFAULT_WARP
 
 
-def torch_names(operands) -> tuple[str, ...]:
+def torch_names(operands: Iterable[Operand]) -> tuple[str, ...]:
     return tuple(_torch_name(o) for o in operands)
 
 
-def _torch_name(operand) -> str:
+def _torch_name(operand: Operand) -> str:
     if operand.dtype not in TORCH_DTYPES:
         raise NoTritonKernel(f"operand {operand.tensor!r} is {operand.dtype.value}: no torch dtype holds it")
     return TORCH_DTYPES[operand.dtype]
 
 
-def captured(op, name: str, default=None):
+def captured(op: IROp, name: str, default: Any = None) -> Any:
     """A constant the op's numpy fn closes over: the IR keeps no attributes (a Map or Reduce carries its fn),
     so epsilon, alpha or Gemm's beta are read from the frontend node, or the value, that fn captured.
     A lowering that stops capturing it is a NoTritonKernel here, never a silently wrong constant."""
@@ -100,7 +102,7 @@ def captured(op, name: str, default=None):
     raise NoTritonKernel(f"{op.name!r} ({op.op}): its reference does not carry {name!r}, which the kernel needs")
 
 
-def load(kernel: TritonKernel, directory: str | os.PathLike | None = None) -> types.ModuleType:
+def load(kernel: TritonKernel, directory: str | os.PathLike[str] | None = None) -> types.ModuleType:
     """Import the kernel's source as a fresh module. It goes through a file (in `directory`, else a new
     temporary one) because Triton reads a kernel's source back with `inspect`, which exec'd strings lack;
     Triton reads TRITON_INTERPRET when a kernel is defined, so set it before calling this."""
@@ -109,6 +111,7 @@ def load(kernel: TritonKernel, directory: str | os.PathLike | None = None) -> ty
     path = folder / f"{name}.py"
     path.write_text(kernel.source)
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, f"{path}: a .py file has a loader"
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

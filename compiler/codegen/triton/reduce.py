@@ -11,9 +11,11 @@ from __future__ import annotations
 import math
 
 from compiler.codegen.triton.kernel import PRELUDE, TL_TYPES, NoTritonKernel, TritonKernel, captured, torch_names
-from compiler.codegen.triton.vector import reduce_launch
+from compiler.codegen.triton.vector import Launch, reduce_launch
 from compiler.dtypes import DType
 from compiler.hardware import Arch
+from compiler.ir import Reduce
+from compiler.mapping import Mapping
 
 ROW_OPS = ("Softmax", "LogSoftmax", "LayerNormalization")     # out has x's shape
 TO_ONE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min",
@@ -21,7 +23,7 @@ TO_ONE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceM
 SUPPORTED = ROW_OPS + tuple(TO_ONE)
 
 
-def reduce_kernel(op, arch: Arch, mapping=None) -> TritonKernel:
+def reduce_kernel(op: Reduce, arch: Arch, mapping: Mapping | None = None) -> TritonKernel:
     """The Triton kernel of Reduce `op` over trailing axes, blocked by its vector chunk plan."""
     x = op.inputs[0]
     if op.op not in SUPPORTED:
@@ -65,7 +67,7 @@ def reduce_kernel(op, arch: Arch, mapping=None) -> TritonKernel:
                         output=torch_names([op.output])[0], notes=(f"{op.op} over rows of {length}",))
 
 
-def _formula(op, length: int, compute: str, padded: bool) -> tuple[list[str], list[str]]:
+def _formula(op: Reduce, length: int, compute: str, padded: bool) -> tuple[list[str], list[str]]:
     """(lines computing y from the rows x[BLOCK_R, BLOCK_L], the per-column parameters loaded as well)."""
     lowest = ["x = tl.where(cols[None, :] < %d, x, float('-inf'))" % length] if padded else []
     if op.op == "Softmax":
@@ -89,7 +91,8 @@ def _formula(op, length: int, compute: str, padded: bool) -> tuple[list[str], li
     return guard + [f"y = tl.{how}(x, axis=1)"], []
 
 
-def _module(op, body: list[str], params: list[str], launch, width: int, row_shape) -> str:
+def _module(op: Reduce, body: list[str], params: list[str], launch: Launch, width: int,
+            row_shape: tuple[int, ...]) -> str:
     n = len(op.inputs)
     args = ", ".join(f"in{i}" for i in range(n))
     checks = [f"    _expect(in{i}, {tuple(o.shape)!r}, {f'input {i} ({o.tensor})'!r})" for i, o in enumerate(op.inputs)]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from compiler.codegen.triton.kernel import NoTritonKernel, pow2, warp_size
 from compiler.map.vector import plan
 from compiler.targeting import pick_unit
+from compiler.ir import IROp
 from compiler.mapping import Mapping
 from compiler.hardware import Arch
 
@@ -30,12 +31,12 @@ class Launch:
     programs: int
 
 
-def chunk_mapping(op, arch: Arch) -> Mapping:
+def chunk_mapping(op: IROp, arch: Arch) -> Mapping:
     """The mapper's chunk plan of a vector op, which compiler.codegen.generate executes."""
     return plan(op, arch)
 
 
-def _chunk(op, arch: Arch, mapping: Mapping | None) -> tuple[int, int, int]:
+def _chunk(op: IROp, arch: Arch, mapping: Mapping | None) -> tuple[int, int, int]:
     """(output elements per chunk, SMs sharing a chunk, warps from the unit's lanes)."""
     mapping = mapping if mapping is not None else chunk_mapping(op, arch)
     shape = op.output.shape or (1,)       # ops alike share one plan (compiler.codegen.generate): shapes must match
@@ -48,7 +49,7 @@ def _chunk(op, arch: Arch, mapping: Mapping | None) -> tuple[int, int, int]:
     return math.prod(e for _, e in mapping.levels[1].tile), unit.count, warps
 
 
-def map_launch(op, arch: Arch, mapping: Mapping | None) -> Launch:
+def map_launch(op: IROp, arch: Arch, mapping: Mapping | None) -> Launch:
     chunk, sms, warps = _chunk(op, arch, mapping)
     elements = max(1, op.output.elements)
     share = -(-chunk // sms)
@@ -57,7 +58,7 @@ def map_launch(op, arch: Arch, mapping: Mapping | None) -> Launch:
     return Launch(share, block, warps, -(-elements // block))
 
 
-def reduce_launch(op, arch: Arch, mapping: Mapping | None, rows: int, length: int) -> Launch:
+def reduce_launch(op: IROp, arch: Arch, mapping: Mapping | None, rows: int, length: int) -> Launch:
     """Rows of `length` elements each (the reduced trailing axes): a program holds BLOCK rows of pow2(length)."""
     if length > MAX_ROW:
         raise NoTritonKernel(f"{op.name!r} ({op.op}): rows of {length} elements; one program reduces at most "
