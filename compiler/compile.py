@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from compiler.dtypes import DType
 from compiler.graph import Graph
+from compiler.hardware import Arch
 from compiler.ir import IR
 from compiler.ops.lower import lower, refuse_empty
 from compiler.passes.boundary import boundary
@@ -19,7 +20,7 @@ from compiler.passes.quantize import quantize
 @dataclass(frozen=True)
 class Options:
     dtype: DType | None = None      # the dtype the target computes in; None keeps the model's
-    arch: object | None = None      # the target (an Arch): kernels form per target; None forms none
+    arch: Arch | None = None        # the target: kernels form per target; None forms none
     fuse: str = "runtime"           # how kernels form (compiler.passes.fuse.FUSIONS: runtime, chains, none)
     launch: str = "eager"           # "eager": a launch per kernel; "graph": one for the captured graph
     caches: str = "warm"            # where the model's inputs and outputs lie (compiler.passes.boundary.CACHES)

@@ -62,13 +62,13 @@ def _scores(op: IROp) -> bool:
             and all(o.role != Role.weight for o in op.inputs) and len(op.reduction_dims) == 1)
 
 
-def _softmax(op: IROp, scores: Einsum) -> bool:
+def _softmax(op: IROp, scores: IROp) -> bool:
     """A softmax over the key axis (the scores' last) that keeps the scores' shape."""
     return (isinstance(op, Reduce) and op.op == "Softmax" and op.output.shape == scores.output.shape
             and tuple(a % len(op.output.shape) for a in op.axes) == (len(op.output.shape) - 1,))
 
 
-def _weighted(op: IROp, softmax: Reduce) -> bool:
+def _weighted(op: IROp, softmax: IROp) -> bool:
     """P.V: an Einsum whose first operand is the probabilities, contracting the key axis."""
     return (isinstance(op, Einsum) and op.op == "MatMul" and len(op.inputs) == 2
             and op.inputs[0].tensor == softmax.output.tensor and len(op.reduction_dims) == 1

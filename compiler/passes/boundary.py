@@ -19,13 +19,14 @@ from operator import is_
 
 from compiler.errors import UserError
 from compiler.frozen import but
-from compiler.ir import IR, Move, Role
+from compiler.ir import IR, Move, Operand, Role
+from compiler.passes import PassOptions
 from compiler.hardware import Arch
 
 CACHES = ("warm", "cold")
 
 
-def boundary(ir: IR, options) -> IR:
+def boundary(ir: IR, options: PassOptions) -> IR:
     """The IR with every model input or output that does not stay resident marked external: all of them with
     `options.caches` "cold", those that do not fit together in the activations' level with "warm"."""
     if options.caches not in CACHES:
@@ -38,7 +39,7 @@ def boundary(ir: IR, options) -> IR:
         return ir
     outside = away | {name for name, buffer in written.items() if buffer in away}
 
-    def mark(operand):
+    def mark(operand: Operand) -> Operand:
         if operand.tensor in outside and operand.role != Role.weight and not operand.external:
             return but(operand, external=True)
         return operand
@@ -51,12 +52,12 @@ def boundary(ir: IR, options) -> IR:
     return replace(ir, ops=ops)
 
 
-def resident(buffers: dict[str, int], arch: Arch) -> set[str]:
+def resident(buffers: dict[str, int], arch: Arch | None) -> set[str]:
     """The buffers (name -> bytes, in the order the program first touches them) a repeated call finds on chip:
     smallest first while their sum fits the largest shared level inside DRAM that activations may live in (a
     CPU's last-level cache, not its 32 KiB L1; a GPU's L2), all of them without an arch or such a level."""
     cache = last_level(arch) if arch is not None else None
-    if cache is None:
+    if cache is None or arch is None:
         return set(buffers)
     room = arch.memory[cache].capacity_total
     kept = set()
@@ -92,7 +93,7 @@ def _buffers(ir: IR, written: dict[str, str]) -> dict[str, int]:
     boundary = set(ir.inputs) | set(ir.outputs)
     found: dict[str, int] = {}
 
-    def touch(operand) -> None:
+    def touch(operand: Operand) -> None:
         name = written.get(operand.tensor, operand.tensor)
         found[name] = max(found.get(name, 0), operand.nbytes)
 

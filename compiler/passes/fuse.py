@@ -21,6 +21,7 @@ from compiler.frozen import but
 from compiler.hardware import Arch
 from compiler.hardware.profiles import profile
 from compiler.ir import IR, Einsum, IROp, Map, Operand, Reduce
+from compiler.passes import PassOptions
 from compiler.passes.attention import attention_groups
 
 LAUNCHES = ("eager", "graph")
@@ -57,7 +58,7 @@ def rules(arch: Arch, fusion: str) -> Rules:
     return Rules(True, kind.epilogue_reads_tensors, kind.row_kernels, kind.attention_kernel)
 
 
-def fuse(ir: IR, options) -> IR:
+def fuse(ir: IR, options: PassOptions) -> IR:
     """The IR with each op's kernel, fused operands and launch set for `options.arch` as `options.fuse` says
     (FUSIONS; unchanged without an arch)."""
     arch, fusion = getattr(options, "arch", None), getattr(options, "fuse", "runtime")

@@ -12,11 +12,12 @@ from operator import is_
 from compiler.dtypes import DType
 from compiler.frozen import but
 from compiler.ir import IR, Einsum, IROp, Operand, Role
+from compiler.passes import PassOptions
 
 KEEP = (DType.ternary, DType.int4, DType.int64, DType.bool)
 
 
-def quantize(ir: IR, options) -> IR:
+def quantize(ir: IR, options: PassOptions) -> IR:
     target: DType | None = options.dtype
     if target is None:
         return ir
