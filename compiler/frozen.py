@@ -8,13 +8,16 @@ signature), under the key DERIVED, are left behind, to be worked out again.
 """
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 DERIVED = "_signature"      # one key, tested inline: a loop over a tuple of names cost a tenth of each copy
 
 
-def but(obj: T, **changes) -> T:
+def but(obj: T, **changes: Any) -> T:
     copy = _new(obj.__class__)
     state = copy.__dict__
     state.update(obj.__dict__)
