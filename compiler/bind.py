@@ -9,13 +9,13 @@ rounded to its own precision), or refused naming the input.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
 from compiler.dtypes import DType
 from compiler.errors import ModelError, UnknownValueError, UserError
-from compiler.graph import Graph, Tensor
+from compiler.graph import Graph, Node, Tensor
 from compiler.ops import REGISTRY, OpDef
 
 if TYPE_CHECKING:           # onnx is imported by the frontend that calls these
@@ -47,7 +47,7 @@ def feeding(g: onnx.GraphProto, names: Iterable[str]) -> list[str]:
     return [info.name for info in g.input if info.name in wanted]
 
 
-def _definition(node) -> OpDef | None:
+def _definition(node: onnx.NodeProto) -> OpDef | None:
     return REGISTRY.get(node.op_type) if node.domain in ("", "ai.onnx") else None
 
 
@@ -79,7 +79,7 @@ def outer_names(body: onnx.GraphProto) -> set[str]:
     return read
 
 
-def _bodies(node) -> list:
+def _bodies(node: onnx.NodeProto) -> list[onnx.GraphProto]:
     """The graphs a node holds in its attributes (If's branches, Loop's and Scan's body)."""
     import onnx
 
@@ -87,15 +87,15 @@ def _bodies(node) -> list:
             for body in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)]
 
 
-def _local(body) -> set[str]:
+def _local(body: onnx.GraphProto) -> set[str]:
     return {info.name for info in (*body.input, *body.initializer)} | {name for n in body.node for name in n.output}
 
 
-def _known_from_shapes(definition) -> bool:
+def _known_from_shapes(definition: OpDef) -> bool:
     return type(definition).fold_from_shapes is not OpDef.fold_from_shapes
 
 
-def held_input(value, dtype: DType, where: str) -> np.ndarray:
+def held_input(value: object, dtype: DType, where: str) -> np.ndarray:
     """`value` as the reference holds an input of `dtype`: an ml_dtypes array (bfloat16, float8, int4) of that type
     widened; raw bytes of its width (an ml_dtypes array saved in an .npz reads back as void: '|V2' for bfloat16) read
     as that type; a float for a narrow float (bf16, fp8) rounded to it, so a float32 array holding bf16 values, the
@@ -144,7 +144,7 @@ def unbound(error: UnknownValueError, g: onnx.GraphProto, inputs: list[str]) -> 
         f"(Python: bind={{{names[0]!r}: [...]}}), or, to `eval`, in the --inputs file", error.tensors)
 
 
-def bound(g: onnx.GraphProto, values: dict, source: str) -> dict[str, tuple[np.ndarray, Tensor]]:
+def bound(g: onnx.GraphProto, values: dict[str, Any], source: str) -> dict[str, tuple[np.ndarray, Tensor]]:
     """Each value (input name -> numbers) as the array and Tensor its graph input imports as: its declared dtype,
     its declared shape (one value for a scalar or a [1], the values of a fixed shape in order), or an error naming
     the input and what it takes. Integers bind a float input; a float binds an integer input only when whole."""
@@ -169,13 +169,14 @@ def bound(g: onnx.GraphProto, values: dict, source: str) -> dict[str, tuple[np.n
     return result
 
 
-def _shaped(array: np.ndarray, tensor_type, where: str) -> np.ndarray:
+def _shaped(array: np.ndarray, tensor_type: onnx.TypeProto.Tensor, where: str) -> np.ndarray:
     if not tensor_type.HasField("shape"):
         return array
     dims = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None for d in tensor_type.shape.dim]
-    fixed = None not in dims
-    if fixed and array.size == math.prod(dims):
-        return array.reshape(dims)
+    sizes = [d for d in dims if d is not None]
+    fixed = len(sizes) == len(dims)
+    if fixed and array.size == math.prod(sizes):
+        return array.reshape(sizes)
     if len(dims) == array.ndim and all(d is None or d == n for d, n in zip(dims, array.shape)):
         return array
     shown = [d if d is not None else "?" for d in dims]
@@ -202,11 +203,12 @@ def runtime_inputs(graph: Graph) -> dict[str, str]:
     return found
 
 
-def _sources(graph: Graph, producers: dict, name: str) -> list[str]:
+def _sources(graph: Graph, producers: dict[str, Node], name: str) -> list[str]:
     """The graph inputs `name` is computed from (through ops not known from shapes alone)."""
     from compiler.ops.shapes import opdef
 
-    seen, stack, found = set(), [name] if name else [], []
+    seen: set[str] = set()
+    stack, found = [name] if name else [], []
     while stack:
         current = stack.pop()
         if current in seen:

@@ -5,12 +5,14 @@ shapes and dtypes, and weights equal bit for bit in their declared dtype (bf16 c
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
 from compiler.dtypes import DType
-from compiler.graph import Graph
+from compiler.graph import Graph, Tensor
 
 _STORAGE = {DType.bf16: "bfloat16", DType.fp8: "float8_e4m3fn", DType.int4: "int4"}
 MAX_REPORTED = 20
@@ -57,7 +59,7 @@ def _tensors(a: Graph, b: Graph) -> list[str]:
     return diffs
 
 
-def _values(kind: str, x: dict, y: dict, a: Graph, b: Graph) -> list[str]:
+def _values(kind: str, x: dict[str, Any], y: dict[str, Any], a: Graph, b: Graph) -> list[str]:
     diffs = [f"{kind} {name!r} only in {side}" for side, names in
              (("the first", x.keys() - y.keys()), ("the second", y.keys() - x.keys()))
              for name in sorted(names)]
@@ -72,7 +74,7 @@ def _values(kind: str, x: dict, y: dict, a: Graph, b: Graph) -> list[str]:
     return diffs
 
 
-def _bits(value, tensor) -> tuple:
+def _bits(value: object, tensor: Tensor | None) -> tuple[tuple[int, ...], str, bytes]:
     """Shape, dtype and bytes of a value as stored in its declared dtype (bf16 held in float32 -> bf16)."""
     array = np.asarray(value)
     if tensor is not None and tensor.dtype in _STORAGE:
@@ -84,7 +86,7 @@ def _bits(value, tensor) -> tuple:
     return array.shape, str(array.dtype), np.ascontiguousarray(array).tobytes()
 
 
-def _canonical(value):
+def _canonical(value: object) -> object:
     """One spelling per attribute value: ONNX stores floats as float32, bools as ints, strings as bytes."""
     if isinstance(value, Graph):  # a body built in Python equals the GraphProto it exports as
         from compiler.export import graph_proto

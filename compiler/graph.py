@@ -65,7 +65,7 @@ class Graph:
     source: str = "<graph>"                # file or builder, for messages
     # How an ONNX control-flow body (a Scan's GraphProto) becomes a Graph: the ONNX frontend's own importer,
     # handed over with the graph it imported (the ops that need it never import the frontend).
-    import_body: Callable | None = field(default=None, compare=False, repr=False)
+    import_body: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
 
     # -- queries ---------------------------------------------------------------
     def tensor(self, name: str) -> Tensor:

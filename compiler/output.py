@@ -15,7 +15,7 @@ from typing import Iterator
 from compiler.errors import UserError
 
 
-def target(path: str | os.PathLike, what: str | None = None) -> Path:
+def target(path: str | os.PathLike[str], what: str | None = None) -> Path:
     """The file `path` names, links followed, or `path` itself if it is a stream (`streaming`): refused
     (UserError naming `what`, default the path) if it is a folder or a block device or socket."""
     what = what or str(path)
@@ -44,7 +44,7 @@ def streaming(path: Path) -> bool:
 
 
 @contextmanager
-def replacing(path: str | os.PathLike, what: str | None = None) -> Iterator[Path]:
+def replacing(path: str | os.PathLike[str], what: str | None = None) -> Iterator[Path]:
     """A temporary file beside `path` to write into; when the block ends without an error it is flushed to disk
     and renamed onto `path`, otherwise removed and `path` left as it was. An OSError (a full disk, a folder that
     cannot be written) becomes a UserError naming `what` (default: the path)."""
@@ -73,7 +73,7 @@ def replacing(path: str | os.PathLike, what: str | None = None) -> Iterator[Path
     _flush_folder(final.parent)
 
 
-def write_file(path: str | os.PathLike, data: str | bytes, what: str | None = None) -> Path:
+def write_file(path: str | os.PathLike[str], data: str | bytes, what: str | None = None) -> Path:
     """`data` (text as UTF-8) written to `path` as `replacing` does; returns the path written."""
     with replacing(path, what) as temporary:
         temporary.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)

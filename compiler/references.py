@@ -15,7 +15,7 @@ from compiler.errors import UserError
 QUOTED_CHARS = 60   # the most of a value from a file an error quotes: enough to recognise it, too little to leak it
 
 
-def quoted(value) -> str:
+def quoted(value: object) -> str:
     """repr(value), cut to QUOTED_CHARS with `...` and the full length: what messages quote of a file's content."""
     text = repr(value)
     return text if len(text) <= QUOTED_CHARS else f"{text[:QUOTED_CHARS]}... ({len(text)} characters)"

@@ -28,7 +28,7 @@ class TopologyError(ModelError):
     """A topology CSV that cannot be read: names the file, the line and the column at fault."""
 
 
-def load_topology(path: str | os.PathLike) -> Graph:
+def load_topology(path: str | os.PathLike[str]) -> Graph:
     """The Graph of a SCALE-Sim topology file; the form (conv or GEMM) is read off its header."""
     path = Path(path)
     lines = read_text(path, TopologyError).splitlines()
