@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, SupportsInt, cast
 
 import ml_dtypes
 import numpy as np
@@ -15,7 +15,7 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper
 from compiler.dtypes import DType
 from compiler.errors import ModelError
 from compiler.frontend import TERNARY_MARK
-from compiler.graph import Graph, Tensor
+from compiler.graph import Graph, Node, Tensor
 from compiler.output import replacing
 
 # protobuf cannot serialize a message past 2 GiB; above 1.5 GiB of weights the graph's own bytes
@@ -35,7 +35,7 @@ def to_model(graph: Graph, opset: int | None = None) -> onnx.ModelProto:
     return _model(graph, opset, sink=None)
 
 
-def save_onnx(graph: Graph, path: str | os.PathLike, external_data: bool | None = None,
+def save_onnx(graph: Graph, path: str | os.PathLike[str], external_data: bool | None = None,
               opset: int | None = None, check: bool = True) -> Path:
     """Write `path` (and `path.data` with external data: on request, or by default past 1.5 GiB), each file
     written aside and renamed (compiler.output): a failure leaves the files there before as they were.
@@ -118,6 +118,7 @@ def _graph_proto(graph: Graph, sink: _Sink | None) -> onnx.GraphProto:
                          f"or import it with its external data")
     initializers = []
     for name, value in graph.weights.items():
+        assert value is not None, f"{name}: a weight without values is refused above"
         init = _initializer(name, value, graph.tensor(name), graph.source)
         if sink is not None and len(init.raw_data) > 1024:  # small tensors stay inline, as onnx does
             sink.put(init)
@@ -152,12 +153,12 @@ def _value_info(tensor: Tensor) -> onnx.ValueInfoProto:
     return info
 
 
-def _node_proto(node, graph: Graph, sink: _Sink | None) -> onnx.NodeProto:
+def _node_proto(node: Node, graph: Graph, sink: _Sink | None) -> onnx.NodeProto:
     proto = helper.make_node(node.op, list(node.inputs), list(node.outputs), name=node.name,
                              domain=node.domain or None)
     try:
         schema = onnx.defs.get_schema(node.op, graph.opset, node.domain)
-        types = {key: int(a.type) for key, a in schema.attributes.items()}
+        types = {key: int(cast(SupportsInt, a.type)) for key, a in schema.attributes.items()}
     except onnx.defs.SchemaError:
         types = {}  # a custom op: let onnx infer each attribute's type from its value
     for key, value in node.attrs.items():
@@ -165,7 +166,8 @@ def _node_proto(node, graph: Graph, sink: _Sink | None) -> onnx.NodeProto:
     return proto
 
 
-def _attribute(key, value, attr_type, node, graph: Graph, sink: _Sink | None) -> AttributeProto:
+def _attribute(key: str, value: Any, attr_type: int | None, node: Node, graph: Graph,
+               sink: _Sink | None) -> AttributeProto:
     if isinstance(value, Graph):  # a Scan/Loop/If body kept as a compiler Graph
         value = _graph_proto(value, sink)
     elif isinstance(value, np.ndarray):  # a tensor attribute (Constant's value) held as an array
