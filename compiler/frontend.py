@@ -11,6 +11,7 @@ exporters also list as graph inputs are treated as weights.
 from __future__ import annotations
 
 import functools
+from typing import Iterable
 import math
 import os
 from pathlib import Path
@@ -35,9 +36,9 @@ SHAPE_ONLY_KEEP_ELEMENTS = 4096     # without weights, initializers this small k
 Shapes = dict[str, tuple[int, ...]]
 
 
-def load_onnx(path: str | os.PathLike, input_shapes: Shapes | None = None, batch: int | None = None,
-              weights: bool = True, seq: int | None = None, input_values: dict | None = None,
-              feeds: dict | None = None) -> Graph:
+def load_onnx(path: str | os.PathLike[str], input_shapes: Shapes | None = None, batch: int | None = None,
+              weights: bool = True, seq: int | None = None, input_values: dict[str, np.ndarray] | None = None,
+              feeds: dict[str, np.ndarray] | None = None) -> Graph:
     """`input_shapes` fixes symbolic dimensions: an input name -> its whole shape, or a symbolic dimension's
     name (an exporter's 'batch', 'sequence_length', 's0') -> (size,), wherever it appears. `batch` sets the
     first dimension of every input that `input_shapes` leaves alone (a dynamic or a fixed batch); `seq` sets
@@ -71,12 +72,13 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
     model, opset = _opset(model, source)
     g = model.graph
     values = weights
-    weights: dict[str, np.ndarray | None] = {}
+    arrays: dict[str, np.ndarray | None] = {}
     tensors: dict[str, Tensor] = {}
     static = static_inputs(g) if feeds else set()     # graph inputs given values become weights (compiler.bind)
     given = {**{k: v for k, v in (feeds or {}).items() if k in static}, **(input_values or {})}
+    value: np.ndarray | None
     for name, (value, tensor) in bound(g, given, source).items():
-        weights[name], tensors[name] = value, tensor
+        arrays[name], tensors[name] = value, tensor
     for init in g.initializer:
         where = f"{source}: initializer {init.name!r}"
         dtype = DType.from_onnx(init.data_type, where)
@@ -85,9 +87,9 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
         value = _initializer_value(init, base_dir, where, read=values or small)
         if dtype == DType.int8 and init.doc_string == TERNARY_MARK:
             dtype = DType.ternary
-        weights[init.name] = value
+        arrays[init.name] = value
         tensors[init.name] = Tensor(init.name, tuple(int(d) for d in init.dims), dtype)
-    inputs = [info.name for info in g.input if info.name not in weights]
+    inputs = [info.name for info in g.input if info.name not in arrays]
     # an initializer listed as an input too (IR version < 4 exports) is a weight, not an input
     overrides, named = _split_shapes(g.input, inputs, input_shapes or {}, source)
     if batch is not None:
@@ -95,7 +97,7 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
     if seq is not None:
         named = {**_sequence(g.input, inputs, seq, source), **named}
     for info in g.input:
-        if info.name not in weights:
+        if info.name not in arrays:
             tensors[info.name] = _value_info(info, source, overrides.get(info.name), named)
     def graph(needed: set[str]) -> Graph:
         nodes = [_node(n, i, source) for i, n in enumerate(g.node)]
@@ -104,7 +106,7 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
                 node.resolved[VALUE_NEEDED] = True
         return Graph(name=g.name or Path(source).stem, inputs=inputs, outputs=[o.name for o in g.output],
                      import_body=functools.partial(from_subgraph, base_dir=base_dir, read=values),
-                     nodes=nodes, tensors=dict(tensors), weights=dict(weights), opset=opset, source=source)
+                     nodes=nodes, tensors=dict(tensors), weights=dict(arrays), opset=opset, source=source)
 
     try:
         return finalize(graph(set()))
@@ -112,28 +114,31 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
         pass
     needed = needed_values(g)
     for init in g.initializer:   # without weights (`run`), read the ones import needs, as `eval` holds them
-        if init.name in needed and weights[init.name] is None and math.prod(init.dims) <= FOLD_READ_LIMIT_ELEMENTS:
-            weights[init.name] = _initializer_value(init, base_dir, f"{source}: initializer {init.name!r}")
+        if init.name in needed and arrays[init.name] is None and math.prod(init.dims) <= FOLD_READ_LIMIT_ELEMENTS:
+            arrays[init.name] = _initializer_value(init, base_dir, f"{source}: initializer {init.name!r}")
     try:   # a value import needs computed from a weight (a Gather from a table): fold what it needs, weights too
         return finalize(graph(needed))
     except UnknownValueError as error:
         raise unbound(error, g, inputs) from None
 
 
-def _symbolic(dim) -> str | None:
+def _symbolic(dim: onnx.TensorShapeProto.Dimension) -> str | None:
     """The name of a symbolic dimension ('' when it has none), None for a fixed one."""
     if dim.HasField("dim_value") and dim.dim_value >= 0:
         return None
     return dim.dim_param if dim.HasField("dim_param") else ""
 
 
-def _split_shapes(infos, inputs: list[str], given: Shapes, source: str) -> tuple[Shapes, dict[str, int]]:
+def _split_shapes(infos: Iterable[onnx.ValueInfoProto], inputs: list[str], given: Shapes, source: str
+                  ) -> tuple[Shapes, dict[str, int]]:
     """`given` (--shape) split into whole input shapes and sizes of named symbolic dimensions; an input's whole
     shape also sizes the names of its symbolic dimensions (x=2,5,4 on x[batch, sequence, 4]: batch=2, sequence=5)
     for the other inputs that share them."""
     declared = {info.name: info.type.tensor_type.shape.dim for info in infos if info.name in inputs}
-    params = {_symbolic(dim) for dims in declared.values() for dim in dims} - {None, ""}
-    shapes, named, implied = {}, {}, {}
+    params = {p for dims in declared.values() for dim in dims if (p := _symbolic(dim))}
+    shapes: Shapes = {}
+    named: dict[str, int] = {}
+    implied: dict[str, int] = {}
     for name, shape in given.items():
         if name in inputs:
             shapes[name] = tuple(shape)
@@ -151,7 +156,7 @@ def _split_shapes(infos, inputs: list[str], given: Shapes, source: str) -> tuple
     return shapes, {**implied, **named}
 
 
-def _batched(infos, inputs: list[str], batch: int, named: dict[str, int]) -> Shapes:
+def _batched(infos: Iterable[onnx.ValueInfoProto], inputs: list[str], batch: int, named: dict[str, int]) -> Shapes:
     """Shapes with the first dimension set to `batch`; other dimensions as declared or bound by name in
     `named`, a symbolic one left for _value_info to bind or refuse (-1 here)."""
     shapes: Shapes = {}
@@ -159,12 +164,13 @@ def _batched(infos, inputs: list[str], batch: int, named: dict[str, int]) -> Sha
         dims = info.type.tensor_type.shape.dim
         if info.name not in inputs or not dims:
             continue
-        rest = [named.get(_symbolic(dim), -1) if _symbolic(dim) is not None else dim.dim_value for dim in dims[1:]]
+        rest = [named.get(_symbolic(dim) or "", -1) if _symbolic(dim) is not None else dim.dim_value
+                for dim in dims[1:]]
         shapes[info.name] = (batch, *rest)
     return shapes
 
 
-def _sequence(infos, inputs: list[str], seq: int, source: str) -> dict[str, int]:
+def _sequence(infos: Iterable[onnx.ValueInfoProto], inputs: list[str], seq: int, source: str) -> dict[str, int]:
     """--seq as sizes of named dimensions: the names of the symbolic second dimensions of inputs."""
     if seq < 1:
         raise ModelError(f"{source}: --seq {seq}: must be a positive integer")
@@ -293,7 +299,7 @@ def _check_inline_data(init: onnx.TensorProto, dtype: DType, where: str) -> None
                          f"{stored:,}")
 
 
-def _external_file(info: dict, base_dir: Path | None, where: str) -> Path | None:
+def _external_file(info: dict[str, str], base_dir: Path | None, where: str) -> Path | None:
     """The external data file, resolved (links followed) and inside the model's folder, or None when absent."""
     text = info.get("location", "")
     relative = Path(text)
@@ -311,16 +317,17 @@ def _external_file(info: dict, base_dir: Path | None, where: str) -> Path | None
     return location
 
 
-def _external_extent(init: onnx.TensorProto, info: dict, location: Path, where: str) -> tuple[int, int]:
+def _external_extent(init: onnx.TensorProto, info: dict[str, str], location: Path, where: str) -> tuple[int, int]:
     """(offset, bytes) of the tensor in its file, checked against its shape and the file's real size before a
     byte is allocated or mapped: a 100-byte model may declare gigabytes."""
-    declared = {}
+    declared: dict[str, int | None] = {}
     for key in ("offset", "length"):
         try:
-            declared[key] = int(info[key]) if key in info else None
+            count: int | None = int(info[key]) if key in info else None
         except ValueError:
-            declared[key] = -1
-        if declared[key] is not None and declared[key] < 0:
+            count = -1
+        declared[key] = count
+        if count is not None and count < 0:
             raise ModelError(f"{where}: external data {key} {info[key]!r} in {location.name} is not a "
                              f"byte count (a whole number, 0 or more)")
     if any(d < 0 for d in init.dims):
@@ -388,7 +395,7 @@ def _read_external(init: onnx.TensorProto, location: Path, offset: int, size: in
         raise ModelError(f"{where}: cannot decode ({error})") from None
 
 
-def _value_info(info: onnx.ValueInfoProto, source: str, override=None,
+def _value_info(info: onnx.ValueInfoProto, source: str, override: tuple[int, ...] | None = None,
                 named: dict[str, int] | None = None) -> Tensor:
     """The input's Tensor: its shape from `override` (-1 where a dimension is still open), else as declared,
     each symbolic dimension bound by its name in `named`; one left unbound is an error naming the CLI flag."""
@@ -422,7 +429,7 @@ def _value_info(info: onnx.ValueInfoProto, source: str, override=None,
             shape.append(size)
         elif param is None:
             shape.append(dim.dim_value)      # 0: an empty tensor, which ONNX allows
-        elif param in (named or {}):
+        elif named is not None and param in named:
             shape.append(named[param])
         else:
             flags = ["--batch N"] * (i == 0) + ["--seq N"] * (i == 1 and bool(param))   # --seq binds by name
