@@ -15,7 +15,7 @@ import sys
 import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
@@ -25,6 +25,9 @@ if TYPE_CHECKING:                       # onnx is imported where a case is read:
 from compiler.dtypes import DType
 from compiler.errors import OutOfScopeError, UserError
 from compiler.graph import Graph
+
+# onnx.backend.test.case.TestCase, whose model and data sets a node case always has (the class types them optional)
+Case = Any
 
 NEWEST_STABLE_OPSET = 21      # the opset the summary also reports separately (onnxruntime's long-time ceiling)
 BF16_RTOL = 2.0 ** -6         # onnx's runner: two bfloat16 ulps, whatever the case's rtol
@@ -70,7 +73,7 @@ class Outcome:
         return f"{self.case} [{self.op}, opset {self.opset}]: {kind}: {self.reason}"
 
 
-def node_cases() -> list:
+def node_cases() -> list[Case]:
     """onnx's node test cases (onnx.backend.test.case.TestCase: model + inputs + reference outputs), in onnx's order.
     onnx generates them once per process, most from numpy's global random state: seeded here, so every run sees the
     same inputs. Generating them evaluates onnx's own numpy references, which warn on purpose (overflow, 1/0)."""
@@ -86,7 +89,7 @@ def node_cases() -> list:
         np.random.set_state(state)
 
 
-def tested_ops(cases: list) -> dict[str, str]:
+def tested_ops(cases: list[Case]) -> dict[str, str]:
     """Case name -> the op it tests: the single node's op type; an expanded case (`<name>_expanded[_verN]`, the
     function body inlined) takes the op of the case it expands."""
     single = {c.name: c.model.graph.node[0].op_type for c in cases if len(c.model.graph.node) == 1}
@@ -102,7 +105,7 @@ def case_opset(model: onnx.ModelProto) -> int | None:
     return versions.get("", versions.get("ai.onnx"))
 
 
-def run_case(case, op: str, execute: Execute | None = None) -> Outcome:
+def run_case(case: Case, op: str, execute: Execute | None = None) -> Outcome:
     """The case's outcome, its outputs computed by `execute` (default: the frontend and the reference interpreter,
     as `accelsim eval` runs them; accelsim.validate.onnx_api passes the public API's)."""
     opset = case_opset(case.model)
@@ -119,12 +122,12 @@ def run_case(case, op: str, execute: Execute | None = None) -> Outcome:
     return Outcome(case.name, op, opset, verdict, reason)
 
 
-def case_inputs(case) -> dict[str, np.ndarray]:
+def case_inputs(case: Case) -> dict[str, np.ndarray]:
     """The case's input arrays by graph input name (narrow types as the ml_dtypes arrays onnx ships)."""
     return dict(zip([info.name for info in case.model.graph.input], map(_array, case.data_sets[0][0])))
 
 
-def import_case(case) -> tuple[Graph, dict[str, np.ndarray]]:
+def import_case(case: Case) -> tuple[Graph, dict[str, np.ndarray]]:
     """The case's model as a Graph, and the feeds for its runtime inputs (inputs read as shapes bound at import,
     as `accelsim eval` binds them from its --inputs: compiler.bind.static_inputs)."""
     from compiler.frontend import from_model
@@ -134,7 +137,7 @@ def import_case(case) -> tuple[Graph, dict[str, np.ndarray]]:
     return graph, {name: value for name, value in given.items() if name in graph.inputs}
 
 
-def interpret(case) -> tuple[Graph, dict[str, np.ndarray]]:
+def interpret(case: Case) -> tuple[Graph, dict[str, np.ndarray]]:
     """The case's Graph and its outputs by the reference interpreter."""
     from compiler.ops.interpret import run_graph
 
@@ -145,7 +148,7 @@ def interpret(case) -> tuple[Graph, dict[str, np.ndarray]]:
 Execute = Callable[..., "tuple[Graph, dict[str, np.ndarray]]"]   # case -> (its Graph, its outputs by name)
 
 
-def _run(case, execute: Execute) -> tuple[Verdict, str]:
+def _run(case: Case, execute: Execute) -> tuple[Verdict, str]:
     """Import, run and compare one case: pass, or a mismatch and what differs (a DISPUTED case: see _settle)."""
     graph, actual = execute(case)
     shipped = [_array(want) for want in case.data_sets[0][1]]
@@ -155,7 +158,8 @@ def _run(case, execute: Execute) -> tuple[Verdict, str]:
     return (Verdict.mismatch, reason) if reason else (Verdict.passed, "")
 
 
-def _settle(case, graph: Graph, actual: dict, shipped: list, reason: str) -> tuple[Verdict, str]:
+def _settle(case: Case, graph: Graph, actual: dict[str, np.ndarray], shipped: list[np.ndarray], reason: str
+            ) -> tuple[Verdict, str]:
     """A DISPUTED case passes against onnxruntime only while the dispute stands: accelsim fails onnx's data and
     equals onnxruntime's outputs (the case's tolerances), so onnx's data is not onnxruntime's. Else the entry is
     stale (accelsim passes onnx's data) or accelsim is wrong (it differs from onnxruntime): a mismatch."""
@@ -168,7 +172,7 @@ def _settle(case, graph: Graph, actual: dict, shipped: list, reason: str) -> tup
     return Verdict.disputed, f"{DISPUTED[case.name]} (against onnx's data: {reason})"
 
 
-def onnxruntime_outputs(case) -> list[np.ndarray]:
+def onnxruntime_outputs(case: Case) -> list[np.ndarray]:
     """onnxruntime's outputs (CPU) for the case's model and inputs."""
     import onnxruntime
 
@@ -177,10 +181,11 @@ def onnxruntime_outputs(case) -> list[np.ndarray]:
     session = onnxruntime.InferenceSession(case.model.SerializeToString(), options,
                                            providers=["CPUExecutionProvider"])
     feeds = {info.name: _array(value) for info, value in zip(case.model.graph.input, case.data_sets[0][0])}
-    return session.run(None, feeds)
+    outputs: list[np.ndarray] = session.run(None, feeds)
+    return outputs
 
 
-def _differences(graph: Graph, actual: dict, expected: list, case) -> str:
+def _differences(graph: Graph, actual: dict[str, np.ndarray], expected: list[np.ndarray], case: Case) -> str:
     """'' when every output of `actual` equals `expected` (in graph output order), else the first difference."""
     if len(expected) != len(graph.outputs):
         return f"{len(graph.outputs)} outputs, expected {len(expected)}"
@@ -191,7 +196,7 @@ def _differences(graph: Graph, actual: dict, expected: list, case) -> str:
     return ""
 
 
-def _array(value):
+def _array(value: Any) -> Any:
     """onnx ships a value numpy has no type for (float8 variants, int4) as a TensorProto, and a sequence as a list
     (kept as it is: the frontend refuses sequences before any value is read)."""
     import onnx
@@ -231,7 +236,7 @@ def shipped_dtype(dtype: np.dtype) -> DType | None:
         return None
 
 
-def _first_difference(want, got, bad, rule: str) -> str:
+def _first_difference(want: np.ndarray, got: np.ndarray, bad: np.ndarray, rule: str) -> str:
     index = tuple(int(i) for i in np.argwhere(bad)[0])
     return (f"{int(bad.sum())} of {bad.size} values differ ({rule}); at {list(index)}: {got[index]!r}, "
             f"expected {want[index]!r}")
@@ -246,15 +251,15 @@ def _first_line(error: BaseException, source: str = "") -> str:
 
 # -- a whole run ----------------------------------------------------------------------------------------------------
 
-def run_all(cases: list | None = None, execute: Execute | None = None) -> list[Outcome]:
+def run_all(cases: list[Case] | None = None, execute: Execute | None = None) -> list[Outcome]:
     cases = node_cases() if cases is None else cases
     ops = tested_ops(cases)
     return [run_case(case, ops[case.name], execute) for case in cases]
 
 
-def counts(outcomes: Iterable[Outcome]) -> Counter:
+def counts(outcomes: Iterable[Outcome]) -> Counter[str]:
     """Verdict value -> cases, and the refusals split again under 'by design' and 'not yet' (supported)."""
-    tally: Counter = Counter({verdict.value: 0 for verdict in Verdict})
+    tally: Counter[str] = Counter({verdict.value: 0 for verdict in Verdict})
     for o in outcomes:
         tally[o.verdict.value] += 1
         if o.verdict == Verdict.refused:
