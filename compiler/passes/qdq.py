@@ -18,6 +18,7 @@ tensor the model quantized keeps its own dtype, whatever dtype the quantize pass
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any, Callable
 
 import numpy as np
 
@@ -25,11 +26,12 @@ from compiler.dtypes import DType
 from compiler.ir import IR, Einsum, IROp, Map, Move, Operand, Reduce, Role
 from compiler.ops.qlinear import Requantize, as_input, pad_with_zero_point, weight_sums
 from compiler.ops.quantize import NARROW_FLOATS, Dequantize, Quantize
+from compiler.passes import PassOptions
 
 FOLDED = ("Conv", "MatMul", "Gemm")
 
 
-def fold_qdq(ir: IR, options) -> IR:
+def fold_qdq(ir: IR, options: PassOptions) -> IR:
     """Fold every provable QDQ pattern around an Einsum, then around a vector op (an Add between dequantized
     inputs, a pooling), then restore the model's quantized dtypes; a model with no quantize, dequantize or
     requantize op has nothing to fold or restore."""
@@ -84,6 +86,12 @@ class _Index:
         value = self.ir.weights.get(name)
         return None if value is None else np.asarray(value)
 
+    def known(self, name: str) -> np.ndarray:
+        """The value of a tensor already found to have one."""
+        value = self.value(name)
+        assert value is not None, f"tensor {name!r} has no value known at compile time"
+        return value
+
     def constant(self, name: str) -> bool:
         """Known at compile time, though maybe not loaded (a shape-only model's weights)."""
         return name in self.ir.constants or name in self.ir.weights
@@ -118,6 +126,18 @@ def _scalar(graph: _Index, operand: Operand | None) -> np.ndarray | None:
     return value.reshape(()) if value is not None and value.size == 1 else None
 
 
+def _dequantizer(dq: Map) -> Dequantize:
+    """The Dequantize a DequantizeLinear's Map applies (one _Index.dequantize found)."""
+    assert isinstance(dq.fn, Dequantize), f"{dq.name} is no DequantizeLinear"
+    return dq.fn
+
+
+def _quantizer(q: Map) -> Quantize:
+    """The Quantize a QuantizeLinear's Map applies (one the pattern matched by its fn)."""
+    assert isinstance(q.fn, Quantize), f"{q.name} is no QuantizeLinear"
+    return q.fn
+
+
 def _zero_point(dq: Map) -> Operand | None:
     return dq.inputs[2] if len(dq.inputs) > 2 else None
 
@@ -126,12 +146,13 @@ def _match(op: Einsum, graph: _Index) -> _Fold | None:
     data, weight = graph.dequantize(op.inputs[0].tensor), graph.dequantize(op.inputs[1].tensor)
     if data is None or weight is None or len(op.inputs) != 2:
         return None
-    integer = data.fn.source in (DType.int8, DType.uint8) and weight.fn.source in (DType.int8, DType.uint8, DType.int4)
-    if not integer and not (data.fn.source in NARROW_FLOATS and weight.fn.source in NARROW_FLOATS):
+    x_fn, w_fn = _dequantizer(data), _dequantizer(weight)
+    integer = x_fn.source in (DType.int8, DType.uint8) and w_fn.source in (DType.int8, DType.uint8, DType.int4)
+    if not integer and not (x_fn.source in NARROW_FLOATS and w_fn.source in NARROW_FLOATS):
         return None
-    if _scalar(graph, data.inputs[1]) is None or _scalar(graph, _zero_point(data)) is None or data.fn.block:
+    if _scalar(graph, data.inputs[1]) is None or _scalar(graph, _zero_point(data)) is None or x_fn.block:
         return None
-    if not graph.constant(weight.inputs[0].tensor) or weight.fn.block:
+    if not graph.constant(weight.inputs[0].tensor) or w_fn.block:
         return None
     w_zero = _zero_point(weight)
     if w_zero is not None and (graph.value(w_zero.tensor) is None or np.any(graph.value(w_zero.tensor))):
@@ -140,7 +161,8 @@ def _match(op: Einsum, graph: _Index) -> _Fold | None:
     if channel is None:
         return None
     replaced: list[IROp] = [op]
-    view = bias = None
+    view: Move | None = None
+    bias: Map | Operand | None = None
     relu = False
     tensor = op.output.tensor
     while True:
@@ -160,7 +182,7 @@ def _match(op: Einsum, graph: _Index) -> _Fold | None:
             relu = True
         elif isinstance(reader, Map) and isinstance(reader.fn, Quantize):
             if reader.inputs[0].tensor != tensor or _scalar(graph, reader.inputs[1]) is None \
-                    or _scalar(graph, _zero_point(reader)) is None or reader.fn.block:
+                    or _scalar(graph, _zero_point(reader)) is None or _quantizer(reader).block:
                 return None
             return _Fold(op, data, weight, view, bias, relu, reader, channel, replaced + [reader])
         else:
@@ -176,30 +198,30 @@ def _channel(op: Einsum, weight: Map, graph: _Index) -> int | None:
     if scale is None:
         return None
     if op.op == "Conv":
-        return 1 if scale.size == 1 or weight.fn.axis == 0 else None
+        return 1 if scale.size == 1 or _dequantizer(weight).axis == 0 else None
     if scale.size == 1:
         return -1
-    axis = op.in_axes[1][weight.fn.axis]
+    axis = op.in_axes[1][_dequantizer(weight).axis]
     return -1 if len(axis.terms) == 1 and axis.terms[0][0] == "n" and axis.offset == 0 else None
 
 
 def _bias_fits(bias: Map, data: Map, weight: Map, graph: _Index) -> bool:
     """An int32 bias with no zero point, quantized with the scale sx * sw (as onnxruntime's quantizer does)."""
-    if bias.fn.source != DType.int32 or graph.value(bias.inputs[1].tensor) is None:
+    if _dequantizer(bias).source != DType.int32 or graph.value(bias.inputs[1].tensor) is None:
         return False
     zero = _zero_point(bias)
     if zero is not None and (graph.value(zero.tensor) is None or np.any(graph.value(zero.tensor))):
         return False
-    want = (graph.value(data.inputs[1].tensor).astype(np.float32).reshape(())
-            * graph.value(weight.inputs[1].tensor).astype(np.float32).reshape(-1))
-    have = graph.value(bias.inputs[1].tensor).astype(np.float32).reshape(-1)
+    want = (graph.known(data.inputs[1].tensor).astype(np.float32).reshape(())
+            * graph.known(weight.inputs[1].tensor).astype(np.float32).reshape(-1))
+    have = graph.known(bias.inputs[1].tensor).astype(np.float32).reshape(-1)
     return bool(np.allclose(have, want, rtol=1e-6, atol=0))
 
 
 def _operand(graph: _Index, dq: Map, index: int, role: Role | None = None) -> Operand:
     """A DequantizeLinear's input (the stored values, scale or zero point) as an operand of a folded op."""
     source = dq.inputs[index]
-    dtype = dq.fn.source if index != 1 else source.dtype
+    dtype = _dequantizer(dq).source if index != 1 else source.dtype
     role = role or (Role.weight if graph.value(source.tensor) is not None else Role.input)
     return Operand(source.tensor, source.shape, dtype, role)
 
@@ -245,8 +267,8 @@ def _rewrite(fold: _Fold, graph: _Index) -> list[IROp]:
     elif fold.bias is not None:
         roles.append("bias")
         inputs.append(_operand(graph, fold.bias, 0, Role.weight))
-    fn = Requantize(tuple(roles), q.fn.dtype, fold.channel, sums, fold.relu, kind)
-    output = replace(q.output, dtype=q.fn.dtype)
+    fn = Requantize(tuple(roles), _quantizer(q).dtype, fold.channel, sums, fold.relu, kind)
+    output = replace(q.output, dtype=_quantizer(q).dtype)
     ops.append(Map(name=f"{node}:requantize", node=node, op=op.op, inputs=(as_input(acc), *inputs),
                    output=output, fn=fn, ops_per_element=fn.ops_per_element))
     return ops
@@ -262,26 +284,28 @@ def _block_scaled(op: Einsum, graph: _Index) -> Einsum | None:
     are blocked along a reduced loop, integer ones with no zero point, both narrow floats or both integers."""
     if op.op == "Conv" or len(op.inputs) != 2:
         return None
-    dqs = [graph.dequantize(o.tensor) for o in op.inputs]
-    if any(dq is None or not dq.fn.block for dq in dqs):
+    found = [graph.dequantize(o.tensor) for o in op.inputs]
+    dqs = [dq for dq in found if dq is not None]
+    if len(dqs) != len(found) or any(not _dequantizer(dq).block for dq in dqs):
         return None
-    if (dqs[0].fn.source in NARROW_FLOATS) != (dqs[1].fn.source in NARROW_FLOATS):
+    if (_dequantizer(dqs[0]).source in NARROW_FLOATS) != (_dequantizer(dqs[1]).source in NARROW_FLOATS):
         return None
     scale_axes = []
     for dq, axes in zip(dqs, op.in_axes):
-        axis = axes[dq.fn.axis]
+        fn = _dequantizer(dq)
+        axis = axes[fn.axis]
         zero = _zero_point(dq)
         if len(axis.terms) != 1 or axis.offset or axis.terms[0][1] != 1 or axis.terms[0][0] not in op.reduction_dims:
             return None
         if zero is not None and (graph.value(zero.tensor) is None or np.any(graph.value(zero.tensor))):
             return None
-        scale_axes.append(tuple(replace(a, block=dq.fn.block) if i == dq.fn.axis else a for i, a in enumerate(axes)))
+        scale_axes.append(tuple(replace(a, block=fn.block) if i == fn.axis else a for i, a in enumerate(axes)))
 
     def role(dq: Map, index: int) -> Role:       # weights known at compile time, if not loaded (shape-only models)
         return Role.weight if graph.constant(dq.inputs[index].tensor) else Role.input
     stored = tuple(_operand(graph, dq, 0, role(dq, 0)) for dq in dqs)
     # the scales as the model stored them (fp32), whatever dtype the quantize pass gave the float tensors
-    scales = tuple(replace(_operand(graph, dq, 1, role(dq, 1)), dtype=dq.fn.dtype) for dq in dqs)
+    scales = tuple(replace(_operand(graph, dq, 1, role(dq, 1)), dtype=_dequantizer(dq).dtype) for dq in dqs)
     return replace(op, inputs=stored + scales, in_axes=(*op.in_axes, *scale_axes), acc=DType.fp32)
 
 
@@ -294,17 +318,19 @@ class QuantizedOp:
     quantized. The same float arithmetic as the ops it replaces, so the same numbers, in one pass over memory;
     the per-tensor scales and zero points (a few bytes) travel with the op."""
 
-    plan: tuple[tuple | None, ...]
-    inner: object
-    quantize: tuple
+    plan: tuple[tuple[Any, ...] | None, ...]
+    inner: Callable[..., np.ndarray]
+    quantize: tuple[Any, ...]
 
     @property
     def dtype(self) -> DType:
-        return self.quantize[0].dtype
+        quantizer: Quantize = self.quantize[0]
+        return quantizer.dtype
 
     def __call__(self, *arrays: np.ndarray) -> np.ndarray:
         values = [step[0](a, *step[1:]) if step is not None else a for step, a in zip(self.plan, arrays)]
-        return self.quantize[0](self.inner(*values), *self.quantize[1:])
+        result: np.ndarray = self.quantize[0](self.inner(*values), *self.quantize[1:])
+        return result
 
 
 def _fold_vector_ops(ir: IR) -> IR:
@@ -315,16 +341,19 @@ def _fold_vector_ops(ir: IR) -> IR:
         fused = _fuse_vector(op, graph) if isinstance(op, (Map, Reduce)) else None
         if fused is not None:
             replaced[op.name] = fused
-            dropped.add(graph.only_reader(op.output.tensor).name)
+            reader = graph.only_reader(op.output.tensor)
+            assert reader is not None, f"{op.name} is fused with its one reader"
+            dropped.add(reader.name)
     if not replaced:
         return ir
     ops = [replaced.get(op.name, op) for op in ir.ops if op.name not in dropped]
     return replace(ir, ops=_without_unread_dequantize(ops, ir.outputs))
 
 
-def _constants(graph: _Index, op: Map) -> tuple | None:
+def _constants(graph: _Index, op: Map) -> tuple[Any, ...] | None:
     """A per-tensor Quantize or Dequantize with its scale and zero point values; None if any is unknown."""
     values = [_scalar(graph, o) for o in op.inputs[1:]]
+    assert isinstance(op.fn, (Quantize, Dequantize)), f"{op.name} is no QuantizeLinear or DequantizeLinear"
     if any(v is None for v in values) or op.fn.block:
         return None
     return (op.fn, *values)
@@ -345,7 +374,7 @@ def _fuse_vector(op: Map | Reduce, graph: _Index) -> IROp | None:
         return None
     inputs = tuple(_operand(graph, dq, 0) if dq is not None else o for o, dq in zip(op.inputs, sources))
     fn = QuantizedOp(plan, op.fn, quantize)
-    output = replace(q.output, dtype=q.fn.dtype)
+    output = replace(q.output, dtype=_quantizer(q).dtype)
     # per element: 2 ops to dequantize each input, the op's own, 4 to quantize the result (a Reduce counts per
     # input element, so the quantizing is spread over the elements it reduces)
     dequantizing = 2 * sum(dq is not None for dq in sources)
