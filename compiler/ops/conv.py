@@ -9,11 +9,12 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import Axis, Einsum, IROp, Map, Move, Operand, Role
-from compiler.ops.base import OpDef, fail, operand, out, output_operand, register, require
+from compiler.ops.base import OpDef, fail, given, operand, out, output_operand, register, require
 from compiler.ops.matmul import accumulator
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -29,7 +30,8 @@ def spatial_ints(node: Node, key: str, rank: int, default: int) -> list[int]:
     return values
 
 
-def window_geometry(node: Node, sizes: list[int], kernel: list[int], ceil_mode: bool = False):
+def window_geometry(node: Node, sizes: list[int], kernel: list[int], ceil_mode: bool = False
+                    ) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
     """Output sizes and begin/end pads of a sliding window, by ONNX's auto_pad, pads and ceil_mode rules.
 
     Returns (out_sizes, pads_begin, pads_end, strides, dilations).
@@ -70,8 +72,7 @@ def window_geometry(node: Node, sizes: list[int], kernel: list[int], ceil_mode: 
 @register("Conv")
 class Conv(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2, 3)
-        x, w = ins[0], ins[1]
+        x, w = require(node, ins, 2, 3)
         spec = conv_spec(node, x, w)
         if len(ins) > 2 and ins[2] is not None and ins[2].shape != (spec.k_total,):
             raise fail(node, f"bias has shape {list(ins[2].shape)}, expected [{spec.k_total}] "
@@ -79,7 +80,7 @@ class Conv(OpDef):
         return [out(node, (x.shape[0], spec.k_total, *spec.outs), x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        x, w = args[0], args[1]
+        x, w = given(node, args, 2)
         work = np.float64 if x.dtype == np.float64 else np.float32
         y = convolve(node, x, w, work)
         if len(args) > 2 and args[2] is not None:
@@ -101,7 +102,7 @@ class Conv(OpDef):
         return ops
 
 
-def convolve(node: Node, x: np.ndarray, w: np.ndarray, work) -> np.ndarray:
+def convolve(node: Node, x: np.ndarray, w: np.ndarray, work: DTypeLike) -> np.ndarray:
     """The convolution of x by w (no bias) in numpy type `work`; int64 gives ConvInteger's exact sums."""
     spec = conv_spec(node, Tensor("x", x.shape, DType.fp32), Tensor("w", w.shape, DType.fp32))
     xp = np.pad(x.astype(work), [(0, 0), (0, 0)] + list(zip(spec.begin, spec.end)))
@@ -133,10 +134,10 @@ def conv_einsum(node: Node, x: Operand, w: Operand, result: Operand, acc: DType)
     loops = [("n", x.shape[0])] + ([("g", groups)] if grouped else []) + [("k", k)]
     loops += list(zip(outs, spec.outs)) + [("c", spec.c)] + list(zip(wins, spec.kernel))
     # Input row h = stride*p + dilation*r - pad_begin: out-of-range rows read the zero padding.
-    x_axes = (Axis.of("n"), Axis((("g", spec.c), ("c", 1))) if grouped else Axis.of("c"))
+    x_axes: tuple[Axis, ...] = (Axis.of("n"), Axis((("g", spec.c), ("c", 1))) if grouped else Axis.of("c"))
     x_axes += tuple(Axis(((o, s), (r, d)), -b) for o, r, s, d, b
                     in zip(outs, wins, spec.strides, spec.dilations, spec.begin))
-    w_axes = (Axis((("g", k), ("k", 1))) if grouped else Axis.of("k"), Axis.of("c"))
+    w_axes: tuple[Axis, ...] = (Axis((("g", k), ("k", 1))) if grouped else Axis.of("k"), Axis.of("c"))
     w_axes += tuple(Axis.of(r) for r in wins)
     # Einsum outputs are indexed by plain loops, so with groups the Einsum writes (N, G, K, P, Q)
     # and a view reshapes it to (N, G*K, P, Q): the same bytes in the same order, nothing moves.

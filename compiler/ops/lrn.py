@@ -8,14 +8,13 @@ import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Reduce
-from compiler.ops.base import OpDef, fail, input_operands, out, output_operand, register, require
+from compiler.ops.base import OpDef, fail, given, input_operands, out, output_operand, register, require
 
 
 @register("LRN")
 class LRN(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        x = ins[0]
+        x, = require(node, ins, 1)
         if len(x.shape) < 3 or not x.dtype.is_float:
             raise fail(node, f"input is {x.dtype.value} {list(x.shape)}; LRN takes a float tensor "
                              f"N x C x spatial...")
@@ -23,7 +22,7 @@ class LRN(OpDef):
         return [out(node, x.shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [_lrn(node, args[0])]
+        return [_lrn(node, given(node, args, 1)[0])]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         # Per element: a square, `size` adds over the channel window, scale and bias (2), a power
@@ -50,4 +49,7 @@ def _lrn(node: Node, x: np.ndarray) -> np.ndarray:
     below, above = (size - 1) // 2, size - 1 - (size - 1) // 2
     padded = np.pad(square, [(0, 0), (below, above)] + [(0, 0)] * (x.ndim - 2))
     total = sum(padded[:, i:i + x.shape[1]] for i in range(size))
-    return (x.astype(work) / (bias + alpha / size * total) ** beta).astype(x.dtype)
+    denominator: np.ndarray = (bias + alpha / size * total) ** beta
+    scaled: np.ndarray = x.astype(work)
+    result: np.ndarray = (scaled / denominator).astype(x.dtype)
+    return result

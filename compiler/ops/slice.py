@@ -14,11 +14,11 @@ from compiler.ir import IROp
 from compiler.ops.base import OpDef, const_input, fail, move_op, normalize_axis, operand, out, register, require
 
 
-def _ints(value) -> list[int]:
+def _ints(value: object) -> list[int]:
     return [int(v) for v in np.asarray(value).reshape(-1)]
 
 
-def slices(node: Node, shape: tuple[int, ...], starts, ends, axes, steps) -> tuple[slice, ...]:
+def slices(node: Node, shape: tuple[int, ...], starts: Any, ends: Any, axes: Any, steps: Any) -> tuple[slice, ...]:
     """Python slices for ONNX Slice bounds: negatives count from the end, then clamp.
 
     Positive step: start and end clamp to [0, dim]. Negative step: start to [0, dim-1], end to
@@ -49,7 +49,7 @@ def slices(node: Node, shape: tuple[int, ...], starts, ends, axes, steps) -> tup
     return tuple(result)
 
 
-def slice_bounds(node: Node, value: Callable[[int], Any]) -> tuple:
+def slice_bounds(node: Node, value: Callable[[int], Any]) -> tuple[Any, Any, Any, Any]:
     """A Slice node's (starts, ends, axes, steps): attributes before opset 10, inputs 1-4 from 10 (`value(i)` or
     None), for its shape rule, its reference and its gradient alike."""
     if "starts" in node.attrs:
@@ -63,17 +63,17 @@ class Slice(OpDef):
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
         legacy = "starts" in node.attrs
-        require(node, ins, 1 if legacy else 3, 1 if legacy else 5)
+        x = require(node, ins, 1 if legacy else 3, 1 if legacy else 5)[0]
         if legacy and "ends" not in node.attrs:
             raise fail(node, "attribute 'ends' is missing")
 
-        def value(i):
+        def value(i: int) -> np.ndarray | None:
             names = ("data", "starts", "ends", "axes", "steps")
             present = i < len(node.inputs) and node.inputs[i]
             return const_input(node, graph, i, names[i]) if present else None
-        index = slices(node, ins[0].shape, *slice_bounds(node, value))
-        shape = [len(range(d)[s]) for d, s in zip(ins[0].shape, index)]  # Python counts what a slice keeps
-        return [out(node, shape, ins[0].dtype)]
+        index = slices(node, x.shape, *slice_bounds(node, value))
+        shape = [len(range(d)[s]) for d, s in zip(x.shape, index)]  # Python counts what a slice keeps
+        return [out(node, shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(args[0])
@@ -87,7 +87,7 @@ class Slice(OpDef):
         return [move_op(node, graph, lambda x: np.asarray(x)[index].copy(), inputs=data)]
 
 
-def split_sizes(node: Node, dim: int, given, opset: int | None) -> list[int]:
+def split_sizes(node: Node, dim: int, given: object, opset: int | None) -> list[int]:
     """Sizes along the axis: given, or len(outputs) equal parts (from opset 18 the last may be smaller)."""
     parts = len(node.outputs)
     if given is not None:
@@ -111,15 +111,15 @@ class Split(OpDef):
     value_inputs = (1,)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1, 2)
-        shape = ins[0].shape
+        x = require(node, ins, 1, 2)[0]
+        shape = x.shape
         axis = normalize_axis(node, int(node.attr("axis", 0)), len(shape))
         sizes = split_sizes(node, shape[axis], self._given(node, lambda: const_input(node, graph, 1, "split")),
                             graph.opset)
-        outs = []
+        outs: list[Tensor] = []
         for i, (name, size) in enumerate(zip(node.outputs, sizes)):
             if name:
-                outs.append(out(node, shape[:axis] + (size,) + shape[axis + 1:], ins[0].dtype, i))
+                outs.append(out(node, shape[:axis] + (size,) + shape[axis + 1:], x.dtype, i))
         return outs
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -142,7 +142,7 @@ class Split(OpDef):
         return ops
 
     @staticmethod
-    def _given(node: Node, second_input):
+    def _given(node: Node, second_input: Callable[[], object]) -> object:
         if "split" in node.attrs:
             return node.attrs["split"]
         return second_input() if len(node.inputs) > 1 and node.inputs[1] else None
