@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any, Callable
 
 import numpy as np
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Reduce
-from compiler.ops.base import OpDef, fail, input_operands, out, output_operand, register, require
+from compiler.ops.base import OpDef, fail, given, input_operands, out, output_operand, register, require
 from compiler.ops.conv import window_geometry
 
 
@@ -23,8 +24,7 @@ class _Pool(OpDef):
     mode = "max"
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        x = ins[0]
+        x = require(node, ins, 1)[0]
         geometry = pool_geometry(node, x.shape)
         _check_p(node, self.mode)
         shape = x.shape[:2] + tuple(geometry[1])
@@ -35,13 +35,14 @@ class _Pool(OpDef):
         return [out(node, shape, x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        geometry = pool_geometry(node, args[0].shape)
-        y = _pool(args[0], self._mode(node), geometry, includes_pad(node))
+        x = given(node, args, 1)[0]
+        geometry = pool_geometry(node, x.shape)
+        y = _pool(x, self._mode(node), geometry, includes_pad(node))
         if len(node.outputs) > 1 and node.outputs[1]:
-            return [y, _argmax(args[0], geometry, bool(node.attr("storage_order", 0)))]
+            return [y, _argmax(x, geometry, bool(node.attr("storage_order", 0)))]
         return [y]
 
-    def _mode(self, node: Node):
+    def _mode(self, node: Node) -> int | str:
         """'max', 'average', or the Lp pool's exponent p."""
         return int(node.attr("p", 2)) if self.mode == "lp" else self.mode
 
@@ -83,17 +84,16 @@ class LpPool(_Pool):
 
 
 class _GlobalPool(OpDef):
-    reduce = staticmethod(np.max)
+    reduce: Callable[..., Any] = staticmethod(np.max)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
-        x = ins[0]
+        x = require(node, ins, 1)[0]
         if len(x.shape) < 3:
             raise fail(node, f"input has shape {list(x.shape)}; expected N, C and at least one spatial axis")
         return [out(node, x.shape[:2] + (1,) * (len(x.shape) - 2), x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [self._apply(args[0])]
+        return [self._apply(given(node, args, 1)[0])]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         rank = len(graph.tensor(node.inputs[0]).shape)
@@ -105,7 +105,8 @@ class _GlobalPool(OpDef):
     def _apply(self, x: np.ndarray) -> np.ndarray:
         axes = tuple(range(2, x.ndim))
         work = x.astype(np.float32) if x.dtype == np.float16 else x
-        return self.reduce(work, axis=axes, keepdims=True).astype(x.dtype)
+        result: np.ndarray = self.reduce(work, axis=axes, keepdims=True).astype(x.dtype)
+        return result
 
 
 @register("GlobalMaxPool")
@@ -144,7 +145,7 @@ def pool_geometry(node: Node, shape: tuple[int, ...]) -> tuple[list[int], ...]:
     return kernel, outs, begin, end, strides, dilations
 
 
-def _argmax(x: np.ndarray, geometry, column_major: bool) -> np.ndarray:
+def _argmax(x: np.ndarray, geometry: tuple[list[int], ...], column_major: bool) -> np.ndarray:
     """MaxPool's Indices: where in x (flattened over N, C and the spatial axes, the spatial ones in column-major
     order when asked) each window's first maximum lies; padding is never chosen."""
     kernel, outs, begin, end, strides, dilations = geometry
@@ -170,7 +171,7 @@ def _argmax(x: np.ndarray, geometry, column_major: bool) -> np.ndarray:
     return planes + where
 
 
-def _pool(x: np.ndarray, mode, geometry, include_pad: bool) -> np.ndarray:
+def _pool(x: np.ndarray, mode: int | str, geometry: tuple[list[int], ...], include_pad: bool) -> np.ndarray:
     """mode: 'max', 'average', or an int p for an Lp pool."""
     kernel, outs, begin, end, strides, dilations = geometry
     sizes = x.shape[2:]
@@ -207,6 +208,7 @@ def _pool(x: np.ndarray, mode, geometry, include_pad: bool) -> np.ndarray:
             count += mask[window]
     if mode == "max":
         return acc
-    if mode != "average":
-        return (acc ** (1.0 / mode)).astype(x.dtype)
+    if mode != "average":       # an Lp pool's p
+        root: np.ndarray = (acc ** (1.0 / int(mode))).astype(x.dtype)
+        return root
     return (acc / np.maximum(count, 1)).astype(x.dtype)

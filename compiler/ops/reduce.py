@@ -10,20 +10,21 @@ accumulates them.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Map, Reduce
-from compiler.ops.base import (OpDef, const_input, fail, input_operands, move_op, normalize_axis, out,
+from compiler.ops.base import (OpDef, const_input, fail, given, input_operands, move_op, normalize_axis, out,
                                output_operand, register, require)
 from compiler.ops.runtime import forget_stand_in, known_input, require_static, stand_in
 
 
-def _extreme(pick, lowest: bool):
+def _extreme(pick: Callable[..., Any], lowest: bool) -> Callable[..., Any]:
     """np.max / np.min with the identity of an empty axis: -inf (or the type's lowest) for max, +inf for min."""
-    def reduce(x, axis, keepdims):
+    def reduce(x: np.ndarray, axis: Any, keepdims: bool) -> Any:
+        initial: bool | float
         if x.dtype == np.bool_:
             initial = not lowest
         elif x.dtype.kind == "f":
@@ -34,18 +35,18 @@ def _extreme(pick, lowest: bool):
     return reduce
 
 
-def _log_sum_exp(x, axis, keepdims):
+def _log_sum_exp(x: np.ndarray, axis: Any, keepdims: bool) -> np.ndarray:
     """log(sum(exp(x - max))) + max: the stable form onnxruntime computes (an all -inf row stays -inf)."""
     top = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
     top = np.where(np.isfinite(top), top, 0)
-    total = np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True)) + top
+    total: np.ndarray = np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True)) + top
     return total if keepdims else np.squeeze(total, axis=axis)
 
 
 # op -> (numpy function of (x, axis, keepdims), vector ops per input element). One add, multiply or compare per
 # element, plus the element-wise step before it (abs, square; max, subtract, exp for LogSumExp). The per-output
 # finish (ReduceMean's divide, ReduceL2's sqrt, ReduceLogSum's log) is not counted.
-REDUCTIONS = {
+REDUCTIONS: dict[str, tuple[Callable[..., Any], int]] = {
     "ReduceMean": (np.mean, 1), "ReduceSum": (np.sum, 1), "ReduceProd": (np.prod, 1),
     "ReduceMax": (_extreme(np.max, lowest=True), 1), "ReduceMin": (_extreme(np.min, lowest=False), 1),
     "ReduceL1": (lambda x, axis, keepdims: np.sum(np.abs(x), axis=axis, keepdims=keepdims), 2),
@@ -65,8 +66,7 @@ class ReduceOp(OpDef):
     value_inputs = (1,)
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1, 2)
-        x = ins[0]
+        x = require(node, ins, 1, 2)[0]
         has_input = len(node.inputs) > 1 and bool(node.inputs[1])
         if has_input and graph.opset < AXES_INPUT_OPSET[node.op]:
             raise fail(node, f"axes come from the attribute before opset {AXES_INPUT_OPSET[node.op]} "
@@ -81,7 +81,7 @@ class ReduceOp(OpDef):
         return [out(node, _reduced_shape(node, x.shape, axes), x.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        x = args[0]
+        x = given(node, args, 1)[0]
         axes = reduced_axes(node, args[1] if len(args) > 1 else None, x.ndim)
         return [_reduce(node.op, x, axes, bool(node.attr("keepdims", 1)))]
 
@@ -114,14 +114,14 @@ def reduced_axes(node: Node, values: Any, rank: int) -> tuple[int, ...] | None:
     return tuple(axes)
 
 
-def _reduced_shape(node: Node, shape: tuple[int, ...], axes) -> tuple[int, ...]:
+def _reduced_shape(node: Node, shape: tuple[int, ...], axes: tuple[int, ...] | None) -> tuple[int, ...]:
     if axes is None:
         return shape
     keep = node.attr("keepdims", 1)
     return tuple(1 if i in axes else d for i, d in enumerate(shape) if keep or i not in axes)
 
 
-def _reduce(op: str, x: np.ndarray, axes, keepdims: bool) -> np.ndarray:
+def _reduce(op: str, x: np.ndarray, axes: tuple[int, ...] | None, keepdims: bool) -> np.ndarray:
     if axes is None and op not in ELEMENTWISE_WHEN_EMPTY:
         return x
     work = x.astype(np.float32) if x.dtype == np.float16 else x
