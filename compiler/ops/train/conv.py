@@ -14,13 +14,15 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from compiler.dtypes import DType
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import Axis, Einsum, IROp, Move, Operand, Reduce, Role
-from compiler.ops.base import TRAINING_DOMAIN, OpDef, fail, operand, out, output_operand, register, require
+from compiler.ops.base import (TRAINING_DOMAIN, OpDef, fail, given, operand, out, output_operand, register,
+                               require)
 from compiler.ops.conv import OUT_LOOPS, WINDOW_LOOPS, ConvSpec, conv_spec
 from compiler.ops.matmul import accumulator
 from compiler.ops.train import work
@@ -43,14 +45,14 @@ def _check_dy(node: Node, dy: Tensor, x_shape: tuple[int, ...], spec: ConvSpec) 
         raise fail(node, f"the gradient {dy.name!r} is {dy.dtype.value}; gradients are floats")
 
 
-def _taps(spec: ConvSpec):
+def _taps(spec: ConvSpec) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...]]]:
     """(kernel offsets, the padded input's window those offsets read for every output position), per tap."""
     for offsets in itertools.product(*(range(r) for r in spec.kernel)):
         yield offsets, tuple(slice(o * d, o * d + s * (p - 1) + 1, s)
                              for o, d, s, p in zip(offsets, spec.dilations, spec.strides, spec.outs))
 
 
-def _grouped(spec: ConvSpec, x_shape: tuple[int, ...], dy: np.ndarray):
+def _grouped(spec: ConvSpec, x_shape: tuple[int, ...], dy: np.ndarray) -> tuple[int, int, int, int, np.ndarray]:
     """(n, g, c, k, dy as [n, g, k, P...])."""
     n, g, c = x_shape[0], spec.groups, spec.c
     k = spec.k_total // g
@@ -62,14 +64,14 @@ class ConvGradData(OpDef):
     """(dy, w) -> dx of `shape`: every dy element scattered back through every kernel tap."""
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        dy, w = ins
+        dy, w = require(node, ins, 2)
         shape = _shape(node)
         _check_dy(node, dy, shape, conv_spec(node, Tensor("x", shape, w.dtype), w))
         return [out(node, shape, dy.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        dy, w = work(*args)
+        stored = given(node, args, 2)
+        dy, w = work(*stored)
         shape = _shape(node)
         spec = conv_spec(node, Tensor("x", shape, DType.fp32), Tensor("w", w.shape, DType.fp32))
         n, g, c, k, dy = _grouped(spec, shape, dy)
@@ -79,7 +81,7 @@ class ConvGradData(OpDef):
         for offsets, window in _taps(spec):
             dx[(slice(None),) * 3 + window] += np.einsum("ngk...,gkc->ngc...", dy, wg[(slice(None),) * 3 + offsets])
         inside = tuple(slice(b, b + h) for b, h in zip(spec.begin, shape[2:]))
-        return [dx[(slice(None),) * 3 + inside].reshape(shape).astype(args[0].dtype)]
+        return [dx[(slice(None),) * 3 + inside].reshape(shape).astype(stored[0].dtype)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         dy, w = graph.tensor(node.inputs[0]), graph.tensor(node.inputs[1])
@@ -117,7 +119,8 @@ def _flipped(node: Node, graph: Graph, w: Tensor, rank: int) -> tuple[list[IROp]
     return [move], Operand(flipped.tensor, w.shape, w.dtype, Role.weight)
 
 
-def _interleave(node: Node, graph: Graph, strides, live, phases: list[Operand], complete: bool) -> IROp:
+def _interleave(node: Node, graph: Graph, strides: Sequence[int], live: list[tuple[_Phase, ...]], phases: list[Operand],
+                complete: bool) -> IROp:
     """dx[n, c, stride*u + start] = phase[n, c, u] for every phase: one Move when every phase has rows and taps.
 
     Rows no tap reaches (a 1x1 stride-2 conv never reads odd rows) get zero, which a Move cannot make: it only places
@@ -126,7 +129,7 @@ def _interleave(node: Node, graph: Graph, strides, live, phases: list[Operand], 
     result = output_operand(node, graph)
     starts = [tuple(p.start for p in combo) for combo in live]
 
-    def interleave(*parts):
+    def interleave(*parts: np.ndarray) -> np.ndarray:
         dx = np.zeros(parts[0].shape[:2] + result.shape[2:], parts[0].dtype)    # a chunk may hold some n or c only
         for start, part in zip(starts, parts):
             dx[(slice(None),) * 2 + tuple(slice(a, None, s) for a, s in zip(start, strides))] = part
@@ -165,8 +168,8 @@ def _phases(size: int, kernel: int, stride: int, dilation: int, pad: int) -> lis
     return phases
 
 
-def _phase_einsum(node: Node, graph: Graph, spec: ConvSpec, shape, dy: Tensor, weight: Operand, combo, target: Operand,
-                  tag: str) -> list[IROp]:
+def _phase_einsum(node: Node, graph: Graph, spec: ConvSpec, shape: tuple[int, ...], dy: Tensor, weight: Operand,
+                  combo: tuple[_Phase, ...], target: Operand, tag: str) -> list[IROp]:
     """dx's rows of one phase (_Phase names the terms):
     dx[n, g, c, u...] += dy[n, g*K + k, u + dy_offset + dy_step*m...] * w_flipped[g*K + k, c, w_offset + period*m...]"""
     rank, groups, k = len(spec.outs), spec.groups, spec.k_total // spec.groups
@@ -197,14 +200,14 @@ class ConvGradFilter(OpDef):
     """(x, dy) -> dw of `shape`: per kernel tap, the forward's input window times dy, summed over n and p, q."""
 
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        x, dy = ins
+        x, dy = require(node, ins, 2)
         shape = _shape(node)
         _check_dy(node, dy, x.shape, conv_spec(node, x, Tensor("w", shape, x.dtype)))
         return [out(node, shape, dy.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        x, dy = work(*args)
+        stored = given(node, args, 2)
+        x, dy = work(*stored)
         shape = _shape(node)
         spec = conv_spec(node, Tensor("x", x.shape, DType.fp32), Tensor("w", shape, DType.fp32))
         n, g, c, k, dy = _grouped(spec, x.shape, dy)
@@ -215,7 +218,7 @@ class ConvGradFilter(OpDef):
         for offsets, window in _taps(spec):
             patch = xp[(slice(None),) * 3 + window].reshape(n, g, c, -1)
             dw[(slice(None),) * 3 + offsets] = np.einsum("ngcp,ngkp->gkc", patch, dy)
-        return [dw.reshape(shape).astype(args[1].dtype)]
+        return [dw.reshape(shape).astype(stored[1].dtype)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         x, dy = graph.tensor(node.inputs[0]), graph.tensor(node.inputs[1])
@@ -227,7 +230,7 @@ class ConvGradFilter(OpDef):
         kept = ([("g", groups)] if grouped else []) + [("k", k), ("c", spec.c)] + list(zip(wins, spec.kernel))
         loops = kept + [("n", x.shape[0])] + list(zip(outs, spec.outs))
         # x indexed as in the forward Einsum (compiler/ops/conv.py), dy by the forward's output loops
-        x_axes = (Axis.of("n"), Axis((("g", spec.c), ("c", 1))) if grouped else Axis.of("c"))
+        x_axes: tuple[Axis, ...] = (Axis.of("n"), Axis((("g", spec.c), ("c", 1))) if grouped else Axis.of("c"))
         x_axes += tuple(Axis(((o, s), (r, d)), -b) for o, r, s, d, b
                         in zip(outs, wins, spec.strides, spec.dilations, spec.begin))
         dy_axes = (Axis.of("n"), Axis((("g", k), ("k", 1))) if grouped else Axis.of("k")) + tuple(map(Axis.of, outs))

@@ -20,19 +20,24 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 from compiler.graph import Graph, Node, Tensor
 from compiler.ir import IROp, Reduce
-from compiler.ops.base import (TRAINING_DOMAIN, OpDef, fail, input_operands, out, output_operand, register,
-                               require)
+from compiler.ops.base import (TRAINING_DOMAIN, OpDef, fail, given, input_operands, out, output_operand,
+                               register, require)
 from compiler.ops.lrn import window_size
 from compiler.ops.pool import includes_pad, pool_geometry
 from compiler.ops.train import work
 
 
-def _check_dy(node: Node, dy: Tensor, x_shape: tuple[int, ...], outs) -> None:
+# (kernel, outs, pads_begin, pads_end, strides, dilations): compiler.ops.pool.pool_geometry
+Geometry = tuple[list[int], ...]
+
+
+def _check_dy(node: Node, dy: Tensor, x_shape: tuple[int, ...], outs: Sequence[int]) -> None:
     want = (*x_shape[:2], *outs)
     if dy.shape != want:
         raise fail(node, f"dy {dy.name!r} has shape {list(dy.shape)}; the forward op's output is {list(want)}")
@@ -40,7 +45,7 @@ def _check_dy(node: Node, dy: Tensor, x_shape: tuple[int, ...], outs) -> None:
         raise fail(node, f"the gradient {dy.name!r} is {dy.dtype.value}; gradients are floats")
 
 
-def _pads(geometry, sizes) -> list[tuple[int, int]]:
+def _pads(geometry: Geometry, sizes: Sequence[int]) -> list[tuple[int, int]]:
     """Begin and end pads of the padded input every window lies in (ceil_mode's overhang added at the end)."""
     kernel, outs, begin, end, strides, dilations = geometry
     extra = [max(0, (o - 1) * s + (k - 1) * d + 1 - (n + b + e))
@@ -48,18 +53,18 @@ def _pads(geometry, sizes) -> list[tuple[int, int]]:
     return [(b, e + x) for b, e, x in zip(begin, end, extra)]
 
 
-def _taps(geometry):
+def _taps(geometry: Geometry) -> Iterator[tuple[slice, ...]]:
     """Per kernel tap in row-major order, the slices of the padded input it reads for every output position."""
     kernel, outs, _, _, strides, dilations = geometry
     for offsets in itertools.product(*(range(k) for k in kernel)):
         yield tuple(slice(o * d, o * d + s * (p - 1) + 1, s) for o, d, s, p in zip(offsets, dilations, strides, outs))
 
 
-def _unpad(dx: np.ndarray, pads, sizes) -> np.ndarray:
+def _unpad(dx: np.ndarray, pads: list[tuple[int, int]], sizes: Sequence[int]) -> np.ndarray:
     return dx[(slice(None),) * 2 + tuple(slice(b, b + n) for (b, _), n in zip(pads, sizes))]
 
 
-def _max_grad(geometry, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
+def _max_grad(geometry: Geometry, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
     dy, x = work(dy, x)
     sizes = x.shape[2:]
     pads = _pads(geometry, sizes)
@@ -76,7 +81,7 @@ def _max_grad(geometry, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
     return _unpad(dx, pads, sizes)
 
 
-def _average_grad(geometry, dy: np.ndarray, sizes, include_pad: bool) -> np.ndarray:
+def _average_grad(geometry: Geometry, dy: np.ndarray, sizes: tuple[int, ...], include_pad: bool) -> np.ndarray:
     (dy,) = work(dy)
     pads = _pads(geometry, sizes)
     begin, end = geometry[2:4]
@@ -91,7 +96,7 @@ def _average_grad(geometry, dy: np.ndarray, sizes, include_pad: bool) -> np.ndar
     return _unpad(dx, pads, sizes)
 
 
-def _window_reduce(node: Node, graph: Graph, fn, ops_per_element: int) -> list[IROp]:
+def _window_reduce(node: Node, graph: Graph, fn: Callable[..., np.ndarray], ops_per_element: int) -> list[IROp]:
     """One Reduce with dy first: its spatial axes are never cut, N and C are."""
     rank = len(graph.tensor(node.inputs[0]).shape)
     return [Reduce(name=node.name, node=node.name, op=node.op, inputs=input_operands(node, graph),
@@ -102,13 +107,12 @@ def _window_reduce(node: Node, graph: Graph, fn, ops_per_element: int) -> list[I
 @register("MaxPoolGrad", domain=TRAINING_DOMAIN)
 class MaxPoolGrad(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        dy, x = ins
+        dy, x = require(node, ins, 2)
         _check_dy(node, dy, x.shape, pool_geometry(node, x.shape)[1])
         return [out(node, x.shape, dy.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        dy, x = args
+        dy, x = given(node, args, 2)
         return [_max_grad(pool_geometry(node, x.shape), dy, x).astype(dy.dtype)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
@@ -119,15 +123,16 @@ class MaxPoolGrad(OpDef):
 @register("AveragePoolGrad", domain=TRAINING_DOMAIN)
 class AveragePoolGrad(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 1)
+        dy = require(node, ins, 1)[0]
         shape = tuple(int(d) for d in node.attr("shape", ()))
-        _check_dy(node, ins[0], shape, pool_geometry(node, shape)[1])
-        return [out(node, shape, ins[0].dtype)]
+        _check_dy(node, dy, shape, pool_geometry(node, shape)[1])
+        return [out(node, shape, dy.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
         shape = tuple(int(d) for d in node.attr("shape"))
-        dx = _average_grad(pool_geometry(node, shape), args[0], shape[2:], includes_pad(node))
-        return [dx.astype(args[0].dtype)]
+        dy = given(node, args, 1)[0]
+        dx = _average_grad(pool_geometry(node, shape), dy, shape[2:], includes_pad(node))
+        return [dx.astype(dy.dtype)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         kernel = pool_geometry(node, tuple(int(d) for d in node.attr("shape")))[0]
@@ -152,8 +157,7 @@ def _lrn_grad(node: Node, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
 @register("LRNGrad", domain=TRAINING_DOMAIN)
 class LRNGrad(OpDef):
     def infer(self, node: Node, ins: list[Tensor | None], graph: Graph) -> list[Tensor]:
-        require(node, ins, 2)
-        dy, x = ins
+        dy, x = require(node, ins, 2)
         window_size(node)
         if dy.shape != x.shape or len(x.shape) < 3 or not dy.dtype.is_float:
             raise fail(node, f"dy is {dy.dtype.value} {list(dy.shape)}, x {list(x.shape)}: LRN's gradient takes a "
@@ -161,7 +165,8 @@ class LRNGrad(OpDef):
         return [out(node, x.shape, dy.dtype)]
 
     def reference(self, node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
-        return [_lrn_grad(node, *args).astype(args[0].dtype)]
+        dy, x = given(node, args, 2)
+        return [_lrn_grad(node, dy, x).astype(dy.dtype)]
 
     def lower(self, node: Node, graph: Graph) -> list[IROp]:
         return [Reduce(name=node.name, node=node.name, op=node.op, inputs=input_operands(node, graph),
