@@ -1,5 +1,5 @@
-"""Types and lint as pyproject.toml configures them: mypy ([tool.mypy]: strict on the hardware vocabulary, the
-engine and pricing) and ruff ([tool.ruff]) over the tree. Each fails with the checker's own report."""
+"""Types and lint as pyproject.toml configures them: mypy ([tool.mypy]: strict on the whole compiler, the engine
+and pricing) and ruff ([tool.ruff]) over the tree. Each fails with the checker's own report."""
 import subprocess
 import sys
 from pathlib import Path
