@@ -76,9 +76,8 @@ def from_model(model: onnx.ModelProto, source: str = "<onnx model>", base_dir: P
     tensors: dict[str, Tensor] = {}
     static = static_inputs(g) if feeds else set()     # graph inputs given values become weights (compiler.bind)
     given = {**{k: v for k, v in (feeds or {}).items() if k in static}, **(input_values or {})}
-    value: np.ndarray | None
-    for name, (value, tensor) in bound(g, given, source).items():
-        arrays[name], tensors[name] = value, tensor
+    for name, (array, tensor) in bound(g, given, source).items():
+        arrays[name], tensors[name] = array, tensor
     for init in g.initializer:
         where = f"{source}: initializer {init.name!r}"
         dtype = DType.from_onnx(init.data_type, where)
@@ -136,9 +135,7 @@ def _split_shapes(infos: Iterable[onnx.ValueInfoProto], inputs: list[str], given
     for the other inputs that share them."""
     declared = {info.name: info.type.tensor_type.shape.dim for info in infos if info.name in inputs}
     params = {p for dims in declared.values() for dim in dims if (p := _symbolic(dim))}
-    shapes: Shapes = {}
-    named: dict[str, int] = {}
-    implied: dict[str, int] = {}
+    shapes, named, implied = Shapes(), dict[str, int](), dict[str, int]()
     for name, shape in given.items():
         if name in inputs:
             shapes[name] = tuple(shape)
@@ -164,8 +161,7 @@ def _batched(infos: Iterable[onnx.ValueInfoProto], inputs: list[str], batch: int
         dims = info.type.tensor_type.shape.dim
         if info.name not in inputs or not dims:
             continue
-        rest = [named.get(_symbolic(dim) or "", -1) if _symbolic(dim) is not None else dim.dim_value
-                for dim in dims[1:]]
+        rest = [named.get(s, -1) if (s := _symbolic(dim)) is not None else dim.dim_value for dim in dims[1:]]
         shapes[info.name] = (batch, *rest)
     return shapes
 
@@ -323,11 +319,10 @@ def _external_extent(init: onnx.TensorProto, info: dict[str, str], location: Pat
     declared: dict[str, int | None] = {}
     for key in ("offset", "length"):
         try:
-            count: int | None = int(info[key]) if key in info else None
+            declared[key] = int(info[key]) if key in info else None
         except ValueError:
-            count = -1
-        declared[key] = count
-        if count is not None and count < 0:
+            declared[key] = -1
+        if (n := declared[key]) is not None and n < 0:
             raise ModelError(f"{where}: external data {key} {info[key]!r} in {location.name} is not a "
                              f"byte count (a whole number, 0 or more)")
     if any(d < 0 for d in init.dims):
