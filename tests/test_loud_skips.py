@@ -23,7 +23,8 @@ def test_a_missing_tool_is_said_and_fails_ci(tmp_path, ci, code):
     shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
     (tmp_path / "test_skipping.py").write_text(SKIPPING)
     env = {**os.environ, "CI": ci}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           str(tmp_path)],
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
     assert done.returncode == code, done.stdout[-2000:]
     if not ci:

@@ -1,5 +1,6 @@
 """What a command writes: never one of its own inputs (nor two outputs in one file), never into a folder (a stream
-such as /dev/null or a FIFO is written straight into), always at the path it names, and on a full disk the previous file stays whole with nothing left beside it."""
+such as /dev/null or a FIFO is written straight into), always at the path it names, and on a full disk the previous
+file stays whole with nothing left beside it."""
 import os
 from pathlib import Path
 

@@ -252,4 +252,5 @@ def test_a_model_that_fails_the_checker_leaves_the_previous_file(tmp_path, monke
     (tmp_path / "m.onnx").write_bytes(b"previous model")
     with pytest.raises(ModelError, match="fails onnx's checker"):
         save_onnx(mixed_graph(), tmp_path / "m.onnx")
-    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"] and (tmp_path / "m.onnx").read_bytes() == b"previous model"
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
+    assert (tmp_path / "m.onnx").read_bytes() == b"previous model"

@@ -293,7 +293,8 @@ def test_inline_initializer_data_must_match_its_dims(case):
     (TensorProto.FLOAT, [0, 4], {}),
 ])
 def test_initializers_whose_data_matches_still_import(data_type, dims, data):
-    proto = model([helper.make_node("Identity", ["w"], ["y"])], [], [("y", None)], [_initializer(data_type, dims, **data)])
+    proto = model([helper.make_node("Identity", ["w"], ["y"])], [], [("y", None)],
+                  [_initializer(data_type, dims, **data)])
     assert from_model(proto).tensor("w").shape == tuple(dims)
 
 

@@ -1,5 +1,6 @@
 """compiler.output: a file is replaced whole or not at all; a full disk or a failed writer leaves the previous
-file as it was and no temporary file behind; a folder is refused; a stream (/dev/null, a FIFO) is written straight into."""
+file as it was and no temporary file behind; a folder is refused; a stream (/dev/null, a FIFO) is written straight
+into."""
 import os
 
 import pytest

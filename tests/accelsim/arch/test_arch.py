@@ -142,8 +142,8 @@ MISTAKES = {
                      ["memory[1].holds[0]", "'weights'", "did you mean 'weight'"]),
     "unknown unit role": ("role: vector", "role: vectr", ["compute[1].role", "'vectr'"]),
     "wrong version": ("version: 1", "version: 2", ["version", "2", "version 1"]),
-    "systolic without array": ("    array: {rows: 8, cols: 8, accumulator_bits: 32, weight_buffers: 2, io_registers: 3, "
-                               "accumulator_rows: 512}\n", "",
+    "systolic without array": ("    array: {rows: 8, cols: 8, accumulator_bits: 32, weight_buffers: 2, "
+                               "io_registers: 3, accumulator_rows: 512}\n", "",
                                ["compute[0].array", "missing"]),
     "more MACs than PEs": ("macs_per_cycle: {int8: 64}", "macs_per_cycle: {int8: 128}",
                            ["compute[0].macs_per_cycle.int8", "128", "8x8 = 64 PEs"]),

@@ -55,7 +55,8 @@ OUTSIDE = ["{tree}/secret/credentials", "../secret/credentials", "devices/../../
 
 @pytest.mark.parametrize("device", OUTSIDE)
 def test_a_system_cannot_name_a_device_outside_its_folder(tree, device):
-    with pytest.raises(ArchError, match=rf"system\.yaml: device: .* outside .*work and .*archs: {HINT}system\.yaml") as e:
+    with pytest.raises(ArchError,
+                       match=rf"system\.yaml: device: .* outside .*work and .*archs: {HINT}system\.yaml") as e:
         load_system(system(tree, device.format(tree=tree)))
     assert SECRET not in str(e.value) and "root:" not in str(e.value)
 

@@ -1,4 +1,5 @@
-"""accelsim.importers.host and host_preset: recorded lscpu / /proc / sysfs texts -> figures -> a preset that loads and simulates."""
+"""accelsim.importers.host and host_preset: recorded lscpu / /proc / sysfs texts -> figures -> a preset that loads and
+simulates."""
 import json
 from pathlib import Path
 

@@ -106,7 +106,8 @@ def test_the_cli_prints_each_stage_and_writes_the_json(capsys):
     (["--system", "dgx_a100", "--arch", "h100"], "--arch do(es) not apply with --system"),
     (["--system", "dgx_a100", "--devices", "6", "--parallel", "tp=3", "--batch", "2"],
      "tensor degree 3 does not divide the 2 heads of layers.0/attn"),
-    (["--system", "tpu_v4_pod", "--slice", "4x4x4", "--devices", "32"], "--slice 4x4x4 is 64 devices, not --devices 32"),
+    (["--system", "tpu_v4_pod", "--slice", "4x4x4", "--devices", "32"],
+     "--slice 4x4x4 is 64 devices, not --devices 32"),
 ])
 def test_bad_input_is_one_line(argv, needle, capsys):
     assert main(["train", "gpt2", "--opt", "layers=2", "--opt", "hidden=64", "--opt", "heads=2"] + argv) == 2

@@ -33,7 +33,8 @@ def gemm_mapping(arch, m, n, k, dtype="bf16", block=None, units=None, buffered=T
     if block:
         step = tuple(min(e, t * units.get(d, 1)) for d, e, t in zip("mnk", (m, n, k), block))
         levels.append(LevelTile(level, tuple(zip("mnk", step)), ("m", "n", "k"), buffered))
-    signature = f"einsum|MatMul|input:{dtype}:{m}x{k};weight:{dtype}:{k}x{n}|{dtype}:{m}x{n}| [m,k] * [k,n]|m{m},n{n},k{k}"
+    signature = (f"einsum|MatMul|input:{dtype}:{m}x{k};weight:{dtype}:{k}x{n}|{dtype}:{m}x{n}| [m,k] * [k,n]"
+                 f"|m{m},n{n},k{k}")
     return Mapping(op="mm", signature=signature, unit="u", loops=(("m", m), ("n", n), ("k", k)),
                    levels=tuple(levels), spatial=tuple(Spatial(d, "units", f) for d, f in units.items()),
                    parts=(("m", "m"), ("n", "n"), ("k", "k")))
@@ -357,7 +358,8 @@ def test_schema_keys(tmp_path):
     assert (amx.micro_kernel.rows, amx.micro_kernel.register_rows, amx.micro_kernel.register_bytes) == (2, 16, 64)
     text = (load_arch("xeon_spr").source_file).read_text()
     for old, new, fragment in (
-            ("macs_per_cycle: {bf16: 512, int8: 1024}", "macs_per_cycle: {bf16: 512, int8: 1024}\n    pipeline_stages: 2",
+            ("macs_per_cycle: {bf16: 512, int8: 1024}",
+             "macs_per_cycle: {bf16: 512, int8: 1024}\n    pipeline_stages: 2",
              "compute[0].pipeline_stages: 2 makes no sense on a simd matrix unit"),
             ("register_rows: 16, register_bytes: 64 B", "register_rows: 16, register_bytes: 64 GB/s",
              "compute[0].micro_kernel.register_bytes"),

@@ -101,7 +101,8 @@ def test_a_weight_tile_read_into_the_array_after_its_queued_load(layer4):
     os8 = replace(arch, compute=(unit,) + arch.compute[1:], memory=memory)
     op = ops["layer4.0/conv2"]
     queued = next(m for m in candidates(op, os8)
-                  if [dict(lv.tile)["c"] for lv in m.levels[1:]] == [256, 128, 128] and dict(m.levels[1].tile)["k"] == 8)
+                  if [dict(lv.tile)["c"] for lv in m.levels[1:]] == [256, 128, 128]
+                  and dict(m.levels[1].tile)["k"] == 8)
     by_hand = 294_912 + 128 * 410                        # 347 k cycles
     estimate, engine = estimate_and_engine(os8, ir, op, queued)
     assert engine == pytest.approx(by_hand, rel=0.05)

@@ -38,7 +38,8 @@ def test_promotion_cycles_by_hand():
 
 def _h100_with_lanes(tmp_path, lanes: int):
     text = (accelsim.arch.presets_dir() / "h100.yaml").read_text()
-    text = text.replace("ops_per_cycle: {fp32: 128,", f"ops_per_cycle: {{fp32: {lanes},").replace("name: h100", "name: h100_lanes")
+    text = text.replace("ops_per_cycle: {fp32: 128,", f"ops_per_cycle: {{fp32: {lanes},")
+    text = text.replace("name: h100", "name: h100_lanes")
     path = tmp_path / "h100_lanes.yaml"
     path.write_text(text)
     return str(path)

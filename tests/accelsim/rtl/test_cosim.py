@@ -99,7 +99,8 @@ def test_a_build_is_kept_per_toolchain_so_two_checkouts_never_share_one(monkeypa
     second = build_folder("verilator", params, waves=False)
     assert first != second and first.parent == second.parent
     assert first.name.startswith("verilator_rows2_cols2_ternary0_acc_depth64_")
-    assert build_folder("verilator", params, waves=True).name.startswith("verilator_rows2_cols2_ternary0_acc_depth64_waves_")
+    waves = build_folder("verilator", params, waves=True)
+    assert waves.name.startswith("verilator_rows2_cols2_ternary0_acc_depth64_waves_")
     assert build_folder("verilator", params, waves=False) == second       # the same toolchain: the same build
 
 

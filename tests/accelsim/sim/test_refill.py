@@ -14,7 +14,8 @@ def test_a_dependency_matrix_past_the_bound_is_refused_before_allocation(monkeyp
     itself, so the test runs in seconds."""
     monkeypatch.setattr(refill, "MAX_CELLS", 1000)
     with pytest.raises(UserError, match=r"tpu_v1: weight_fifo \(refill: tile\) is refilled in so many parts that "
-                                        r"[\d,]+ Program rows would wait on up to [\d,]+ rows each, [\d,]+ dependencies; "
+                                        r"[\d,]+ Program rows would wait on up to [\d,]+ rows each, "
+                                        r"[\d,]+ dependencies; "
                                         r"the tile engine takes at most 1,000 .*--fidelity roofline"):
         run("resnet18", arch="tpu_v1", image=32, trace=True)     # traced: never answered from the cache
 

@@ -32,8 +32,10 @@ FIELD = {"str": names, "int": counts, "float": times, "int | None": st.none() | 
          "dict[str, float]": st.dictionaries(names, times, max_size=3)}
 op_results = st.builds(OpResult, **{f.name: FIELD[f.type] for f in dataclasses.fields(OpResult)})
 plain = st.recursive(st.none() | st.booleans() | st.integers(-2 ** 63, 2 ** 63) | times | names,
-                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(names, inner, max_size=3), max_leaves=6)
-results = st.builds(Result, model=st.dictionaries(names, plain, max_size=3), arch=st.dictionaries(names, plain, max_size=3),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(names, inner, max_size=3),
+                     max_leaves=6)
+results = st.builds(Result, model=st.dictionaries(names, plain, max_size=3),
+                    arch=st.dictionaries(names, plain, max_size=3),
                     fidelity=st.sampled_from(["tile", "roofline"]), ops=st.lists(op_results, min_size=1, max_size=4),
                     notes=st.lists(names, max_size=2), memory=st.dictionaries(names, plain, max_size=3))
 KEY = [cache.FORMAT, "a model", "an arch"]

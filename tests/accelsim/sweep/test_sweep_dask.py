@@ -20,7 +20,8 @@ def write(path, **spec):
 
 def test_a_dask_cluster_gives_the_local_rows_and_survives_dying_workers(tmp_path, monkeypatch):
     spec = write(tmp_path / "sweep.yaml", strategy={"kind": "adaptive", "seed": 3, "initial": 3},
-                 axes={"memory.dram.bandwidth": ["1 GB/s", "4 GB/s"], "memory.weight_sram.capacity": ["1 KiB", "16 KiB"],
+                 axes={"memory.dram.bandwidth": ["1 GB/s", "4 GB/s"],
+                       "memory.weight_sram.capacity": ["1 KiB", "16 KiB"],
                        "compute.pe_array.dataflows": ["ws", "os"]})
     local = run_sweep(spec, tmp_path / "local.sqlite", jobs=1, progress=False)
     marker = tmp_path / "a-worker-died"

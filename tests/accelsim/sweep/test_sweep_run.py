@@ -164,7 +164,8 @@ def test_the_example_spec_runs_as_the_readme_says(tmp_path):
     proc = subprocess.run([str(ACCELSIM), "sweep", str(example), "--db", str(tmp_path / "example.sqlite")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "72 points x 1 model = 72 rows" in proc.stdout and "(72 evaluated, 0 already stored, 0 not ok)" in proc.stdout
+    assert "72 points x 1 model = 72 rows" in proc.stdout
+    assert "(72 evaluated, 0 already stored, 0 not ok)" in proc.stdout
     rows = sweep_rows(tmp_path / "example.sqlite")
     front = [line.split() for line in proc.stdout.splitlines()[4:] if line.strip()]
     assert 0 < len(front) < 72

@@ -29,9 +29,11 @@ def padded(mapping) -> float:
 def gemm(m: int, n: int, k: int, dtype: DType = DType.int8, name: str = "g") -> Einsum:
     acc = DType.int32 if not dtype.is_float else DType.fp32
     return Einsum(name=name, node=name, op="MatMul",
-                  inputs=(Operand(f"{name}.x", (m, k), dtype, Role.input), Operand(f"{name}.w", (k, n), dtype, Role.weight)),
+                  inputs=(Operand(f"{name}.x", (m, k), dtype, Role.input),
+                          Operand(f"{name}.w", (k, n), dtype, Role.weight)),
                   output=Operand(f"{name}.y", (m, n), dtype, Role.output),
-                  loops=(("m", m), ("n", n), ("k", k)), in_axes=((Axis.of("m"), Axis.of("k")), (Axis.of("k"), Axis.of("n"))),
+                  loops=(("m", m), ("n", n), ("k", k)),
+                  in_axes=((Axis.of("m"), Axis.of("k")), (Axis.of("k"), Axis.of("n"))),
                   out_dims=("m", "n"), acc=acc)
 
 

@@ -77,7 +77,8 @@ def test_the_plan_holds_one_chunk_in_the_inner_level():
 def test_an_uncut_plan_names_no_axis_and_a_view_moves_nothing():
     arch = load_arch("h100")
     assert plan(add((8, 64), op="Scan"), arch).levels[-1].order == ()
-    view = Move(name="v", node="v", op="Reshape", inputs=(tensor("x", (8, 64)),), output=tensor("y", (512,), Role.output),
+    view = Move(name="v", node="v", op="Reshape", inputs=(tensor("x", (8, 64)),),
+                output=tensor("y", (512,), Role.output),
                 fn=lambda x: x.reshape(-1), view=True)
     mapping = plan(view, arch)
     assert mapping.levels == () and mapping.loops == (("e", 512),) and "view" in mapping.notes[0]

@@ -66,9 +66,10 @@ def test_reduce_other_types_match_onnxruntime(op, dtype):
     _reduce(op, x, 18, [1], 1)
 
 
-@pytest.mark.parametrize("op, kind", [("ReduceL1", OpKind.map), ("ReduceL2", OpKind.map), ("ReduceSumSquare", OpKind.map),
-                                      ("ReduceLogSum", OpKind.map), ("ReduceLogSumExp", OpKind.move),
-                                      ("ReduceProd", OpKind.move), ("ReduceMax", OpKind.move)])
+@pytest.mark.parametrize("op, kind", [("ReduceL1", OpKind.map), ("ReduceL2", OpKind.map),
+                                      ("ReduceSumSquare", OpKind.map), ("ReduceLogSum", OpKind.map),
+                                      ("ReduceLogSumExp", OpKind.move), ("ReduceProd", OpKind.move),
+                                      ("ReduceMax", OpKind.move)])
 def test_noop_with_empty_axes_keeps_the_elementwise_step(op, kind):
     """Reducing over no axis: |x| for ReduceL1 (a Map), x itself for ReduceProd (a view), as onnxruntime gives."""
     x = RNG.uniform(0.5, 2.0, (2, 3)).astype(np.float32) * np.array([1, -1, 1], dtype=np.float32)

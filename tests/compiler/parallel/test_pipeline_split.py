@@ -20,7 +20,8 @@ def model(name: str):
     graph = zoo.build(name, dtype="fp64", **MODELS[name])
     rng = np.random.default_rng(0)
     feeds = {i: rng.standard_normal(graph.tensors[i].shape) if graph.tensors[i].dtype.is_float
-             else rng.integers(0, 2 if "mask" in i or "type" in i else 50, graph.tensors[i].shape) for i in graph.inputs}
+             else rng.integers(0, 2 if "mask" in i or "type" in i else 50, graph.tensors[i].shape)
+             for i in graph.inputs}
     return graph, feeds
 
 

@@ -3,7 +3,8 @@ Graph's reference, executed tile by tile as codegen tiles it (and cut along ever
 equals it too, and accelsim simulates it, with the backward pass's MACs counted by hand from the shapes.
 
 The models: the MLP of test_train_rules.py, a one-layer GPT-2 (embedding gradient, LayerNorm, attention,
-the tied head, cross-entropy over every token) and a one-layer MatMul-free LM (fake-quantised BitLinear, the Scan), both in fp64 so that a tiling can differ only in summation order.
+the tied head, cross-entropy over every token) and a one-layer MatMul-free LM (fake-quantised BitLinear, the Scan),
+both in fp64 so that a tiling can differ only in summation order.
 """
 from collections import Counter
 

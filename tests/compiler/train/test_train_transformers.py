@@ -1,5 +1,6 @@
 """The zoo's transformers and its ternary model, in small configurations, train as PyTorch does: one step with SGD
-and with AdamW gives torch.autograd's loss and gradients and torch.optim's updates (tests/compiler/train/train_checks.py).
+and with AdamW gives torch.autograd's loss and gradients and torch.optim's updates
+(tests/compiler/train/train_checks.py).
 
 GPT-2 (learned positions, tied head, LayerNorm, GELU from Erf), BERT (padding mask from a Cast, post-LN, the Tanh
 pooler), Llama (RMSNorm from Pow/ReduceMean/Sqrt/Div, rotary Slice/Neg/Concat, SiLU), ViT (a patch Conv) and
