@@ -7,6 +7,7 @@ import argparse
 
 from accelsim.args import LateHelp, model_args, model_options, positive, systems, write
 from accelsim.commands.command import Command
+from accelsim.sim import FIDELITIES
 from accelsim.parallel.plan import SEARCH_BUDGET as BUDGET, SEARCH_S as TIME_LIMIT_S
 from accelsim.commands.train import OPTIMIZERS, add_choice
 from compiler.errors import UserError
@@ -33,7 +34,7 @@ def add_plan(p: argparse.ArgumentParser) -> None:
                                                                     "Pareto front of time and memory is shown as well")
     p.add_argument("--workers", type=int, metavar="W", help="processes simulating plans (default: the CPUs, at most "
                                                             "8; small searches run in this process)")
-    p.add_argument("--fidelity", default="tile", choices=["tile", "roofline"],
+    p.add_argument("--fidelity", default="tile", choices=FIDELITIES,
                    help="tile (the default, as `accelsim train`) or roofline (faster, a lower bound)")
     p.add_argument("--exhaustive", action="store_true",
                    help="simulate every plan that fits (by default a plan whose lower bound puts it behind the best "

@@ -9,6 +9,7 @@ import sys
 from accelsim.args import (many_devices, model_args, model_options, on_many_devices, positive, report_many, rows,
                            write)
 from accelsim.commands.command import Command
+from accelsim.sim import FIDELITIES
 
 
 def add_run(run: argparse.ArgumentParser) -> None:
@@ -16,7 +17,7 @@ def add_run(run: argparse.ArgumentParser) -> None:
     run.add_argument("--arch", default="tpu_v1", help="preset name (see `accelsim archs`), a YAML file or a "
                      "SCALE-Sim .cfg (default: tpu_v1)")
     run.add_argument("--dtype", help="the dtype the hardware computes in (default: the arch's native one)")
-    run.add_argument("--fidelity", default="tile", choices=["tile", "roofline"], help="level of detail: tile "
+    run.add_argument("--fidelity", default="tile", choices=FIDELITIES, help="level of detail: tile "
                      "(map, compile and simulate the tile program; the default) or roofline (the per-op bound)")
     run.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the timeline (tile fidelity; "
                      "open it at ui.perfetto.dev)")

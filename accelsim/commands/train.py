@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from accelsim.args import (many_devices, model_args, model_options, on_many_devices, positive, report_many, rows,
                            write)
 from accelsim.commands.command import Command
+from accelsim.sim import FIDELITIES
 
 
 class Choices:
@@ -71,7 +72,7 @@ def add_train(p: argparse.ArgumentParser) -> None:
     length.add_argument("--epochs", type=float, help="passes over the dataset (with --dataset-size)")
     length.add_argument("--dataset-size", type=int, help="samples in one epoch")
     length.add_argument("--tokens", type=int, help="tokens to train on (language models)")
-    p.add_argument("--fidelity", default="tile", choices=["tile", "roofline"], help="tile (the default) or roofline")
+    p.add_argument("--fidelity", default="tile", choices=FIDELITIES, help="tile (the default) or roofline")
     p.add_argument("--json", metavar="FILE", help="write the result as JSON ('-' for stdout)")
     p.add_argument("--csv", metavar="FILE", help="write one row per layer as CSV ('-' for stdout)")
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report of the step (works offline)")

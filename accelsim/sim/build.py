@@ -21,7 +21,7 @@ from accelsim.results.result import Result
 from accelsim.price.compat import NATIVE, Pricing, pricing
 from accelsim.price.cost import reporter
 from accelsim.price.roofline import estimate
-from accelsim.sim import tile
+from accelsim.sim import FIDELITIES, tile
 from accelsim.sim.memory import footprint, note
 from accelsim.sim.model import load_arch, load_model
 from compiler.codegen import Code, generate
@@ -35,7 +35,6 @@ from compiler.map import DEFAULT_BUDGET, map_ir
 from compiler.mapping import Mapping
 from compiler.compile import Options, compile_graph
 
-FIDELITIES = ("tile", "roofline")   # tile: map, codegen and the numba engine; roofline: the bound
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import yaml
 from accelsim.arch import ArchError, ArchKind, arch_document
 from accelsim.arch.load import YamlRefused, bounded_yaml
 from accelsim.arch.reference import named_arch
+from accelsim.sim import FIDELITIES
 from accelsim.sweep.axes import Axis, check_dtype, check_values, fitted, parse_axes, parse_derived_keys
 from accelsim.sweep.derive import Derived
 from compiler.errors import UserError, read_text
@@ -32,7 +33,6 @@ OBJECTIVES = {   # name -> (unit, what; all are minimised)
     "edp": ("J s", "energy-delay product"),
 }
 STRATEGIES = ("grid", "random", "adaptive")
-FIDELITIES = ("tile", "roofline")
 _TOP = ("base", "axes", "models", "objectives")
 _TOP_OPTIONAL = ("version", "derive", "dtype", "fidelity", "strategy")
 _STRATEGY = ("kind", "points", "seed", "initial", "ranks")
