@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from accelsim.parallel.plan import SCHEDULES
 from compiler import output
 from compiler.errors import UserError
 
@@ -264,7 +265,7 @@ def many_devices(parser) -> None:
                                                                 f"archs`): {systems()}, or a YAML file")
     many.add_argument("--devices", type=int, help="devices of the system to use (default: the system's default)")
     many.add_argument("--slice", metavar="AxBxC", help="a torus slice instead of --devices (tpu_v4_pod: 4x4x4)")
-    many.add_argument("--parallel", metavar="PLAN", help="dp=..,tp=..,pp=..[,mb=..,schedule=1f1b|gpipe|interleaved,"
+    many.add_argument("--parallel", metavar="PLAN", help=f"dp=..,tp=..,pp=..[,mb=..,schedule={'|'.join(SCHEDULES)},"
                                                          "chunks=..,zero=0-3,sp=1] (default: data parallel over all); "
                                                          "groups=2: tp=2 along the model's channel groups, AlexNet's "
                                                          "two-GPU split of 2012 (LRN per device)")
