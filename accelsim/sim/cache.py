@@ -115,7 +115,7 @@ def _decode_mappings(text: bytes) -> dict | None:
         stored = json.loads(text)
         if type(stored) is not dict:
             return None
-        decoded = {_text(name): Mapping.from_dict(m) for name, m in stored.items()}
+        decoded = {name: Mapping.from_dict(m) for name, m in stored.items()}     # JSON's keys are text
         if any(m.to_dict() != stored[name] for name, m in decoded.items()):
             return None
     except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
@@ -162,16 +162,6 @@ def _out_of_range(data: dict) -> str | None:
 def _same(a: dict, b: dict) -> bool:
     """Equal as JSON text: every field there, nothing extra, and 1 is not 1.0 (as == would have it)."""
     return json.dumps(a) == json.dumps(b)
-
-
-def _kind(value, kind: type):
-    if type(value) is not kind:
-        raise TypeError(f"{value!r} is not a {kind.__name__}")
-    return value
-
-
-def _text(value) -> str:
-    return _kind(value, str)
 
 
 def graph_digest(graph: Graph) -> str | None:
