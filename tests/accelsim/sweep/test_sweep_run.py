@@ -73,8 +73,11 @@ def _arch_json(db: Path, key: str) -> str:
 
 def _start(spec: Path, db: Path, log: Path, delay: str) -> subprocess.Popen:
     env = {**os.environ, LOG_ENV: str(log), DELAY_ENV: delay}
+    # Ctrl-C as a terminal sends it: the child starts with SIGINT's default action even where this suite ignores it
+    # (one started by a shell's `&` inherits SIG_IGN), since Python makes SIGINT a KeyboardInterrupt only if not ignored
     return subprocess.Popen([str(ACCELSIM), "sweep", str(spec), "--db", str(db), "--jobs", "1"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for_rows(db: Path, proc: subprocess.Popen, at_least: int) -> None:
